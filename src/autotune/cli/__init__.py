@@ -1,0 +1,1 @@
+"""Thin typer CLI: each module registers one command; domain errors are rendered once in ``app.main``."""

@@ -1,0 +1,75 @@
+"""``autotune estimate``: predict memory and time for one fixed setting (no search)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from autotune.cli import options as opt
+from autotune.cli._shared import coefficients_from_option
+from autotune.cli.app import app
+from autotune.cli.plan_cmd import parse_lora_targets
+from autotune.cli.render import print_json, render_estimate
+from autotune.cli.resolve import resolve_cluster, resolve_model, validated
+from autotune.costmodel.estimate import estimate_setting
+from autotune.schemas.setting import TrainingSetting, Workload
+
+
+@app.command("estimate")
+def estimate_command(
+    model: opt.ModelArg,
+    gpu: opt.GpuOpt,
+    num_gpus: opt.NumGpusOpt = 1,
+    num_nodes: opt.NumNodesOpt = 1,
+    host_memory_gib: opt.HostMemoryOpt = None,
+    method: Annotated[str, typer.Option("--method", help="full, lora or qlora.")] = "lora",
+    seq_len: opt.SeqLenOpt = 2048,
+    micro_batch_size: Annotated[int, typer.Option("--micro-batch-size", help="Sequences per micro batch.")] = 1,
+    grad_accum: Annotated[int, typer.Option("--grad-accum", help="Gradient accumulation steps.")] = 1,
+    grad_ckpt: Annotated[bool, typer.Option("--grad-ckpt/--no-grad-ckpt", help="Activation checkpointing.")] = True,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="adamw, adamw-8bit, paged-adamw-8bit.")] = "adamw",
+    precision: opt.PrecisionOpt = None,
+    sharding: opt.ShardingOpt = None,
+    lora_rank: Annotated[int, typer.Option("--lora-rank", help="LoRA rank.")] = 16,
+    lora_targets: Annotated[str, typer.Option("--lora-targets", help="all-linear or q_proj,v_proj,...")] = "all-linear",
+    compile_: Annotated[bool, typer.Option("--compile/--no-compile", help="torch.compile.")] = False,
+    loss_impl: Annotated[str, typer.Option("--loss-impl", help="fp32-upcast, native or chunked.")] = "fp32-upcast",
+    num_samples: opt.NumSamplesOpt = None,
+    dataset_tokens: opt.DatasetTokensOpt = None,
+    epochs: opt.EpochsOpt = 1.0,
+    calibration: opt.CalibrationOpt = None,
+    json_: opt.JsonOpt = False,
+) -> None:
+    """Predict peak memory per GPU and step time for one setting."""
+    spec, _ = resolve_model(model)
+    cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
+    coefficients, _ = coefficients_from_option(calibration)
+    default_precision = "bf16" if cluster.gpu.supports_bf16 else "fp16-mixed"
+    setting = validated(
+        TrainingSetting,
+        method=method,
+        micro_batch_size=micro_batch_size,
+        grad_accum=grad_accum,
+        grad_ckpt=grad_ckpt,
+        compile=compile_,
+        sharding=sharding or ("ddp" if cluster.world_size > 1 else "none"),
+        optimizer=optimizer,
+        precision=precision or default_precision,
+        lora_rank=lora_rank,
+        lora_targets=parse_lora_targets(lora_targets),
+        loss_impl=loss_impl,
+    )
+    workload = validated(
+        Workload,
+        seq_len=seq_len,
+        global_batch_size=micro_batch_size * grad_accum * cluster.world_size,
+        num_samples=num_samples,
+        dataset_tokens=dataset_tokens,
+        epochs=epochs,
+    )
+    estimate = estimate_setting(spec, cluster, workload, setting, coefficients)
+    if json_:
+        print_json({**estimate.model_dump(mode="json"), "setting": setting.model_dump(mode="json"), "notes": notes})
+        return
+    render_estimate(estimate, setting, notes)

@@ -1,0 +1,146 @@
+"""``autotune plan``: search every setting, print the best that fits, optionally write plan.yaml."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from autotune.cli import options as opt
+from autotune.cli._shared import coefficients_from_option
+from autotune.cli.app import app
+from autotune.cli.render import console, print_json, render_plan
+from autotune.cli.resolve import build_request
+from autotune.planner.build import build_plan_file
+from autotune.planner.request import PlanRequest
+from autotune.planner.search import PlanResult, search
+from autotune.schemas.plan import PlanFile
+
+
+def request_from_options(
+    model: str,
+    gpu: str,
+    num_gpus: int = 1,
+    num_nodes: int = 1,
+    host_memory_gib: float | None = None,
+    seq_len: int = 2048,
+    global_batch_size: int = 32,
+    num_samples: int | None = None,
+    dataset_tokens: int | None = None,
+    epochs: float = 1.0,
+    objective: str = "quality",
+    calibration: Path | None = None,
+    **overrides: Any,
+) -> tuple[PlanRequest, list[str]]:
+    """Build a validated PlanRequest from ``plan``'s options (also used by ``launch MODEL``)."""
+    coefficients, calibration_name = coefficients_from_option(calibration)
+    return build_request(
+        model=model,
+        gpu=gpu,
+        num_gpus=num_gpus,
+        num_nodes=num_nodes,
+        host_memory_gib=host_memory_gib,
+        seq_len=seq_len,
+        global_batch_size=global_batch_size,
+        num_samples=num_samples,
+        dataset_tokens=dataset_tokens,
+        epochs=epochs,
+        objective=objective,
+        overrides=overrides,
+        coefficients=coefficients,
+        calibration_name=calibration_name,
+    )
+
+
+def plan_from_options(**options: Any) -> tuple[PlanFile, PlanResult, list[str]]:
+    """Plan from ``plan``'s options: returns the plan file, the search result and notes for the user."""
+    request, notes = request_from_options(**options)
+    result = search(request)
+    return build_plan_file(request, result), result, notes
+
+
+def parse_lora_targets(value: str | None) -> tuple[str, ...] | None:
+    """'q_proj,v_proj' → ('q_proj', 'v_proj'); None stays None."""
+    if value is None:
+        return None
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+@app.command("plan")
+def plan_command(
+    model: opt.ModelArg,
+    gpu: opt.GpuOpt,
+    num_gpus: opt.NumGpusOpt = 1,
+    num_nodes: opt.NumNodesOpt = 1,
+    host_memory_gib: opt.HostMemoryOpt = None,
+    seq_len: opt.SeqLenOpt = 2048,
+    global_batch_size: opt.GlobalBatchOpt = 32,
+    objective: opt.ObjectiveOpt = "quality",
+    method: opt.MethodOpt = None,
+    micro_batch_size: opt.MicroBatchOpt = None,
+    grad_accum: opt.GradAccumOpt = None,
+    grad_ckpt: opt.GradCkptOpt = None,
+    compile_: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile.")] = None,
+    sharding: opt.ShardingOpt = None,
+    optimizer: opt.OptimizerOpt = None,
+    precision: opt.PrecisionOpt = None,
+    lora_rank: opt.LoraRankOpt = None,
+    lora_alpha: opt.LoraAlphaOpt = None,
+    lora_targets: opt.LoraTargetsOpt = None,
+    num_samples: opt.NumSamplesOpt = None,
+    dataset_tokens: opt.DatasetTokensOpt = None,
+    epochs: opt.EpochsOpt = 1.0,
+    calibration: opt.CalibrationOpt = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the plan YAML here.")] = None,
+    json_: opt.JsonOpt = False,
+) -> None:
+    """Find the best setting that fits MODEL on your GPUs; every option fixes one choice."""
+    started = time.perf_counter()
+    plan_file, result, notes = plan_from_options(
+        model=model,
+        gpu=gpu,
+        num_gpus=num_gpus,
+        num_nodes=num_nodes,
+        host_memory_gib=host_memory_gib,
+        seq_len=seq_len,
+        global_batch_size=global_batch_size,
+        num_samples=num_samples,
+        dataset_tokens=dataset_tokens,
+        epochs=epochs,
+        objective=objective,
+        calibration=calibration,
+        method=method,
+        micro_batch_size=micro_batch_size,
+        grad_accum=grad_accum,
+        grad_ckpt=grad_ckpt,
+        compile=compile_,
+        sharding=sharding,
+        optimizer=optimizer,
+        precision=precision,
+        lora_rank=lora_rank,
+        lora_alpha=lora_alpha,
+        lora_targets=parse_lora_targets(lora_targets),
+    )
+    elapsed = time.perf_counter() - started
+    if output is not None:
+        from autotune.launcher.plan_io import save_plan
+
+        save_plan(plan_file, output)
+    if json_:
+        data = plan_file.model_dump(mode="json")
+        print_json(
+            {
+                "plan": {"setting": data["setting"], **data["prediction"]},
+                "alternatives": [{"setting": a["setting"], **a["prediction"]} for a in data["alternatives"]],
+                "rejected": data["rejected"],
+                "notes": notes,
+                "searched": result.searched,
+                "plan_file": data,
+            }
+        )
+        return
+    render_plan(plan_file, notes, result.searched, elapsed)
+    if output is not None:
+        console.print(f"[green]wrote[/] {output}  (run it: autotune launch {output} --dataset DATA --output-dir RUN)")

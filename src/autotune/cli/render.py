@@ -1,0 +1,129 @@
+"""Rich rendering of estimates and plans (tables), and JSON output. No computation happens here."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from autotune.schemas.estimate import Estimate
+from autotune.schemas.plan import PlanFile
+from autotune.schemas.setting import TrainingSetting
+
+console = Console(highlight=False)
+
+
+def print_json(data: Any) -> None:
+    """Print JSON to stdout (no rich markup)."""
+    print(json.dumps(data, indent=2, default=str))
+
+
+def human_duration(seconds: float | None) -> str:
+    """'3 h 12 min', '45 s' ... for display."""
+    if seconds is None:
+        return "—"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    minutes = seconds / 60
+    if minutes < 120:
+        return f"{minutes:.0f} min"
+    hours = minutes / 60
+    if hours < 48:
+        return f"{int(hours)} h {int(minutes % 60):02d} min"
+    return f"{hours / 24:.1f} days"
+
+
+def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
+    """The chosen values, one row each."""
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("option", style="cyan")
+    table.add_column("value")
+    rows: list[tuple[str, str]] = [("method", setting.method)]
+    if setting.uses_adapters:
+        rows.append(("LoRA", f"r {setting.lora_rank}, alpha {setting.lora_alpha:g}, targets {','.join(setting.lora_targets)}"))
+    rows += [
+        ("micro batch size", str(setting.micro_batch_size)),
+        ("gradient accumulation steps", str(setting.grad_accum)),
+        ("activation checkpointing", "on" if setting.grad_ckpt else "off"),
+        ("torch.compile", "on" if setting.compile else "off"),
+        ("sharding", setting.sharding),
+        ("optimizer", setting.optimizer),
+        ("precision", setting.precision),
+        ("loss", setting.loss_impl),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def memory_table(estimate: Estimate) -> Table:
+    """Memory breakdown at the peak, per GPU, with totals and the GPU's capacity."""
+    table = Table(title=f"Peak memory per GPU (at {estimate.peak_phase})", title_justify="left")
+    table.add_column("part", style="cyan")
+    table.add_column("GiB", justify="right")
+    for name, value in sorted(estimate.memory_breakdown_gib.items(), key=lambda item: -item[1]):
+        table.add_row(name, f"{value:.2f}")
+    table.add_row("[bold]peak allocated[/]", f"[bold]{estimate.peak_memory_gib:.2f}[/] ± {estimate.memory_uncertainty_gib:.2f}")
+    table.add_row("peak reserved (allocator)", f"{estimate.peak_reserved_gib:.2f}")
+    table.add_row("CUDA context", f"{estimate.cuda_context_gib:.2f}")
+    table.add_row("headroom kept", f"{estimate.memory_headroom_gib:.2f}")
+    verdict = "[green]fits[/]" if estimate.fits else "[red]does not fit[/]"
+    table.add_row("GPU memory", f"{estimate.gpu_memory_gib:.0f}  {verdict}")
+    if estimate.host_memory_gib:
+        table.add_row("host RAM per node (offload)", f"{estimate.host_memory_gib:.1f}")
+    return table
+
+
+def time_table(estimate: Estimate) -> Table:
+    """Times and throughput."""
+    table = Table(title="Time", show_header=False, title_justify="left")
+    table.add_column("quantity", style="cyan")
+    table.add_column("value", justify="right")
+    band = f" ± {estimate.time_uncertainty_fraction * 100:.0f}%"
+    table.add_row("micro-step", f"{estimate.micro_step_time_s:.3f} s{band}")
+    table.add_row("optimizer step (incl. accumulation)", f"{estimate.step_time_s:.2f} s")
+    table.add_row("tokens/s (all GPUs)", f"{estimate.tokens_per_s:,.0f}")
+    table.add_row("MFU", f"{estimate.mfu * 100:.1f}%")
+    if estimate.compile_time_s:
+        table.add_row("compile (once)", human_duration(estimate.compile_time_s))
+    if estimate.total_time_s is not None:
+        table.add_row("whole run", f"{human_duration(estimate.total_time_s)} ({estimate.num_optimizer_steps} steps)")
+    return table
+
+
+def render_estimate(estimate: Estimate, setting: TrainingSetting, notes: list[str]) -> None:
+    """Print an estimate as tables."""
+    for note in notes:
+        console.print(f"[yellow]note:[/] {note}")
+    console.print(setting_table(setting))
+    console.print(memory_table(estimate))
+    console.print(time_table(estimate))
+
+
+def render_plan(plan: PlanFile, notes: list[str], searched: int, elapsed_s: float) -> None:
+    """Print a plan: chosen setting, memory, time, alternatives and rejections."""
+    cluster = plan.cluster
+    for note in notes:
+        console.print(f"[yellow]note:[/] {note}")
+    console.print(
+        f"[bold]{plan.model.key}[/] on {cluster.num_nodes * cluster.num_gpus_per_node}× {cluster.gpu}, "
+        f"seq_len {plan.workload.seq_len}, global batch {plan.workload.global_batch_size} "
+        f"— objective {plan.objective}; {searched} settings searched in {elapsed_s * 1000:.0f} ms"
+    )
+    console.print(setting_table(plan.setting, title="Chosen setting"))
+    console.print(memory_table(plan.prediction))
+    console.print(time_table(plan.prediction))
+    if plan.alternatives:
+        table = Table(title="Runner-ups (best of each other method / sharding)", title_justify="left")
+        for column in ("setting", "peak GiB", "tokens/s", "step s"):
+            table.add_column(column, justify="left" if column == "setting" else "right")
+        for alt in plan.alternatives:
+            e = alt.prediction
+            table.add_row(alt.setting.short(), f"{e.peak_memory_gib:.1f}", f"{e.tokens_per_s:,.0f}", f"{e.step_time_s:.1f}")
+        console.print(table)
+    if plan.rejected:
+        console.print("[bold]Rejected[/]")
+        for rejection in plan.rejected:
+            console.print(f"  [red]✗[/] {rejection.reason}")

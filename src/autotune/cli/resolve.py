@@ -1,0 +1,143 @@
+"""Turn command-line values into validated domain objects (stage 1 validation, one-line errors)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from autotune.errors import InvalidRequestError
+from autotune.planner.request import Overrides, PlanRequest
+from autotune.planner.space import assumed_host_memory_gib
+from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.model import ModelSpec
+from autotune.schemas.setting import Workload
+
+SchemaT = TypeVar("SchemaT", bound=BaseModel)
+
+OPTION_NAMES = {
+    "seq_len": "--seq-len",
+    "global_batch_size": "--global-batch-size",
+    "num_samples": "--num-samples",
+    "dataset_tokens": "--dataset-tokens",
+    "epochs": "--epochs",
+    "micro_batch_size": "--micro-batch-size",
+    "grad_accum": "--grad-accum",
+    "lora_rank": "--lora-rank",
+    "lora_alpha": "--lora-alpha",
+    "lora_targets": "--lora-targets",
+    "num_gpus_per_node": "--num-gpus",
+    "num_nodes": "--num-nodes",
+    "host_memory_gib_per_node": "--host-memory-gib",
+}
+
+
+def validated(schema: type[SchemaT], **values: Any) -> SchemaT:
+    """Build a schema from CLI values; a validation error becomes one line naming the option.
+
+    Raises:
+        InvalidRequestError: the first validation error, e.g. "--seq-len: Input should be greater than ...".
+    """
+    try:
+        return schema.model_validate(values)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        option = OPTION_NAMES.get(field, f"--{field.replace('_', '-')}" if field else "")
+        message = first["msg"].removeprefix("Value error, ")
+        given = f" (got {first['input']!r})" if field and not isinstance(first["input"], dict) else ""
+        raise InvalidRequestError(f"{option}: {message}{given}" if option else message) from error
+
+
+def resolve_model(name: str) -> tuple[ModelSpec, str]:
+    """A model from the catalog, a config.json / model directory, or a .gguf file; returns (spec, weights source).
+
+    A name is read as a path when it exists on disk or ends in .json / .gguf; otherwise it is looked up in
+    the catalog (which also knows Hugging Face repo ids such as meta-llama/Meta-Llama-3-8B).
+
+    Raises:
+        UnknownNameError / ConfigError: unknown name (with suggestions) or unreadable file.
+    """
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        from autotune.profiles.gguf_reader import model_spec_from_gguf
+
+        return model_spec_from_gguf(path), str(path.resolve())
+    if path.exists() or path.suffix == ".json":
+        from autotune.profiles.hf_config import model_spec_from_config
+
+        spec = model_spec_from_config(path)
+        weights = path.parent if path.suffix == ".json" else path
+        return spec, str(weights.resolve())
+    spec = resolve_model_profile(name)
+    return spec, spec.hf_repo_id or spec.key
+
+
+def resolve_cluster(gpu: str, num_gpus: int, num_nodes: int, host_memory_gib: float | None) -> tuple[ClusterSpec, list[str]]:
+    """The cluster and notes to show (alias resolution, assumed host RAM)."""
+    gpu_spec, note = resolve_gpu(gpu)
+    notes = [note] if note else []
+    if host_memory_gib is None:
+        host_memory_gib = assumed_host_memory_gib(gpu_spec.memory_gib, max(1, num_gpus))
+        notes.append(f"host RAM per node assumed {host_memory_gib:.0f} GiB for offload (set --host-memory-gib)")
+    cluster = validated(
+        ClusterSpec,
+        gpu=gpu_spec,
+        num_gpus_per_node=num_gpus,
+        num_nodes=num_nodes,
+        host_memory_gib_per_node=host_memory_gib,
+    )
+    return cluster, notes
+
+
+def build_request(
+    *,
+    model: str,
+    gpu: str,
+    num_gpus: int,
+    num_nodes: int,
+    host_memory_gib: float | None,
+    seq_len: int,
+    global_batch_size: int,
+    num_samples: int | None,
+    dataset_tokens: int | None,
+    epochs: float,
+    objective: str,
+    overrides: dict[str, Any],
+    coefficients: CostCoefficients | None,
+    calibration_name: str,
+) -> tuple[PlanRequest, list[str]]:
+    """Validate every planning input and build the request; returns it with notes to show the user."""
+    spec, source = resolve_model(model)
+    cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
+    notes += [f"{spec.key}: {text}" for text in spec.approximations]
+    workload = validated(
+        Workload,
+        seq_len=seq_len,
+        global_batch_size=global_batch_size,
+        num_samples=num_samples,
+        dataset_tokens=dataset_tokens,
+        epochs=epochs,
+    )
+    if seq_len > spec.max_position_embeddings:
+        notes.append(
+            f"--seq-len {seq_len} exceeds {spec.key}'s max_position_embeddings {spec.max_position_embeddings}"
+        )
+    if objective not in ("quality", "speed", "memory"):
+        raise InvalidRequestError(f"--objective must be quality, speed or memory (got {objective!r})")
+    forced = validated(Overrides, **{k: v for k, v in overrides.items() if v is not None})
+    request = validated(
+        PlanRequest,
+        model=spec,
+        model_source=source,
+        cluster=cluster,
+        workload=workload,
+        objective=objective,
+        overrides=forced,
+        coefficients=coefficients,
+        calibration_name=calibration_name,
+    )
+    return request, notes

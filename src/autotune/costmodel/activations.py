@@ -1,0 +1,185 @@
+"""Activation and logits memory for Llama-style decoder blocks, per token, derived op by op.
+
+Method: follow the forward of one transformers decoder layer (``modeling_llama.py``: RMSNorm → q/k/v
+projections → RoPE → SDPA → o_proj → RMSNorm → gate/up → act → mul → down) and add up the tensors that
+autograd saves for backward, as Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+Transformer Models", section 4.1, eq. 1: ``s·b·h·(34 + 5·a·s/h)`` bytes per layer for GPT) do for GPT.
+Differences from that paper: gated MLP (4 tensors of width I instead of 2 of 4h), GQA (k/v width
+n_kv·d), RMSNorm (transformers upcasts its input to fp32 and saves it), no dropout, and flash /
+memory-efficient attention (Dao et al. 2022) which saves only q, k, v, the output and the log-sum-exp,
+so the ``5·a·s/h`` score term disappears unless the math kernel runs.
+
+Frozen weights change what is saved: a linear layer whose weight does not require grad does not save
+its input, nor does a norm's weight multiplication. LoRA adapters (peft) cast their input to the fp32
+adapter dtype, apply dropout (saving a 1-byte mask) and save the fp32 result for ``lora_A``.
+
+Assumptions: residual stream and matmul dtypes come from ``precision.dtype_bytes``; activation
+checkpointing checkpoints every decoder layer (transformers' ``gradient_checkpointing_enable``), so only
+each layer's input stays alive and one layer's activations are recomputed at a time. All results are
+bytes per token (multiply by b·s) unless the name says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autotune.costmodel.params import lora_target_modules
+from autotune.costmodel.precision import DtypeBytes
+from autotune.schemas.model import ModelSpec
+from autotune.schemas.setting import TrainingSetting
+
+FP32_BYTES = 4.0
+MASK_BYTES = 1.0
+CHUNKED_LOSS_TOKENS = 1024
+"""Rows of logits a chunked cross-entropy materializes at once (Liger-style fused linear CE chunk)."""
+
+
+@dataclass(frozen=True)
+class LayerActivationBytes:
+    """Saved-for-backward bytes of one decoder layer per token, by part.
+
+    Attributes:
+        norms: the two (four for Gemma 2) RMSNorms.
+        attention: q/k/v after RoPE, attention output, log-sum-exp, o_proj input.
+        attention_scores: the s×s score and probability matrices (math kernel only), per token.
+        mlp: gate output, activation output, up output, down input.
+        adapters: LoRA inputs (fp32 copies) and dropout masks.
+    """
+
+    norms: float
+    attention: float
+    attention_scores: float
+    mlp: float
+    adapters: float
+
+    @property
+    def total(self) -> float:
+        """Sum of the parts, bytes per token per layer."""
+        return self.norms + self.attention + self.attention_scores + self.mlp + self.adapters
+
+
+def layer_activation_bytes_per_token(
+    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, seq_len: float, flash_attention: bool
+) -> LayerActivationBytes:
+    """Bytes one decoder layer saves for backward, per token (derivation in the module docstring).
+
+    Args:
+        seq_len: tokens per sequence (only the math-attention score term depends on it).
+        flash_attention: True when SDPA runs a flash / memory-efficient kernel.
+    """
+    h, q_dim, kv_dim, inter = model.hidden_size, model.q_dim, model.kv_dim, model.intermediate_size
+    m_b, s_b = dtypes.compute_bytes, dtypes.residual_bytes
+    frozen = setting.uses_adapters
+    num_norms = model.norms_per_layer
+
+    # RMSNorm: transformers upcasts the input to fp32 (saved for pow/mul); a trainable weight also saves
+    # the normalized output in the residual dtype.
+    norms = num_norms * (FP32_BYTES + (0.0 if frozen else s_b)) * h
+    # Matmul inputs under autocast are fresh 16-bit casts, one per linear call (q, k, v, gate, up).
+    if dtypes.autocast and not frozen:
+        norms += (3 + (2 if model.mlp_gated else 1)) * m_b * h
+    # SDPA saves q, k (after RoPE), v and the output; fp32 log-sum-exp per head; o_proj saves its input
+    # (a contiguous copy of the output) only when its weight is trained.
+    attention = m_b * (2 * q_dim + 2 * kv_dim) + FP32_BYTES * model.num_attention_heads
+    if not frozen:
+        attention += m_b * q_dim
+    scores = 0.0 if flash_attention else (FP32_BYTES + m_b) * model.num_attention_heads * seq_len
+    # Gated MLP: act saves gate output, mul saves act output and up output, down saves its input.
+    if model.mlp_gated:
+        mlp = m_b * inter * (3 if frozen else 4)
+    else:
+        mlp = m_b * inter * (1 if frozen else 2)
+    if model.mlp_bias or model.num_experts > 1:
+        mlp *= model.num_experts_per_token
+    adapters = 0.0
+    if frozen:
+        adapter_in_bytes = (m_b if dtypes.autocast else FP32_BYTES) + (
+            MASK_BYTES if setting.lora_dropout > 0 else 0.0
+        )
+        for module in lora_target_modules(model, setting.lora_targets):
+            adapters += adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
+    return LayerActivationBytes(norms=norms, attention=attention, attention_scores=scores, mlp=mlp, adapters=adapters)
+
+
+def backward_workspace_bytes_per_token(
+    model: ModelSpec, dtypes: DtypeBytes, seq_len: float, flash_attention: bool
+) -> float:
+    """Transient gradient buffers while one layer runs backward, per token.
+
+    The widest activation gradients live at once: d(gate) and d(up) of width I plus d(input) of width h,
+    in the compute dtype (derived from the MLP backward). With the math attention kernel the softmax
+    backward also holds the score gradients: fp32 and compute-dtype copies of n_q·s per token.
+    """
+    workspace = dtypes.compute_bytes * (2 * model.intermediate_size + model.hidden_size)
+    if not flash_attention:
+        workspace += (FP32_BYTES + dtypes.compute_bytes) * model.num_attention_heads * seq_len
+    return workspace
+
+
+def stored_activation_bytes_per_token(
+    model: ModelSpec, setting: TrainingSetting, layer: LayerActivationBytes, dtypes: DtypeBytes
+) -> float:
+    """Activations kept alive between forward and backward for all layers, per token.
+
+    With activation checkpointing only each layer's input (one residual-stream vector) is kept;
+    without it every layer's saved tensors are. Adds the embedding output and the final norm.
+    """
+    per_layer = dtypes.residual_bytes * model.hidden_size if setting.grad_ckpt else layer.total
+    outside = (FP32_BYTES + 2 * dtypes.residual_bytes) * model.hidden_size
+    return model.num_hidden_layers * per_layer + outside
+
+
+def working_activation_bytes_per_token(
+    model: ModelSpec,
+    setting: TrainingSetting,
+    layer: LayerActivationBytes,
+    dtypes: DtypeBytes,
+    seq_len: float,
+    flash_attention: bool,
+) -> float:
+    """Activations alive only while one layer runs backward, per token.
+
+    Checkpointing recomputes one layer (its full saved set) before its backward; both cases add the
+    backward workspace.
+    """
+    recompute = layer.total if setting.grad_ckpt else 0.0
+    return recompute + backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention)
+
+
+def logits_dtype_bytes(setting: TrainingSetting, dtypes: DtypeBytes) -> float:
+    """Bytes per logit as the lm_head produces them: the compute dtype, or fp32 when QLoRA keeps lm_head
+    in fp32 without autocast (peft's ``prepare_model_for_kbit_training`` upcasts non-quantized modules)."""
+    if setting.method == "qlora" and setting.unquantized_dtype == "fp32" and not dtypes.autocast:
+        return FP32_BYTES
+    return dtypes.compute_bytes
+
+
+def logits_peak_bytes(
+    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, tokens: float
+) -> float:
+    """Peak bytes of the logits and the cross-entropy around the start of backward, for ``tokens`` tokens.
+
+    With E = tokens × V logits and d = logits dtype bytes:
+      * ``fp32-upcast`` (transformers' ``ForCausalLMLoss``: ``logits.float()`` then cross-entropy):
+        forward holds d·E (logits) + 4E (fp32 copy) + 4E (log-softmax saved for backward); backward holds
+        4E (saved) + 4E (grad of log-softmax) + 4E (grad of logits); peak = max of the two.
+      * ``native`` (cross-entropy in the logits dtype on a shifted contiguous copy, seed 001's trainer):
+        logits, shifted copy, log-softmax and its gradient: 4·d·E.
+      * ``chunked``: the same fp32 arithmetic on ``CHUNKED_LOSS_TOKENS`` rows at a time.
+    Gemma 2's final soft-capping (``tanh(logits / cap) · cap``) saves the tanh output and holds one more
+    temporary: +2·d·E.
+    """
+    vocab = model.vocab_size
+    logits_bytes = logits_dtype_bytes(setting, dtypes)
+    if setting.loss_impl == "native":
+        per_logit = 4 * logits_bytes
+        rows = tokens
+    else:
+        upcast_copy = FP32_BYTES if logits_bytes < FP32_BYTES else 0.0
+        forward = logits_bytes + upcast_copy + FP32_BYTES
+        backward = 3 * FP32_BYTES
+        per_logit = max(forward, backward)
+        rows = min(tokens, CHUNKED_LOSS_TOKENS) if setting.loss_impl == "chunked" else tokens
+    if model.final_logit_softcapping is not None:
+        per_logit += 2 * logits_bytes
+    return per_logit * rows * vocab

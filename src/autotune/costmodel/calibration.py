@@ -1,0 +1,77 @@
+"""Calibration coefficients: loading the shipped fit, user calibration files, and error bands.
+
+The shipped coefficients live in ``profiles/calibration/seeds.yaml`` and are produced by
+``autotune calibrate --seeds`` (see ``autotune.costmodel.fitting``) from the transcribed seed tables.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from autotune.errors import ConfigError
+from autotune.schemas.calibration import CostCoefficients
+
+SHIPPED_CALIBRATION = "seeds"
+
+
+def load_coefficients(path: str | Path) -> CostCoefficients:
+    """Read a calibration YAML written by ``autotune calibrate``.
+
+    Raises:
+        ConfigError: missing file, invalid YAML, unknown keys or bad values (one line naming the file).
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"calibration file not found: {file}")
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{file}: not valid YAML ({_first_line(error)})") from error
+    if not isinstance(data, dict):
+        raise ConfigError(f"{file}: expected a mapping of calibration coefficients")
+    try:
+        return CostCoefficients.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ConfigError(f"{file}: {where}: {first['msg']}") from error
+
+
+@functools.lru_cache(maxsize=1)
+def default_coefficients() -> CostCoefficients:
+    """The shipped seed-table calibration, or the physics priors if no fit has been shipped."""
+    resource = resources.files("autotune.profiles").joinpath("calibration", f"{SHIPPED_CALIBRATION}.yaml")
+    if not resource.is_file():
+        return CostCoefficients()
+    data = yaml.safe_load(resource.read_text(encoding="utf-8"))
+    return CostCoefficients.model_validate(data)
+
+
+def save_coefficients(coefficients: CostCoefficients, path: str | Path, overwrite: bool = False) -> None:
+    """Write a calibration YAML (refuses to overwrite an existing file unless ``overwrite``).
+
+    Raises:
+        ConfigError: the file exists and ``overwrite`` is False.
+    """
+    file = Path(path)
+    if file.exists() and not overwrite:
+        raise ConfigError(f"{file} exists; choose another path (nothing was overwritten)")
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(yaml.safe_dump(coefficients.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+
+
+def error_band(bands: dict[str, float], family: str) -> float:
+    """Relative ± band for a family ('lora', 'full-offload', ...), falling back to its method, then 'default'."""
+    if family in bands:
+        return bands[family]
+    method = family.split("-")[0]
+    return bands.get(method, bands.get("default", 0.0))
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

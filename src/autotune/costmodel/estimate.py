@@ -1,0 +1,123 @@
+"""One setting → one :class:`~autotune.schemas.estimate.Estimate` (memory, time, fit, uncertainty)."""
+
+from __future__ import annotations
+
+import math
+
+from autotune.costmodel.calibration import default_coefficients, error_band
+from autotune.costmodel.compute import predict_time
+from autotune.costmodel.memory import CUDA_CONTEXT_BYTES, predict_memory
+from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.estimate import Estimate
+from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.model import ModelSpec
+from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.units import GIB, TERA
+
+COMPILE_FIXED_S = 20.0
+COMPILE_PER_LAYER_S = 2.0
+"""torch.compile time prior: ~20 s of set-up plus ~2 s per decoder layer traced (Dynamo inlines the whole
+model forward; observed 1–2 minutes for 7–8B models in the PyTorch 2.x release notes' benchmarks). Not
+fitted: no seed row states a compile time."""
+
+
+def compile_time_s(model: ModelSpec) -> float:
+    """One-off torch.compile time in seconds (prior in ``COMPILE_FIXED_S`` / ``COMPILE_PER_LAYER_S``)."""
+    return COMPILE_FIXED_S + COMPILE_PER_LAYER_S * model.num_hidden_layers
+
+
+MODEL_STATE_PARTS = ("weights", "lora adapters", "optimizer states", "gradients")
+"""Breakdown parts that are exact byte counts (parameter counts × bytes); the rest is modelled."""
+
+
+def dynamic_memory_gib(breakdown_bytes: dict[str, float]) -> float:
+    """GiB of the peak that is modelled rather than counted: activations, logits, buffers, gathered units.
+
+    The error band applies to this part only: model states are exact products of parameter counts and
+    bytes per parameter, so the residuals against measurements come from the modelled part.
+    """
+    return sum(value for name, value in breakdown_bytes.items() if name not in MODEL_STATE_PARTS) / GIB
+
+
+def memory_family(setting: TrainingSetting) -> str:
+    """Key for the per-family error bands: method, plus 'offload' / 'sharded' when states move."""
+    if setting.offloads_to_cpu:
+        return f"{setting.method}-offload"
+    if setting.sharding in ("fsdp", "zero2", "zero3"):
+        return f"{setting.method}-sharded"
+    return setting.method
+
+
+def estimate_setting(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: Workload,
+    setting: TrainingSetting,
+    coefficients: CostCoefficients | None = None,
+) -> Estimate:
+    """Predict peak memory per GPU, step time and throughput for one setting.
+
+    Args:
+        model: architecture. cluster: GPUs. workload: seq_len, global batch, dataset size.
+        setting: the full setting (micro batch and accumulation are taken as given).
+        coefficients: fitted calibration (default: the shipped seed-table fit).
+
+    Returns:
+        The Estimate. ``fits``: peak allocated + CUDA context + the headroom band (90th percentile of past
+        under-prediction of the modelled part) must not exceed the GPU memory (the caching allocator frees cached blocks and retries before it reports
+        out-of-memory, so allocated, not reserved, is what must fit); offload also needs the host RAM.
+    """
+    coefficients = coefficients or default_coefficients()
+    memory = predict_memory(model, setting, cluster, workload, coefficients)
+    timing = predict_time(model, setting, cluster, workload, coefficients)
+    family = memory_family(setting)
+    memory_band = error_band(coefficients.memory_error_band, family)
+    headroom_band = error_band(coefficients.memory_headroom_band, family)
+    time_band = error_band(coefficients.time_error_band, family)
+    gpu = cluster.gpu
+    peak_gib = memory.peak_allocated_bytes / GIB
+    reserved_gib = memory.reserved_bytes / GIB
+    context_gib = CUDA_CONTEXT_BYTES / GIB
+    dynamic_gib = dynamic_memory_gib(memory.breakdown_bytes)
+    uncertainty_gib = memory_band * dynamic_gib
+    headroom_gib = headroom_band * dynamic_gib
+    fits = peak_gib + context_gib + headroom_gib <= gpu.memory_gib
+    host_gib = memory.host_bytes_per_node / GIB
+    if cluster.host_memory_gib_per_node is not None and host_gib > cluster.host_memory_gib_per_node:
+        fits = False
+
+    ranks = cluster.world_size
+    tokens_per_step = setting.micro_batch_size * setting.grad_accum * ranks * workload.tokens_per_sequence
+    tokens_per_s = tokens_per_step / timing.step_time_s
+    peak_flops = gpu.matmul_tflops("bf16" if gpu.supports_bf16 else "fp16") * TERA
+    mfu = timing.model_flops_per_micro_step * setting.grad_accum / timing.step_time_s / peak_flops
+    compile_s = compile_time_s(model) if setting.compile else 0.0
+    total_s: float | None = None
+    steps: int | None = None
+    samples = workload.total_samples
+    if samples is not None:
+        sequences_per_step = setting.micro_batch_size * setting.grad_accum * ranks
+        steps = max(1, math.ceil(samples / sequences_per_step))
+        total_s = steps * timing.step_time_s + compile_s
+    return Estimate(
+        peak_memory_gib=round(peak_gib, 3),
+        peak_reserved_gib=round(reserved_gib, 3),
+        memory_breakdown_gib={name: round(value / GIB, 3) for name, value in memory.breakdown_bytes.items()},
+        peak_phase=memory.peak_phase,
+        cuda_context_gib=round(context_gib, 3),
+        memory_uncertainty_gib=round(uncertainty_gib, 3),
+        memory_headroom_gib=round(headroom_gib, 3),
+        gpu_memory_gib=gpu.memory_gib,
+        fits=fits,
+        host_memory_gib=round(host_gib, 3),
+        micro_step_time_s=timing.micro_step_time_s,
+        optimizer_time_s=timing.optimizer_time_s,
+        step_time_s=timing.step_time_s,
+        tokens_per_s=tokens_per_s,
+        mfu=mfu,
+        time_uncertainty_fraction=time_band,
+        compile_time_s=compile_s,
+        total_time_s=total_s,
+        num_optimizer_steps=steps,
+        time_breakdown_s={name: round(value, 6) for name, value in timing.breakdown_s.items()},
+    )

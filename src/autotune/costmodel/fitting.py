@@ -1,0 +1,311 @@
+"""Compare predictions with measurements and fit the free coefficients (``autotune validate`` / ``calibrate``).
+
+What is compared, per measurement row:
+  * memory: the measured peak against the prediction of the same kind — allocated for ``allocated``;
+    reserved, capped at the GPU's memory minus the CUDA context, for ``reserved`` and ``unknown`` (a caching
+    allocator never reserves more than the card has; it frees cached blocks first); reserved + context,
+    capped at the GPU's memory, for ``nvidia-smi``;
+  * out of memory: an OOM row must be predicted as not fitting, every row that ran as fitting;
+  * time: one micro-step when the source gives it, else the whole run's wall time (needs its dataset size);
+    rows with ``unknown_tokens`` are left out of time comparisons.
+Memory rows whose ``memory_kind`` is ``unknown`` are validated but not fitted (a number of unknown meaning
+cannot calibrate what it measures), and out-of-memory verdicts are validated, not fitted. The fit minimizes the mean squared log error (so 2× over and 2× under weigh the same) with Nelder–Mead,
+memory coefficients and time coefficients separately (they do not interact). Error bands per family are the
+90th percentile of |relative error| of the rows in that family.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from autotune.costmodel._optimize import nelder_mead
+from autotune.costmodel.estimate import dynamic_memory_gib, estimate_setting, memory_family
+from autotune.costmodel.memory import CUDA_CONTEXT_BYTES
+from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.schemas.calibration import CostCoefficients, Measurement
+from autotune.schemas.estimate import Estimate
+from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.model import ModelSpec
+from autotune.units import GIB
+
+CONTEXT_GIB = CUDA_CONTEXT_BYTES / GIB
+BAND_QUANTILE = 0.9
+OOM_PENALTY_WEIGHT = 1.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """A measurement with its resolved model and cluster, ready to be predicted."""
+
+    measurement: Measurement
+    model: ModelSpec
+    cluster: ClusterSpec
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """Prediction next to measurement for one row.
+
+    ``measured_memory_gib`` / ``predicted_memory_gib`` are of the same kind (see module docstring);
+    ``measured_time_s`` / ``predicted_time_s`` are micro-step or whole-run times (``time_kind`` says which).
+    """
+
+    case: Case
+    estimate: Estimate
+    measured_memory_gib: float | None
+    predicted_memory_gib: float | None
+    measured_time_s: float | None
+    predicted_time_s: float | None
+    time_kind: str | None
+
+    @property
+    def id(self) -> str:
+        """The measurement id."""
+        return self.case.measurement.id
+
+    @property
+    def memory_error(self) -> float | None:
+        """Relative memory error (predicted / measured − 1), or None."""
+        if self.measured_memory_gib is None or self.predicted_memory_gib is None:
+            return None
+        return self.predicted_memory_gib / self.measured_memory_gib - 1
+
+    @property
+    def memory_error_of_modelled_part(self) -> float | None:
+        """|predicted − measured| over the modelled (non-state) part of the prediction, or None."""
+        if self.measured_memory_gib is None or self.predicted_memory_gib is None:
+            return None
+        dynamic = dynamic_memory_gib({k: v * GIB for k, v in self.estimate.memory_breakdown_gib.items()})
+        return abs(self.predicted_memory_gib - self.measured_memory_gib) / max(dynamic, 0.25)
+
+    @property
+    def memory_underprediction_of_modelled_part(self) -> float | None:
+        """max(0, measured − predicted) over the modelled part of the prediction, or None."""
+        if self.measured_memory_gib is None or self.predicted_memory_gib is None:
+            return None
+        dynamic = dynamic_memory_gib({k: v * GIB for k, v in self.estimate.memory_breakdown_gib.items()})
+        return max(0.0, self.measured_memory_gib - self.predicted_memory_gib) / max(dynamic, 0.25)
+
+    @property
+    def time_error(self) -> float | None:
+        """Relative time error (predicted / measured − 1), or None."""
+        if self.measured_time_s is None or self.predicted_time_s is None:
+            return None
+        return self.predicted_time_s / self.measured_time_s - 1
+
+    @property
+    def oom_measured(self) -> bool:
+        """The source reports that this row ran out of memory."""
+        return self.case.measurement.oom
+
+    @property
+    def oom_correct(self) -> bool:
+        """The fit verdict agrees with the measurement (OOM ↔ not fits)."""
+        return self.estimate.fits != self.oom_measured
+
+
+def prepare_cases(measurements: Iterable[Measurement]) -> list[Case]:
+    """Resolve each measurement's model and GPU from the catalog.
+
+    Raises:
+        UnknownNameError: a row names a model or GPU that is not in the catalog.
+    """
+    cases = []
+    for measurement in measurements:
+        gpu, _ = resolve_gpu(measurement.gpu)
+        cluster = ClusterSpec(
+            gpu=gpu, num_gpus_per_node=measurement.num_gpus_per_node, num_nodes=measurement.num_nodes
+        )
+        cases.append(Case(measurement, resolve_model_profile(measurement.model), cluster))
+    return cases
+
+
+def _predicted_memory(measurement: Measurement, estimate: Estimate) -> float:
+    capacity = estimate.gpu_memory_gib
+    if measurement.memory_kind == "allocated":
+        return estimate.peak_memory_gib
+    if measurement.memory_kind == "nvidia-smi":
+        return min(estimate.peak_reserved_gib + CONTEXT_GIB, capacity)
+    return min(estimate.peak_reserved_gib, capacity - CONTEXT_GIB)
+
+
+def evaluate(cases: Sequence[Case], coefficients: CostCoefficients) -> list[CaseResult]:
+    """Predict every case with ``coefficients`` and pair predictions with measurements."""
+    results = []
+    for case in cases:
+        measurement = case.measurement
+        estimate = estimate_setting(case.model, case.cluster, measurement.workload, measurement.setting, coefficients)
+        measured_memory = predicted_memory = None
+        if measurement.peak_memory_gib is not None:
+            measured_memory = measurement.peak_memory_gib
+            predicted_memory = _predicted_memory(measurement, estimate)
+        measured_time = predicted_time = None
+        time_kind = None
+        if not measurement.unknown_tokens:
+            if measurement.micro_step_time_s is not None:
+                measured_time, predicted_time = measurement.micro_step_time_s, estimate.micro_step_time_s
+                time_kind = "micro-step"
+            elif measurement.step_time_s is not None:
+                measured_time, predicted_time = measurement.step_time_s, estimate.step_time_s
+                time_kind = "step"
+            elif measurement.run_time_s is not None and estimate.total_time_s is not None:
+                measured_time, predicted_time = measurement.run_time_s, estimate.total_time_s
+                time_kind = "run"
+        results.append(
+            CaseResult(case, estimate, measured_memory, predicted_memory, measured_time, predicted_time, time_kind)
+        )
+    return results
+
+
+def _squared_log(ratio_values: Iterable[tuple[float, float]]) -> list[float]:
+    return [math.log(predicted / measured) ** 2 for predicted, measured in ratio_values]
+
+
+def memory_loss(results: Sequence[CaseResult]) -> float:
+    """Mean absolute log error of memory (robust: a few rows of a stack we model poorly do not drag the
+    coefficients away from the rows we model well), plus a hinge for OOM rows predicted to fit."""
+    terms = [
+        abs(math.log(r.predicted_memory_gib / r.measured_memory_gib))
+        for r in results
+        if r.predicted_memory_gib is not None and r.measured_memory_gib is not None
+    ]
+    for r in results:
+        if r.oom_measured:
+            needed = r.estimate.peak_memory_gib + CONTEXT_GIB
+            shortfall = math.log(r.estimate.gpu_memory_gib / needed)
+            if shortfall > 0:
+                terms.append(OOM_PENALTY_WEIGHT * shortfall**2)
+    return sum(terms) / max(1, len(terms))
+
+
+def time_loss(results: Sequence[CaseResult]) -> float:
+    """Mean squared log error of times."""
+    terms = _squared_log(
+        (r.predicted_time_s, r.measured_time_s)
+        for r in results
+        if r.predicted_time_s is not None and r.measured_time_s is not None
+    )
+    return sum(terms) / max(1, len(terms))
+
+
+MEMORY_PARAMETERS = ("activation_factor", "logits_factor", "allocator_overhead_fraction")
+TIME_SCALARS = ("adapter_time_factor", "qlora_time_factor", "cpu_adam_params_per_s")
+"""Time coefficients the fit may move. ``kernel_launch_s`` stays at its prior: no seed row is dispatch-bound
+(all have ≥ 2,048 tokens per micro-step), so the data cannot identify it."""
+
+
+def _with(coefficients: CostCoefficients, **updates: object) -> CostCoefficients:
+    return coefficients.model_copy(update=updates)
+
+
+def fit_coefficients(cases: Sequence[Case], start: CostCoefficients | None = None, name: str = "fit",
+                     source: str = "") -> CostCoefficients:
+    """Fit memory and time coefficients to the cases; returns a new calibration with error bands.
+
+    GPUs with time rows get their own ``matmul_efficiency``; ``default`` becomes the geometric mean of the
+    fitted GPUs. Coefficients without data in ``cases`` keep their starting values.
+    """
+    start = start or CostCoefficients()
+    memory_cases = [
+        c for c in cases if c.measurement.peak_memory_gib is not None and c.measurement.memory_kind != "unknown"
+    ]
+
+    def memory_objective(point: Sequence[float]) -> float:
+        activation, logits, overhead = (math.exp(v) for v in point)
+        trial = _with(start, activation_factor=activation, logits_factor=logits,
+                      allocator_overhead_fraction=overhead - 1)
+        return memory_loss(evaluate(memory_cases, trial))
+
+    fitted = start
+    if memory_cases:
+        origin = [math.log(start.activation_factor), math.log(start.logits_factor),
+                  math.log(1 + start.allocator_overhead_fraction)]
+        best, _ = nelder_mead(memory_objective, origin, step=0.2, max_evaluations=400)
+        activation, logits, overhead = (math.exp(v) for v in best)
+        fitted = _with(fitted, activation_factor=activation, logits_factor=logits,
+                       allocator_overhead_fraction=max(0.0, overhead - 1))
+
+    time_results = evaluate(cases, fitted)
+    time_cases = [r.case for r in time_results if r.measured_time_s is not None]
+    gpu_keys = sorted({c.cluster.gpu.key for c in time_cases})
+    scalars = [name_ for name_ in TIME_SCALARS if _has_data(name_, time_cases)]
+    if time_cases:
+        def unpack(point: Sequence[float]) -> CostCoefficients:
+            efficiencies = dict(fitted.matmul_efficiency)
+            for key, value in zip(gpu_keys, point[: len(gpu_keys)], strict=True):
+                efficiencies[key] = min(1.0, math.exp(value))
+            updates: dict[str, object] = {"matmul_efficiency": efficiencies}
+            for name_, value in zip(scalars, point[len(gpu_keys):], strict=True):
+                updates[name_] = math.exp(value)
+            return _with(fitted, **updates)
+
+        origin = [math.log(fitted.matmul_efficiency.get(k, fitted.matmul_efficiency["default"])) for k in gpu_keys]
+        origin += [math.log(float(getattr(fitted, name_))) for name_ in scalars]
+        best, _ = nelder_mead(lambda p: time_loss(evaluate(time_cases, unpack(p))), origin, step=0.3,
+                              max_evaluations=1500)
+        fitted = unpack(best)
+        fitted_values = [fitted.matmul_efficiency[k] for k in gpu_keys]
+        geometric_mean = math.exp(sum(math.log(v) for v in fitted_values) / len(fitted_values))
+        fitted = _with(fitted, matmul_efficiency={**fitted.matmul_efficiency, "default": geometric_mean})
+
+    memory_band, headroom_band, time_band = error_bands(evaluate(cases, fitted))
+    today = _dt.date.today().isoformat()
+    return _with(
+        fitted,
+        name=name,
+        source=source or f"fitted on {len(cases)} measurements on {today}",
+        memory_error_band=memory_band,
+        memory_headroom_band=headroom_band,
+        time_error_band=time_band,
+    )
+
+
+def _has_data(name: str, cases: Sequence[Case]) -> bool:
+    """Whether any case exercises a time coefficient (else it keeps its prior)."""
+    settings = [c.measurement.setting for c in cases]
+    if name == "adapter_time_factor":
+        return any(s.uses_adapters for s in settings)
+    if name == "qlora_time_factor":
+        return any(s.method == "qlora" for s in settings)
+    return name == "cpu_adam_params_per_s" and any(s.offloads_to_cpu for s in settings)
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
+    return ordered[index]
+
+
+def error_bands(
+    results: Sequence[CaseResult],
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """90th-percentile errors per family (method, method-sharded, method-offload) and 'default'.
+
+    Memory bands are relative to the modelled part of the prediction (see ``dynamic_memory_gib``) and use
+    only rows whose memory kind is known; time bands are relative to the predicted time.
+    """
+    memory: dict[str, list[float]] = {}
+    headroom: dict[str, list[float]] = {}
+    time: dict[str, list[float]] = {}
+    for r in results:
+        family = memory_family(r.case.measurement.setting)
+        modelled_error = r.memory_error_of_modelled_part
+        under = r.memory_underprediction_of_modelled_part
+        if modelled_error is not None and under is not None and r.case.measurement.memory_kind != "unknown":
+            for key in (family, "default"):
+                memory.setdefault(key, []).append(modelled_error)
+                headroom.setdefault(key, []).append(under)
+        if r.time_error is not None:
+            time.setdefault(family, []).append(abs(r.time_error))
+            time.setdefault("default", []).append(abs(r.time_error))
+    def bands(values: dict[str, list[float]], fallback: float) -> dict[str, float]:
+        result = {k: round(_quantile(v, BAND_QUANTILE), 4) for k, v in values.items() if len(v) >= 3}
+        result.setdefault("default", fallback)
+        return result
+
+    return bands(memory, 0.15), bands(headroom, 0.15), bands(time, 0.35)

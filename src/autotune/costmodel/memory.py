@@ -1,0 +1,214 @@
+"""Peak GPU memory per rank: model states (weights, gradients, optimizer), sharding, and peak phases.
+
+Model states follow Rajbhandari et al. 2020 (ZeRO, section 3 and figure 1): ZeRO-2 shards gradients
+and optimizer states over the N data-parallel ranks, ZeRO-3 and FSDP FULL_SHARD (Zhao et al. 2023,
+"PyTorch FSDP", section 3) also shard the parameters and all-gather one wrapped unit (a decoder layer)
+at a time — we keep two units live (the current one and the prefetched next, FSDP's default
+``BACKWARD_PRE`` prefetch) plus the root unit (embeddings, lm_head, final norm). CPU offload
+(FSDP ``CPUOffload(offload_params=True)``, ZeRO-Offload: Ren et al. 2021) moves parameters, gradients
+and optimizer states to host RAM. DDP keeps a second copy of the gradients in its communication buckets
+(PyTorch DDP, Li et al. 2020, section 4.2; ``gradient_as_bucket_view=False``).
+
+The peak is the largest of three phases:
+  A. start of backward: resident states + persistent gradients (only with accumulation > 1) + all stored
+     activations + the logits/cross-entropy peak;
+  B. late backward: resident states + all gradients + one layer's working activations;
+  C. optimizer step: resident states + all gradients + the optimizer's temporary buffers.
+Allocated bytes (what ``torch.cuda.max_memory_allocated`` counts) are modelled; reserved memory adds the
+caching allocator's fragmentation (a fitted fraction) and the CUDA context is outside both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from autotune.costmodel import activations as act
+from autotune.costmodel.params import ParamCounts, count_params, lora_params
+from autotune.costmodel.precision import DtypeBytes, dtype_bytes
+from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.model import ModelSpec
+from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.units import nf4_bytes_per_param
+
+FSDP_LIVE_UNITS = 2
+"""Decoder-layer units gathered at once under FSDP / ZeRO-3 (current + prefetched)."""
+
+CUDA_CONTEXT_BYTES = 0.5 * 2**30
+"""CUDA/ROCm context, cuBLAS workspaces and kernels outside the caching allocator: ~300–600 MiB on
+recent drivers with lazy module loading (PyTorch CUDA semantics notes); 0.5 GiB is our stated prior."""
+
+
+@dataclass(frozen=True)
+class ModelStateBytes:
+    """Model-state bytes per GPU rank (after sharding / offload), and host bytes per rank.
+
+    Attributes:
+        weights: base (or full) weights resident on the GPU (quantized for QLoRA).
+        adapter_weights: LoRA adapter weights (fp32).
+        gathered_weights: transient unsharded units under FSDP / ZeRO-3 (two layers + root unit).
+        gradients: gradients of trainable parameters.
+        optimizer_states: optimizer state (moments, and a master copy where one exists).
+        optimizer_temp: the optimizer step's temporary buffer.
+        ddp_buckets: DDP's gradient bucket copy.
+        autocast_weight_copies: 16-bit weight copies cached by autocast during forward/backward.
+        host_per_rank: host RAM for offloaded states, per rank.
+    """
+
+    weights: float
+    adapter_weights: float
+    gathered_weights: float
+    gradients: float
+    optimizer_states: float
+    optimizer_temp: float
+    ddp_buckets: float
+    autocast_weight_copies: float
+    host_per_rank: float
+
+
+@dataclass(frozen=True)
+class MemoryPrediction:
+    """Predicted allocated peak per GPU and its parts (bytes), the phase it happens in, and host bytes."""
+
+    peak_allocated_bytes: float
+    peak_phase: str
+    breakdown_bytes: dict[str, float] = field(default_factory=dict)
+    host_bytes_per_node: float = 0.0
+    reserved_bytes: float = 0.0
+
+
+def base_weight_bytes(model: ModelSpec, counts: ParamCounts, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
+    """Bytes of the (unsharded) base weights.
+
+    QLoRA stores every decoder linear in NF4 with its constants (``units.nf4_bytes_per_param``,
+    Dettmers et al. 2023) and keeps embeddings, norms, biases and lm_head in ``unquantized_dtype``.
+    """
+    if setting.method == "qlora":
+        unquantized = 4.0 if setting.unquantized_dtype == "fp32" else 2.0
+        return counts.decoder_linear_params * nf4_bytes_per_param(setting.qlora_double_quant) + (
+            counts.non_linear_params * unquantized
+        )
+    return counts.total_params * dtypes.weight_bytes
+
+
+def model_state_bytes(
+    model: ModelSpec, setting: TrainingSetting, cluster: ClusterSpec, dtypes: DtypeBytes
+) -> ModelStateBytes:
+    """Per-rank model-state bytes for a setting (formulas in the module docstring)."""
+    counts = count_params(model)
+    ranks = cluster.world_size
+    sharding = setting.sharding
+    weights = base_weight_bytes(model, counts, setting, dtypes)
+    trainable = (
+        lora_params(model, setting.lora_rank, setting.lora_targets) if setting.uses_adapters else counts.total_params
+    )
+    adapter_weights = trainable * 4.0 if setting.uses_adapters else 0.0
+    gradients = trainable * dtypes.grad_bytes
+    optimizer = trainable * dtypes.optimizer_bytes
+    optimizer_temp = trainable * dtypes.optimizer_temp_bytes
+
+    shard_params = sharding in ("fsdp", "fsdp-offload", "zero3", "zero3-offload")
+    shard_states = shard_params or sharding == "zero2"
+    offload = setting.offloads_to_cpu
+    gathered = 0.0
+    if shard_params:
+        layer_params = (counts.total_params - counts.embedding_params - counts.lm_head_params
+                        - counts.final_norm_params) / model.num_hidden_layers
+        root_params = counts.embedding_params + counts.lm_head_params + counts.final_norm_params
+        unit_bytes = weights / counts.total_params  # bytes per parameter as stored (NF4-aware average)
+        gather_bytes = min(unit_bytes, dtypes.compute_bytes) if dtypes.autocast else unit_bytes
+        gathered = (FSDP_LIVE_UNITS * layer_params + root_params) * gather_bytes * (1 - 1 / ranks)
+        weights /= ranks
+        adapter_weights /= ranks
+    if shard_states:
+        gradients /= ranks
+        optimizer /= ranks
+        optimizer_temp /= ranks
+    host = 0.0
+    if offload:
+        host = weights + adapter_weights + gradients + optimizer + optimizer_temp
+        if not setting.uses_adapters and dtypes.weight_bytes < 4.0:
+            host += trainable / ranks * 4.0  # fp32 master copy for the CPU optimizer
+        weights, adapter_weights, gradients, optimizer, optimizer_temp = 0.0, 0.0, 0.0, 0.0, 0.0
+    ddp_buckets = gradients if sharding == "ddp" and ranks > 1 else 0.0
+    autocast_copies = 0.0
+    if dtypes.autocast and not setting.uses_adapters and not shard_params:
+        autocast_copies = counts.total_params * dtypes.compute_bytes
+    return ModelStateBytes(
+        weights=weights,
+        adapter_weights=adapter_weights,
+        gathered_weights=gathered,
+        gradients=gradients,
+        optimizer_states=optimizer,
+        optimizer_temp=optimizer_temp,
+        ddp_buckets=ddp_buckets,
+        autocast_weight_copies=autocast_copies,
+        host_per_rank=host,
+    )
+
+
+def predict_memory(
+    model: ModelSpec,
+    setting: TrainingSetting,
+    cluster: ClusterSpec,
+    workload: Workload,
+    coefficients: CostCoefficients,
+) -> MemoryPrediction:
+    """Peak allocated bytes per GPU (max of phases A, B, C in the module docstring), with its breakdown.
+
+    Activation and logits terms are multiplied by the fitted ``activation_factor`` and ``logits_factor``
+    (priors 1.0); reserved = allocated × (1 + ``allocator_overhead_fraction``).
+    """
+    gpu = cluster.gpu
+    dtypes = dtype_bytes(setting, gpu)
+    states = model_state_bytes(model, setting, cluster, dtypes)
+    seq_tokens = workload.tokens_per_sequence
+    tokens = setting.micro_batch_size * seq_tokens
+    flash = setting.attention_impl == "flash" and gpu.supports_flash_attention
+    layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash)
+    stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes) * tokens
+    working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash) * tokens
+    stored *= coefficients.activation_factor
+    working *= coefficients.activation_factor
+    logits = act.logits_peak_bytes(model, setting, dtypes, tokens) * coefficients.logits_factor
+
+    resident = {
+        "weights": states.weights,
+        "lora adapters": states.adapter_weights,
+        "optimizer states": states.optimizer_states,
+    }
+    persistent_grads = states.gradients if setting.grad_accum > 1 else 0.0
+    phase_a = {
+        **resident,
+        "gathered weights": states.gathered_weights,
+        "gradients": persistent_grads,
+        "ddp buckets": states.ddp_buckets if setting.grad_accum > 1 else 0.0,
+        "autocast weight copies": states.autocast_weight_copies,
+        "activations": stored,
+        "logits + loss": logits,
+    }
+    phase_b = {
+        **resident,
+        "gathered weights": states.gathered_weights,
+        "gradients": states.gradients,
+        "ddp buckets": states.ddp_buckets,
+        "autocast weight copies": states.autocast_weight_copies,
+        "activations": working,
+    }
+    phase_c = {
+        **resident,
+        "gradients": states.gradients,
+        "ddp buckets": states.ddp_buckets,
+        "optimizer step buffers": states.optimizer_temp,
+    }
+    phases = {"forward/backward": phase_a, "late backward": phase_b, "optimizer step": phase_c}
+    phase_name, parts = max(phases.items(), key=lambda item: sum(item[1].values()))
+    peak = sum(parts.values())
+    ranks_per_node = cluster.num_gpus_per_node
+    return MemoryPrediction(
+        peak_allocated_bytes=peak,
+        peak_phase=phase_name,
+        breakdown_bytes={name: value for name, value in parts.items() if value > 0},
+        host_bytes_per_node=states.host_per_rank * ranks_per_node,
+        reserved_bytes=peak * (1 + coefficients.allocator_overhead_fraction),
+    )

@@ -1,0 +1,246 @@
+"""Parameter counts derived from a :class:`~autotune.schemas.ModelSpec` (no torch).
+
+Legend (as in ``ModelSpec``): h = hidden_size, I = intermediate_size, L = num_hidden_layers,
+n_q = num_attention_heads, n_kv = num_key_value_heads, d = head_dim, V = vocab_size,
+E = num_experts, k = num_experts_per_token, r = LoRA rank.
+
+Counting rule: /work/shared/facts/models.md, "Parameter-count rule" (reproduces its "params (counted)"
+column exactly, e.g. llama3-8b 8,030,261,248), extended with the module layouts of the Hugging Face
+modeling files ``modeling_llama.py`` (q/k/v/o and gate/up/down ``nn.Linear``, ``attention_bias`` on
+all four attention projections, ``mlp_bias``), ``modeling_qwen2.py`` (bias on q/k/v only),
+``modeling_gemma2.py`` (four RMSNorms per block), ``modeling_phi3.py`` (fused ``qkv_proj`` of width
+n_q·d + 2·n_kv·d and fused ``gate_up_proj`` of width 2·I) and ``modeling_mixtral.py`` (E experts
+plus an h×E router without bias)::
+
+    attention_weights  = h·(n_q·d) + 2·h·(n_kv·d) + (n_q·d)·h
+    attention_biases   = (n_q·d + 2·n_kv·d) [attention_bias] + h [o_proj_bias]
+    mlp_weights        = E·(3·h·I if gated else 2·h·I) + (h·E if E > 1)
+    mlp_biases         = E·(2·I + h if gated else I + h) [mlp_bias]
+    norms              = norms_per_layer·h·(2 if norm_has_bias else 1)
+    total              = V·h + L·(attention + mlp + norms) + final_norm + (V·h if untied)
+
+Assumptions: the final norm is of the same kind as the block norms (h weights, plus h biases for
+LayerNorm); the output head has no bias; there are no learned position embeddings. Architectures
+with other extras (e.g. Phi-2's lm_head bias) record them in ``ModelSpec.approximations``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Literal
+
+from autotune.errors import InvalidRequestError
+from autotune.schemas.model import ModelSpec
+from autotune.schemas.setting import ALL_LINEAR
+
+_FUSED_ALIASES: dict[str, str] = {
+    "q_proj": "qkv_proj",
+    "k_proj": "qkv_proj",
+    "v_proj": "qkv_proj",
+    "gate_proj": "gate_up_proj",
+    "up_proj": "gate_up_proj",
+}
+
+
+@dataclass(frozen=True)
+class LinearModule:
+    """One kind of ``nn.Linear``-shaped weight inside the decoder blocks.
+
+    ``count`` is the number of instances in the whole model: L for attention projections and dense
+    MLPs, L·E for expert projections of an MoE, L for the router. Weight shape is
+    (out_features, in_features); ``bias`` says whether each instance also has out_features biases.
+    """
+
+    name: str
+    in_features: int
+    out_features: int
+    count: int
+    bias: bool
+    group: Literal["attention", "mlp"]
+
+    @property
+    def weight_params(self) -> int:
+        """Weights of all instances: count · in_features · out_features."""
+        return self.count * self.in_features * self.out_features
+
+    @property
+    def bias_params(self) -> int:
+        """Biases of all instances: count · out_features (0 without bias)."""
+        return self.count * self.out_features if self.bias else 0
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts of one model, as sums of named parts (see the module docstring for formulas).
+
+    Identities: ``total_params = embedding_params + lm_head_params + L·(attention_params_per_layer +
+    mlp_params_per_layer + norm_params_per_layer) + final_norm_params`` and ``total_params =
+    decoder_linear_params + non_linear_params``.
+    """
+
+    embedding_params: int
+    """Token embedding rows, V·h."""
+    lm_head_params: int
+    """Separate output head V·h; 0 when tie_word_embeddings (the embedding matrix is reused)."""
+    attention_params_per_layer: int
+    """q, k, v, o weights plus their biases, in one block."""
+    mlp_params_per_layer: int
+    """MLP weights and biases in one block; all E experts plus the h·E router for MoE."""
+    norm_params_per_layer: int
+    """RMSNorm/LayerNorm weights (and LayerNorm biases) in one block."""
+    final_norm_params: int
+    """The norm after the last block."""
+    total_params: int
+    """Every parameter, tied embeddings counted once (what ``sum(p.numel())`` gives in transformers)."""
+    decoder_linear_params: int
+    """Weights of every linear inside the blocks, biases excluded (what QLoRA quantizes to NF4)."""
+    non_linear_params: int
+    """What stays in the compute dtype under QLoRA: embeddings, lm_head, norms, biases."""
+    matmul_params_per_token: int
+    """Weights one token's forward multiplies by: block linears with k of E experts, plus the V·h
+    output projection even when tied; the embedding lookup is excluded. Forward FLOPs ≈ 2× this."""
+
+
+@functools.lru_cache(maxsize=512)
+def linear_modules(model: ModelSpec) -> tuple[LinearModule, ...]:
+    """Every linear weight kind inside the decoder blocks of ``model`` (lm_head excluded).
+
+    Names: q_proj, k_proj, v_proj, o_proj (or qkv_proj, o_proj when ``fused_qkv``, as Phi-3's
+    ``modeling_phi3.py``); gated MLP gate_proj, up_proj, down_proj (or gate_up_proj, down_proj when
+    ``fused_gate_up``); non-gated MLP up_proj (h→I, "fc1"), down_proj (I→h, "fc2"); MoE adds
+    ``router`` (h→E, no bias, ``modeling_mixtral.py``) and multiplies the expert counts by E.
+    Shapes: q is h→n_q·d, k and v are h→n_kv·d, o is n_q·d→h (``modeling_llama.py``).
+
+    Raises:
+        InvalidRequestError: ``fused_gate_up`` on a model whose MLP is not gated.
+    """
+    h = model.hidden_size
+    inter = model.intermediate_size
+    layers = model.num_hidden_layers
+    experts = model.num_experts
+    mods: list[LinearModule] = []
+    if model.fused_qkv:
+        qkv_out = model.q_dim + 2 * model.kv_dim
+        mods.append(LinearModule("qkv_proj", h, qkv_out, layers, model.attention_bias, "attention"))
+    else:
+        mods.append(LinearModule("q_proj", h, model.q_dim, layers, model.attention_bias, "attention"))
+        mods.append(LinearModule("k_proj", h, model.kv_dim, layers, model.attention_bias, "attention"))
+        mods.append(LinearModule("v_proj", h, model.kv_dim, layers, model.attention_bias, "attention"))
+    mods.append(LinearModule("o_proj", model.q_dim, h, layers, model.o_proj_bias, "attention"))
+
+    expert_count = layers * experts
+    if model.mlp_gated and model.fused_gate_up:
+        mods.append(LinearModule("gate_up_proj", h, 2 * inter, expert_count, model.mlp_bias, "mlp"))
+    elif model.mlp_gated:
+        mods.append(LinearModule("gate_proj", h, inter, expert_count, model.mlp_bias, "mlp"))
+        mods.append(LinearModule("up_proj", h, inter, expert_count, model.mlp_bias, "mlp"))
+    elif model.fused_gate_up:
+        raise InvalidRequestError(
+            f"model {model.key!r}: fused_gate_up=true needs mlp_gated=true (a non-gated MLP has no gate)"
+        )
+    else:
+        mods.append(LinearModule("up_proj", h, inter, expert_count, model.mlp_bias, "mlp"))
+    mods.append(LinearModule("down_proj", inter, h, expert_count, model.mlp_bias, "mlp"))
+    if experts > 1:
+        mods.append(LinearModule("router", h, experts, layers, False, "mlp"))
+    return tuple(mods)
+
+
+@functools.lru_cache(maxsize=512)
+def count_params(model: ModelSpec) -> ParamCounts:
+    """Count the parameters of ``model`` exactly for the Llama/Mistral/Qwen2/Gemma/Gemma2/Phi3 families.
+
+    Formulas in the module docstring (models.md "Parameter-count rule"; ``modeling_llama.py``,
+    ``modeling_qwen2.py``, ``modeling_gemma2.py``, ``modeling_phi3.py``, ``modeling_mixtral.py``).
+
+    Raises:
+        InvalidRequestError: inconsistent fusion flags (see :func:`linear_modules`).
+    """
+    h = model.hidden_size
+    layers = model.num_hidden_layers
+    vocab = model.vocab_size
+    mods = linear_modules(model)
+
+    attention = sum(m.weight_params + m.bias_params for m in mods if m.group == "attention")
+    mlp = sum(m.weight_params + m.bias_params for m in mods if m.group == "mlp")
+    per_norm = h * (2 if model.norm_has_bias else 1)
+    norms_per_layer = model.norms_per_layer * per_norm
+    embedding = vocab * h
+    lm_head = 0 if model.tie_word_embeddings else vocab * h
+    total = embedding + lm_head + attention + mlp + layers * norms_per_layer + per_norm
+
+    decoder_linear = sum(m.weight_params for m in mods)
+    active_linear = sum(
+        m.weight_params * model.num_experts_per_token // model.num_experts
+        if m.group == "mlp" and m.name != "router"
+        else m.weight_params
+        for m in mods
+    )
+    return ParamCounts(
+        embedding_params=embedding,
+        lm_head_params=lm_head,
+        attention_params_per_layer=attention // layers,
+        mlp_params_per_layer=mlp // layers,
+        norm_params_per_layer=norms_per_layer,
+        final_norm_params=per_norm,
+        total_params=total,
+        decoder_linear_params=decoder_linear,
+        non_linear_params=total - decoder_linear,
+        matmul_params_per_token=active_linear + vocab * h,
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def lora_target_modules(model: ModelSpec, targets: tuple[str, ...]) -> tuple[LinearModule, ...]:
+    """The :func:`linear_modules` entries that LoRA ``targets`` select (rules in :func:`lora_params`).
+
+    Raises:
+        InvalidRequestError: empty targets or a name the model does not have (lists the valid names).
+    """
+    mods = linear_modules(model)
+    chosen = _resolve_targets(model, targets, [m.name for m in mods])
+    return tuple(m for m in mods if m.name in chosen)
+
+
+def _resolve_targets(model: ModelSpec, targets: tuple[str, ...], names: list[str]) -> set[str]:
+    if not targets:
+        raise InvalidRequestError(
+            f"LoRA target modules are empty; use ('{ALL_LINEAR}',) or names from: {', '.join(names)}"
+        )
+    if ALL_LINEAR in targets:
+        return set(names)
+    resolved: set[str] = set()
+    for target in targets:
+        name = target
+        if name not in names and name in _FUSED_ALIASES and _FUSED_ALIASES[name] in names:
+            name = _FUSED_ALIASES[name]
+        if name not in names:
+            raise InvalidRequestError(
+                f"unknown LoRA target module {target!r} for model {model.key!r}; valid: "
+                f"{ALL_LINEAR}, {', '.join(names)}"
+            )
+        resolved.add(name)
+    return resolved
+
+
+@functools.lru_cache(maxsize=512)
+def lora_params(model: ModelSpec, rank: int, targets: tuple[str, ...]) -> int:
+    """Trainable LoRA parameters: r·(in_features + out_features) per targeted linear instance.
+
+    Source: Hu et al. 2021, "LoRA", section 4.1 (ΔW = B·A with A ∈ R^{r×in}, B ∈ R^{out×r}); peft
+    ``LoraLayer.update_layer`` creates exactly these two matrices without biases.
+
+    ``targets`` are names from :func:`linear_modules` or ``("all-linear",)`` (every block linear,
+    router included; peft's all-linear excludes the output layer, so lm_head is never counted).
+    For a model with ``fused_qkv`` the names q_proj/k_proj/v_proj select the fused qkv_proj (once),
+    and with ``fused_gate_up`` gate_proj/up_proj select gate_up_proj, as in Phi-3 where peft can
+    only wrap the fused module. Expert linears count once per expert (L·E instances).
+
+    Raises:
+        InvalidRequestError: rank < 1, empty targets, or a name the model does not have (the message
+            lists the valid names).
+    """
+    if rank < 1:
+        raise InvalidRequestError(f"LoRA rank must be >= 1, got {rank}")
+    return sum(rank * (m.in_features + m.out_features) * m.count for m in lora_target_modules(model, targets))

@@ -1,0 +1,146 @@
+"""Error summaries of predictions against measurements (what ``autotune validate`` reports).
+
+MAPE = mean of |predicted / measured − 1| over rows that have the quantity (Hyndman & Koehler 2006's
+definition); memory rows whose kind is ``unknown`` are reported separately from those of known kind.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from autotune.costmodel.fitting import CaseResult
+
+
+@dataclass(frozen=True)
+class RowReport:
+    """One row of the validation table."""
+
+    id: str
+    source: str
+    gpu: str
+    method: str
+    sharding: str
+    memory_kind: str
+    measured_memory_gib: float | None
+    predicted_memory_gib: float | None
+    memory_error: float | None
+    measured_time_s: float | None
+    predicted_time_s: float | None
+    time_kind: str | None
+    time_error: float | None
+    oom_measured: bool
+    predicted_fits: bool
+    verdict_correct: bool
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ErrorSummary:
+    """MAPE and counts over a set of rows, overall and by group."""
+
+    rows: list[RowReport]
+    memory_mape_known_kind: float | None
+    memory_mape_unknown_kind: float | None
+    time_mape: float | None
+    memory_rows: int
+    time_rows: int
+    verdicts_correct: int
+    verdicts_total: int
+    by_group: dict[str, dict[str, float | int | None]]
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready dict without the rows."""
+        data = asdict(self)
+        data.pop("rows")
+        return data
+
+    def worst(self, count: int, quantity: str) -> list[RowReport]:
+        """The ``count`` rows with the largest |error| for 'memory' or 'time'."""
+        attribute = f"{quantity}_error"
+        with_error = [r for r in self.rows if getattr(r, attribute) is not None]
+        return sorted(with_error, key=lambda r: -abs(getattr(r, attribute)))[:count]
+
+    def text(self, worst: int = 5) -> str:
+        """A short plain-text summary for the terminal."""
+        lines = [
+            f"memory MAPE (known kind): {_fmt(self.memory_mape_known_kind)}   "
+            f"(unknown kind): {_fmt(self.memory_mape_unknown_kind)}   over {self.memory_rows} rows",
+            f"time MAPE: {_fmt(self.time_mape)} over {self.time_rows} rows",
+            f"OOM / fits verdicts correct: {self.verdicts_correct}/{self.verdicts_total}",
+        ]
+        for group, values in sorted(self.by_group.items()):
+            lines.append(
+                f"  {group:28s} memory {_fmt(values['memory_mape'])} ({values['memory_rows']} rows), "
+                f"time {_fmt(values['time_mape'])} ({values['time_rows']} rows)"
+            )
+        for quantity in ("memory", "time"):
+            rows = self.worst(worst, quantity)
+            if rows:
+                listed = ", ".join(f"{r.id} {getattr(r, quantity + '_error') * 100:+.0f}%" for r in rows)
+                lines.append(f"worst {quantity}: {listed}")
+        return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def _mape(values: Sequence[float | None]) -> float | None:
+    present = [abs(v) for v in values if v is not None]
+    return statistics.fmean(present) if present else None
+
+
+def row_report(result: CaseResult) -> RowReport:
+    """The table row for one result."""
+    m = result.case.measurement
+    return RowReport(
+        id=m.id,
+        source=m.source,
+        gpu=m.gpu,
+        method=m.setting.method,
+        sharding=m.setting.sharding,
+        memory_kind=m.memory_kind,
+        measured_memory_gib=result.measured_memory_gib,
+        predicted_memory_gib=result.predicted_memory_gib,
+        memory_error=result.memory_error,
+        measured_time_s=result.measured_time_s,
+        predicted_time_s=result.predicted_time_s,
+        time_kind=result.time_kind,
+        time_error=result.time_error,
+        oom_measured=result.oom_measured,
+        predicted_fits=result.estimate.fits,
+        verdict_correct=result.oom_correct,
+    )
+
+
+def summarize(results: Sequence[CaseResult]) -> ErrorSummary:
+    """Summarize results: MAPE overall, by GPU and by method, verdict accuracy."""
+    rows = [row_report(r) for r in results]
+    groups: dict[str, list[RowReport]] = {}
+    for row in rows:
+        groups.setdefault(f"gpu {row.gpu}", []).append(row)
+        groups.setdefault(f"method {row.method}", []).append(row)
+    by_group: dict[str, dict[str, float | int | None]] = {}
+    for name, members in groups.items():
+        by_group[name] = {
+            "memory_mape": _mape([r.memory_error for r in members if r.memory_kind != "unknown"]),
+            "memory_rows": sum(r.memory_error is not None and r.memory_kind != "unknown" for r in members),
+            "time_mape": _mape([r.time_error for r in members]),
+            "time_rows": sum(r.time_error is not None for r in members),
+        }
+    return ErrorSummary(
+        rows=rows,
+        memory_mape_known_kind=_mape([r.memory_error for r in rows if r.memory_kind != "unknown"]),
+        memory_mape_unknown_kind=_mape([r.memory_error for r in rows if r.memory_kind == "unknown"]),
+        time_mape=_mape([r.time_error for r in rows]),
+        memory_rows=sum(r.memory_error is not None for r in rows),
+        time_rows=sum(r.time_error is not None for r in rows),
+        verdicts_correct=sum(r.verdict_correct for r in rows),
+        verdicts_total=len(rows),
+        by_group=by_group,
+    )

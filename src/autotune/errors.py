@@ -1,0 +1,32 @@
+"""User-facing error types.
+
+Every error a user can cause by their input is an :class:`AutotuneError`; the CLI catches it once
+at the boundary and prints its message as one line on stderr with exit code 2. Anything else is a
+bug and is allowed to show a traceback.
+"""
+
+from __future__ import annotations
+
+
+class AutotuneError(Exception):
+    """Base class of errors caused by user input; the message is one line meant for the user."""
+
+
+class UnknownNameError(AutotuneError):
+    """A model, GPU or calibration name that is not in the catalog (message lists close names)."""
+
+
+class ConfigError(AutotuneError):
+    """A file the user gave (config.json, plan.yaml, calibration YAML, dataset) is missing or malformed."""
+
+
+class InvalidRequestError(AutotuneError):
+    """Values that are out of range or contradict each other (names the fields and the fix)."""
+
+
+class InfeasibleError(AutotuneError):
+    """No setting fits under the user's constraints; the message carries the numbers."""
+
+
+class RuntimeGuardError(AutotuneError):
+    """What the training core set up differs from the plan (e.g. FSDP silently became DDP)."""

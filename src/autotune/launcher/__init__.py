@@ -1,0 +1,33 @@
+"""Plan → launch: pure builders (command, environment, accelerate / DeepSpeed configs, SLURM script)
+and a thin runner that writes the run directory and starts the shared training core.
+
+No heavy imports here (ruff TID253): the training stack runs in the subprocess.
+"""
+
+from autotune.launcher.backend_configs import accelerate_config, deepspeed_config
+from autotune.launcher.options import LaunchOptions, LaunchSpec
+from autotune.launcher.overrides import Estimator, GpuResolver, apply_overrides, changed_fields
+from autotune.launcher.plan_io import load_plan, plan_from_yaml, plan_to_yaml, save_plan
+from autotune.launcher.runner import prepare_output_dir, run_command, run_launch
+from autotune.launcher.slurm import slurm_script
+from autotune.launcher.spec import build_launch_spec
+
+__all__ = [
+    "Estimator",
+    "GpuResolver",
+    "LaunchOptions",
+    "LaunchSpec",
+    "accelerate_config",
+    "apply_overrides",
+    "build_launch_spec",
+    "changed_fields",
+    "deepspeed_config",
+    "load_plan",
+    "plan_from_yaml",
+    "plan_to_yaml",
+    "prepare_output_dir",
+    "run_command",
+    "run_launch",
+    "save_plan",
+    "slurm_script",
+]

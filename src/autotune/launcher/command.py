@@ -1,0 +1,133 @@
+"""The per-node command: launcher (python / torchrun / accelerate launch) + trainer arguments.
+
+Pure; see :mod:`autotune.launcher.spec` for how each sharding is started and why.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Final
+
+from autotune.errors import InvalidRequestError
+from autotune.launcher.backend_configs import FSDP_SHARDINGS, ZERO_SHARDINGS
+from autotune.launcher.options import (
+    ACCELERATE_CONFIG_FILE,
+    DEEPSPEED_CONFIG_FILE,
+    DEFAULT_MASTER_PORT,
+    PLAN_FILE,
+    TRAINER_MODULE,
+    LaunchOptions,
+)
+from autotune.schemas.plan import PlanFile
+
+RUN_ENV: Final[dict[str, str]] = {
+    "PYTHONUNBUFFERED": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+"""Added to every run: unbuffered output (logs arrive in order, also under SLURM) and no Rust
+tokenizer thread pool (it deadlocks-or-warns when DataLoader workers fork after tokenization)."""
+
+
+def output_path(options: LaunchOptions, name: str) -> str:
+    """Path of a file in the run's output directory, as the command sees it."""
+    return str(PurePath(options.output_dir) / name)
+
+
+def node_command(
+    plan: PlanFile,
+    options: LaunchOptions,
+    *,
+    node_rank: str,
+    master_addr: str | None = None,
+    master_port: str | None = None,
+) -> list[str]:
+    """The command one node runs (launcher + trainer). Pure; used directly and by the SLURM script.
+
+    ``node_rank`` / ``master_addr`` / ``master_port`` are strings so the SLURM script can pass shell
+    references (``$SLURM_NODEID``); by default they come from ``options``.
+    """
+    cluster = plan.cluster
+    sharding = plan.setting.sharding
+    addr = master_addr if master_addr is not None else options.main_process_ip
+    port = master_port if master_port is not None else _port(options)
+    trainer = ["-m", TRAINER_MODULE, *trainer_args(plan, options)]
+    if sharding == "none":
+        return ["python", *trainer]
+    if sharding in FSDP_SHARDINGS and not options.cpu:
+        argv = ["accelerate", "launch", "--config_file", output_path(options, ACCELERATE_CONFIG_FILE)]
+        if master_addr is not None:  # the SLURM script: placement known only at run time
+            argv += ["--machine_rank", node_rank, "--main_process_ip", master_addr]
+            argv += ["--main_process_port", port or str(DEFAULT_MASTER_PORT)]
+        return [*argv, *trainer]
+    argv = ["torchrun", "--nproc_per_node", str(cluster.num_gpus_per_node)]
+    if cluster.num_nodes > 1:
+        argv += ["--nnodes", str(cluster.num_nodes), "--node_rank", node_rank]
+        argv += ["--master_addr", addr or "", "--master_port", port or str(DEFAULT_MASTER_PORT)]
+    elif port is not None:
+        argv += ["--master_port", port]
+    else:
+        argv += ["--standalone"]  # single node: a free rendezvous port, so several runs can share a machine
+    return [*argv, *trainer]
+
+
+def trainer_args(plan: PlanFile, options: LaunchOptions) -> list[str]:
+    """Arguments of ``python -m autotune.trainer`` (the contract with the training core)."""
+    args = [
+        "--plan",
+        output_path(options, PLAN_FILE),
+        "--dataset",
+        options.dataset,
+        "--output-dir",
+        options.output_dir,
+        "--dataset-format",
+        options.dataset_format,
+    ]
+    if options.max_steps is not None:
+        args += ["--max-steps", str(options.max_steps)]
+    if options.cpu:
+        args.append("--cpu")
+    if options.resume:
+        args.append("--resume")
+    if plan.setting.sharding in ZERO_SHARDINGS:
+        args += ["--deepspeed-config", output_path(options, DEEPSPEED_CONFIG_FILE)]
+    passthrough = (
+        ("--save-steps", options.save_steps),
+        ("--logging-steps", options.logging_steps),
+        ("--learning-rate", options.learning_rate),
+        ("--warmup-ratio", options.warmup_ratio),
+        ("--seed", options.seed),
+    )
+    for flag, value in passthrough:
+        if value is not None:
+            args += [flag, str(value)]
+    return args
+
+
+def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
+    """Refuse what cannot be launched as asked (one line naming the fields and the fix).
+
+    Raises:
+        InvalidRequestError: see :func:`build_launch_spec`.
+    """
+    cluster = plan.cluster
+    world_size = cluster.num_gpus_per_node * cluster.num_nodes
+    if plan.setting.sharding == "none" and world_size > 1:
+        raise InvalidRequestError(
+            f"sharding=none runs one process but the plan has {world_size} GPUs "
+            f"({cluster.num_nodes} node(s) × {cluster.num_gpus_per_node}): --set sharding=ddp, "
+            "or --set num_gpus_per_node=1 --set num_nodes=1"
+        )
+    if options.node_rank >= cluster.num_nodes:
+        raise InvalidRequestError(
+            f"--node-rank {options.node_rank} is out of range: the plan has {cluster.num_nodes} node(s) "
+            f"(ranks 0..{cluster.num_nodes - 1})"
+        )
+    if cluster.num_nodes > 1 and not options.slurm and options.main_process_ip is None:
+        raise InvalidRequestError(
+            f"the plan spans {cluster.num_nodes} nodes: give --main-process-ip (address of node 0) and "
+            "--node-rank on each node, or use --slurm"
+        )
+
+
+def _port(options: LaunchOptions) -> str | None:
+    return None if options.main_process_port is None else str(options.main_process_port)

@@ -1,0 +1,170 @@
+"""The thin runner: write a :class:`LaunchSpec`'s files into the run directory and run its command.
+
+Never overwrites or deletes anything: an existing output directory is refused unless resuming, and
+when resuming, a file that is already there must hold what would be written (``plan.yaml`` is
+compared as a plan, so comments and formatting do not matter).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from autotune.errors import AutotuneError, ConfigError, InvalidRequestError
+from autotune.launcher.options import PLAN_FILE, LaunchSpec
+from autotune.launcher.plan_io import plan_from_yaml
+
+_INTERPRETER_COMMANDS: dict[str, list[str]] = {
+    "python": [],
+    "torchrun": ["-m", "torch.distributed.run"],
+    "accelerate": ["-m", "accelerate.commands.accelerate_cli"],
+}
+"""Launchers run with the current interpreter, so the run uses autotune's environment even when
+its ``bin`` directory is not on PATH (``torchrun`` is ``torch.distributed.run``'s console script,
+``accelerate`` is ``accelerate.commands.accelerate_cli``'s)."""
+
+_FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def resolve_argv(argv: Sequence[str]) -> list[str]:
+    """The argv to execute: ``python`` / ``torchrun`` / ``accelerate`` become ``sys.executable [-m ...]``."""
+    prefix = _INTERPRETER_COMMANDS.get(argv[0])
+    if prefix is None:
+        return list(argv)
+    return [sys.executable, *prefix, *argv[1:]]
+
+
+def check_command(argv: Sequence[str]) -> None:
+    """Refuse a command whose program cannot be found (before anything is written).
+
+    Raises:
+        InvalidRequestError: the program is not on PATH.
+    """
+    program = resolve_argv(argv)[0]
+    if shutil.which(program) is None:
+        raise InvalidRequestError(f"command '{program}' not found on PATH (needed to run: {' '.join(argv)})")
+
+
+def prepare_output_dir(spec: LaunchSpec, output_dir: str | Path, *, resume: bool) -> list[Path]:
+    """Create the run directory (or check it, when resuming) and write the spec's files into it.
+
+    Every file is checked before any is written, so a refusal leaves the disk as it was.
+
+    Returns:
+        The files written (on resume, those that were missing).
+
+    Raises:
+        InvalidRequestError: the directory exists and ``resume`` is false; ``resume`` without the
+            directory; on resume, an existing file whose content differs from the one to write.
+    """
+    out = Path(output_dir)
+    if out.exists() and not resume:
+        raise InvalidRequestError(
+            f"output directory {out} already exists; choose a new --output-dir, "
+            "or add --resume to continue the run in it"
+        )
+    if resume and not out.is_dir():
+        raise InvalidRequestError(
+            f"--resume: output directory {out} does not exist (nothing to resume; drop --resume to start)"
+        )
+    missing: list[tuple[Path, str]] = []
+    for relative, content in spec.files.items():
+        path = out / relative
+        if not path.exists():
+            missing.append((path, content))
+        elif not _same_content(relative, path, content):
+            raise InvalidRequestError(
+                f"--resume: {path} differs from what this launch would write (a resumed run keeps its plan "
+                f"and configs): launch {out / PLAN_FILE} with the same options, or use a new --output-dir"
+            )
+    if not resume:
+        try:
+            out.mkdir(parents=True)
+        except FileExistsError:
+            raise InvalidRequestError(
+                f"output directory {out} already exists; choose a new --output-dir"
+            ) from None
+        except OSError as error:
+            raise ConfigError(f"cannot create output directory {out}: {error}") from None
+    for path, content in missing:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("x", encoding="utf-8") as handle:
+            handle.write(content)
+    return [path for path, _ in missing]
+
+
+def run_command(argv: Sequence[str], env: dict[str, str]) -> int:
+    """Run ``argv`` (resolved by :func:`resolve_argv`) with ``env`` added; return its exit code.
+
+    The child gets its own session, and SIGINT / SIGTERM received by this process are sent once to
+    the child's whole process group (as a terminal's Ctrl-C would reach ``torchrun`` and its workers),
+    so the training core can checkpoint and exit. A child killed by signal N returns 128 + N.
+
+    Raises:
+        InvalidRequestError: the program cannot be started.
+    """
+    started: list[subprocess.Popen[bytes]] = []
+    pending: list[int] = []
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if not started:  # arrived before the child exists: deliver it right after the start
+            pending.append(signum)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(started[0].pid, signum)
+
+    previous: dict[int, Any] = {}
+    try:
+        for signum in _FORWARDED_SIGNALS:
+            previous[signum] = signal.signal(signum, forward)
+    except ValueError:  # not the main thread: signals cannot be caught here; the child still runs
+        pass
+    try:
+        try:
+            child = subprocess.Popen(resolve_argv(argv), env={**os.environ, **env}, start_new_session=True)
+        except OSError as error:
+            raise InvalidRequestError(f"cannot start '{argv[0]}': {error}") from None
+        started.append(child)
+        for waiting in pending:
+            forward(waiting, None)
+        code = child.wait()
+    finally:
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)
+    return 128 - code if code < 0 else code
+
+
+def run_launch(spec: LaunchSpec, output_dir: str | Path, *, resume: bool, dry_run: bool) -> int:
+    """Write the spec's files and run its command (nothing at all with ``dry_run``); return the exit code.
+
+    Raises:
+        InvalidRequestError: see :func:`check_command`, :func:`prepare_output_dir`, :func:`run_command`.
+    """
+    if dry_run:
+        return 0
+    check_command(spec.argv)
+    prepare_output_dir(spec, output_dir, resume=resume)
+    return run_command(spec.argv, spec.env)
+
+
+def _same_content(relative: str, path: Path, content: str) -> bool:
+    try:
+        existing = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if existing == content:
+        return True
+    if relative != PLAN_FILE:
+        return False
+    try:
+        return plan_from_yaml(existing, str(path)) == plan_from_yaml(content, relative)
+    except AutotuneError:
+        return False

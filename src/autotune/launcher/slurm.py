@@ -1,0 +1,77 @@
+"""A SLURM batch script that runs a plan on its nodes (``autotune launch --slurm``).
+
+One task per node (``--ntasks-per-node=1``); each task runs the same per-node command as a manual
+launch (torchrun / accelerate launch / python), with its node rank from ``$SLURM_NODEID`` and node 0
+(the first host of ``scontrol show hostnames $SLURM_JOB_NODELIST``) as the rendezvous address.
+sbatch passes the submitting shell's environment on (``--export=ALL`` is its default), so submit
+from a shell where autotune's Python environment is active.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from autotune.launcher.command import RUN_ENV, node_command, output_path
+from autotune.launcher.options import DEFAULT_MASTER_PORT, SLURM_SCRIPT_FILE, LaunchOptions
+from autotune.schemas.plan import PlanFile
+
+_NODE_RANK = "$SLURM_NODEID"
+_MASTER_ADDR = "$MASTER_ADDR"
+_MASTER_PORT = "$MASTER_PORT"
+
+
+def slurm_script(plan: PlanFile, options: LaunchOptions) -> str:
+    """The text of an sbatch script for ``plan`` (any number of nodes; GPUs requested unless ``--cpu``).
+
+    The per-node command is built by :func:`autotune.launcher.command.node_command` with shell
+    references for the node rank, address and port, then quoted for ``bash -c`` so those references
+    are expanded on each node.
+    """
+    cluster = plan.cluster
+    command = node_command(
+        plan,
+        options,
+        node_rank=_NODE_RANK,
+        master_addr=_MASTER_ADDR,
+        master_port=_MASTER_PORT,
+    )
+    port = options.main_process_port or DEFAULT_MASTER_PORT
+    lines = [
+        "#!/bin/bash",
+        f"# Written by `autotune launch --slurm`: {plan.model.key}, {plan.setting.short()},",
+        f"# {cluster.num_nodes} node(s) x {cluster.num_gpus_per_node} {cluster.gpu}.",
+        f"# Submit with: sbatch {shlex.quote(output_path(options, SLURM_SCRIPT_FILE))}",
+        f"#SBATCH --job-name=autotune-{_job_name(plan.model.key)}",
+        f"#SBATCH --nodes={cluster.num_nodes}",
+        "#SBATCH --ntasks-per-node=1",
+    ]
+    if not options.cpu:
+        lines.append(f"#SBATCH --gpus-per-node={cluster.num_gpus_per_node}")
+    lines += [
+        f"#SBATCH --output={_sbatch_value(output_path(options, 'slurm-%j.out'))}",
+        "",
+        "set -euo pipefail",
+        *(f"export {name}={shlex.quote(value)}" for name, value in RUN_ENV.items()),
+        'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        f"MASTER_PORT={port}",
+        "export MASTER_ADDR MASTER_PORT",
+        "",
+        f"srun --nodes={cluster.num_nodes} --ntasks-per-node=1 bash -c {shlex.quote(_shell_join(command))}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _shell_join(argv: list[str]) -> str:
+    """Quote each argument, leaving the ``$SLURM_NODEID`` / ``$MASTER_*`` references to be expanded."""
+    references = {_NODE_RANK, _MASTER_ADDR, _MASTER_PORT}
+    return " ".join(f'"{arg}"' if arg in references else shlex.quote(arg) for arg in argv)
+
+
+def _sbatch_value(value: str) -> str:
+    """A value for an ``#SBATCH`` line: double-quoted when it has whitespace (sbatch reads quoted values)."""
+    return f'"{value}"' if any(char.isspace() for char in value) else value
+
+
+def _job_name(key: str) -> str:
+    return "".join(char if char.isalnum() or char in "-_." else "-" for char in key)

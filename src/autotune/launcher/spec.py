@@ -1,0 +1,100 @@
+"""Build a :class:`LaunchSpec` from a plan: the command, its environment and the files to write.
+
+Pure (accelerate's ``prepare_*_cmd_env`` habit): no disk, no processes, no heavy imports; the
+runner (:mod:`autotune.launcher.runner`) does the rest. How each sharding is started:
+
+- ``none``: ``python -m autotune.trainer`` (one process).
+- ``ddp``: ``torchrun --nproc_per_node G -m autotune.trainer`` (+ ``--nnodes``, ``--node_rank``,
+  ``--master_addr``, ``--master_port`` on several nodes); the Trainer wraps the model in DDP.
+- ``fsdp`` / ``fsdp-offload``: ``accelerate launch --config_file OUT/accelerate_config.yaml -m
+  autotune.trainer``; accelerate turns the YAML into ``ACCELERATE_USE_FSDP`` / ``FSDP_*`` variables
+  that the Trainer's Accelerator reads. The multi-node placement is in the YAML.
+- ``zero2`` / ``zero3`` / ``zero3-offload``: ``torchrun`` as for DDP, with ``--deepspeed-config
+  OUT/deepspeed_config.json`` for the trainer (Trainer ``deepspeed=``). Why torchrun and not
+  ``accelerate launch`` or ``deepspeed``: (1) one source of DeepSpeed settings: the JSON given to
+  the Trainer; accelerate launch would add a second one (its DeepSpeed plugin from
+  ``ACCELERATE_DEEPSPEED_*`` variables); (2) the same launcher on GPUs and on the CPU, where the
+  Trainer + DeepSpeed + torchrun path is the one seen to work; (3) several nodes need only a
+  reachable node 0 (static rendezvous), no ssh / pdsh host file as the ``deepspeed`` launcher does,
+  so the same command runs under ``srun``.
+- ``--cpu``: any multi-process run uses ``torchrun`` (``accelerate launch --cpu --num_processes 2``
+  silently starts one process). FSDP does not run on the CPU through accelerate and the Trainer
+  (they fall back to DDP); the training core's runtime guard stops such a run, and a note says so.
+"""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from autotune.launcher.backend_configs import (
+    FSDP_SHARDINGS,
+    ZERO_SHARDINGS,
+    accelerate_config,
+    deepspeed_config,
+)
+from autotune.launcher.command import RUN_ENV, check_topology, node_command, output_path
+from autotune.launcher.options import (
+    ACCELERATE_CONFIG_FILE,
+    DEEPSPEED_CONFIG_FILE,
+    PLAN_FILE,
+    SLURM_SCRIPT_FILE,
+    LaunchOptions,
+    LaunchSpec,
+)
+from autotune.launcher.plan_io import plan_to_yaml
+from autotune.launcher.slurm import slurm_script
+from autotune.schemas.plan import PlanFile
+
+
+def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
+    """The command, environment and files that run ``plan`` with ``options``.
+
+    Files always include ``plan.yaml`` (the exact plan run); plus ``accelerate_config.yaml`` (FSDP
+    on GPUs), ``deepspeed_config.json`` (ZeRO) and ``launch.sbatch`` (``options.slurm``, whose
+    command is then ``sbatch OUT/launch.sbatch``).
+
+    Raises:
+        InvalidRequestError: the plan's topology cannot be launched as asked (sharding none on
+            several GPUs, a multi-node run without the address of node 0, a node rank out of range,
+            ZeRO optimizer offload with an 8-bit optimizer).
+    """
+    check_topology(plan, options)
+    files = {PLAN_FILE: plan_to_yaml(plan)}
+    notes: list[str] = []
+    sharding = plan.setting.sharding
+    if sharding in ZERO_SHARDINGS:
+        files[DEEPSPEED_CONFIG_FILE] = json.dumps(deepspeed_config(plan), indent=2) + "\n"
+    if sharding in FSDP_SHARDINGS and not options.cpu:
+        config = accelerate_config(
+            plan,
+            node_rank=options.node_rank,
+            main_process_ip=options.main_process_ip,
+            main_process_port=options.main_process_port,
+        )
+        files[ACCELERATE_CONFIG_FILE] = yaml.safe_dump(config, sort_keys=False)
+    if sharding in FSDP_SHARDINGS and options.cpu:
+        notes.append(
+            f"sharding={sharding} does not run on the CPU (accelerate and the Trainer fall back to DDP): "
+            "the training core's runtime guard will stop this run; for a CPU run use --set sharding=ddp "
+            "or --set sharding=zero3"
+        )
+    argv = node_command(plan, options, node_rank=str(options.node_rank))
+    cluster = plan.cluster
+    if options.slurm:
+        files[SLURM_SCRIPT_FILE] = slurm_script(plan, options)
+        argv = ["sbatch", output_path(options, SLURM_SCRIPT_FILE)]
+    elif cluster.num_nodes > 1:
+        notes.append(
+            f"multi-node: run this on each of the {cluster.num_nodes} nodes with --node-rank "
+            f"0..{cluster.num_nodes - 1} (this is node {options.node_rank}), or use --slurm"
+        )
+    return LaunchSpec(
+        argv=argv,
+        env=dict(RUN_ENV),
+        files=files,
+        num_nodes=cluster.num_nodes,
+        num_processes_per_node=cluster.num_gpus_per_node,
+        notes=notes,
+    )

@@ -1,0 +1,65 @@
+"""What the user asks the planner for: model, hardware, workload, objective and forced choices."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from autotune.schemas._base import FrozenModel
+from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.model import ModelSpec
+from autotune.schemas.setting import Method, Optimizer, Precision, Sharding, Workload
+
+Objective = Literal["quality", "speed", "memory"]
+
+
+class Overrides(FrozenModel):
+    """Choices the user fixed on the command line; None = let the planner choose."""
+
+    method: Method | None = None
+    micro_batch_size: int | None = Field(default=None, ge=1, le=4096)
+    grad_accum: int | None = Field(default=None, ge=1, le=65536)
+    grad_ckpt: bool | None = None
+    compile: bool | None = None
+    sharding: Sharding | None = None
+    optimizer: Optimizer | None = None
+    precision: Precision | None = None
+    lora_rank: int | None = Field(default=None, ge=1, le=4096)
+    lora_alpha: float | None = Field(default=None, gt=0)
+    lora_targets: tuple[str, ...] | None = None
+
+    def forced(self) -> dict[str, object]:
+        """The fields the user set, by name."""
+        return {name: value for name, value in self.model_dump().items() if value is not None}
+
+
+class PlanRequest(FrozenModel):
+    """Everything the planner needs; validated alone (stage 1) before feasibility (stage 2)."""
+
+    model: ModelSpec
+    model_source: str
+    cluster: ClusterSpec
+    workload: Workload
+    objective: Objective = "quality"
+    overrides: Overrides = Overrides()
+    coefficients: CostCoefficients | None = None
+    calibration_name: str = "seeds"
+
+    @model_validator(mode="after")
+    def _check(self) -> PlanRequest:
+        world = self.cluster.world_size
+        micro = self.overrides.micro_batch_size
+        accum = self.overrides.grad_accum
+        if micro is not None and accum is not None and micro * accum * world != self.workload.global_batch_size:
+            raise ValueError(
+                f"--micro-batch-size {micro} × --grad-accum {accum} × {world} GPU(s) = {micro * accum * world} "
+                f"≠ --global-batch-size {self.workload.global_batch_size}; drop one of them or make them agree"
+            )
+        if self.workload.global_batch_size % world != 0:
+            raise ValueError(
+                f"--global-batch-size {self.workload.global_batch_size} is not a multiple of the "
+                f"{world} GPU(s); each rank must get whole sequences"
+            )
+        return self

@@ -1,0 +1,129 @@
+"""The candidate space: every setting the planner considers, before feasibility and ranking.
+
+Choices that cannot run on the hardware are not generated but reported (``unsupported_reasons``): QLoRA
+and 8-bit optimizers need bitsandbytes' kernels (not on ROCm consumer cards: seed 000, "bitsandbytes
+doesn't work for ROCm"); bf16 needs a GPU with bf16 (not V100 / T4, facts/gpus.md); data-parallel
+sharding needs more than one GPU, except offload (ZeRO-Offload and FSDP CPU offload run on one GPU: Ren
+et al. 2021).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from autotune.planner.request import PlanRequest
+from autotune.schemas.setting import (
+    METHODS,
+    OPTIMIZERS,
+    Method,
+    Optimizer,
+    Precision,
+    Sharding,
+    TrainingSetting,
+)
+
+SINGLE_GPU_SHARDINGS: tuple[Sharding, ...] = ("none", "fsdp-offload", "zero3-offload")
+MULTI_GPU_SHARDINGS: tuple[Sharding, ...] = ("ddp", "fsdp", "fsdp-offload", "zero2", "zero3", "zero3-offload")
+HOST_MEMORY_PER_GPU_MEMORY = 2.0
+"""Host RAM assumed per node when the user does not give it: twice the node's GPU memory (a common
+server sizing rule — e.g. NVIDIA DGX A100: 2 TB host for 640 GB of GPU memory; 64 GB workstations for
+one 24 GB card). Offload plans are checked against it; ``--host-memory-gib`` replaces it."""
+
+DEFAULT_LORA_RANK = 16
+DEFAULT_LORA_ALPHA = 32.0
+
+
+def assumed_host_memory_gib(gpu_memory_gib: float, num_gpus_per_node: int) -> float:
+    """Host RAM per node assumed when not given (see ``HOST_MEMORY_PER_GPU_MEMORY``)."""
+    return HOST_MEMORY_PER_GPU_MEMORY * gpu_memory_gib * num_gpus_per_node
+
+
+def unsupported_reasons(request: PlanRequest) -> dict[str, str]:
+    """Families that cannot run on this hardware at all, with the reason (one line each)."""
+    gpu = request.cluster.gpu
+    reasons: dict[str, str] = {}
+    if not gpu.supports_bitsandbytes:
+        reasons["qlora"] = f"qlora: bitsandbytes 4-bit kernels are not available on {gpu.name}"
+        reasons["8-bit optimizers"] = f"8-bit optimizers: bitsandbytes is not available on {gpu.name}"
+    if not gpu.supports_bf16:
+        reasons["bf16"] = f"bf16: {gpu.name} has no bf16; fp16 mixed precision is used instead"
+    return reasons
+
+
+def check_overrides_supported(request: PlanRequest) -> None:
+    """Reject forced choices the hardware cannot run (stage-2 validation of overrides).
+
+    Raises:
+        InvalidRequestError: names the option, the GPU and what to use instead.
+    """
+    from autotune.errors import InvalidRequestError
+
+    gpu = request.cluster.gpu
+    o = request.overrides
+    if not gpu.supports_bitsandbytes and o.method == "qlora":
+        raise InvalidRequestError(f"--method qlora needs bitsandbytes, which {gpu.name} does not support; "
+                                  "use --method lora")
+    if not gpu.supports_bitsandbytes and o.optimizer in ("adamw-8bit", "paged-adamw-8bit"):
+        raise InvalidRequestError(f"--optimizer {o.optimizer} needs bitsandbytes, which {gpu.name} does not "
+                                  "support; use --optimizer adamw")
+    if not gpu.supports_bf16 and o.precision in ("bf16", "bf16-mixed"):
+        raise InvalidRequestError(f"--precision {o.precision}: {gpu.name} has no bf16; use fp16-mixed")
+    if request.cluster.world_size == 1 and o.sharding in ("ddp", "fsdp", "zero2", "zero3"):
+        raise InvalidRequestError(
+            f"--sharding {o.sharding} needs more than one GPU (use --num-gpus); on one GPU use none, "
+            "fsdp-offload or zero3-offload"
+        )
+    if request.cluster.world_size > 1 and o.sharding == "none":
+        raise InvalidRequestError("--sharding none with several GPUs would leave all but one idle; use ddp")
+
+
+def micro_batch_sizes(request: PlanRequest) -> list[int]:
+    """Micro batch sizes whose accumulation steps come out whole: global = micro × accum × ranks."""
+    per_rank = request.workload.global_batch_size // request.cluster.world_size
+    forced = request.overrides.micro_batch_size
+    if forced is not None:
+        return [forced]
+    if request.overrides.grad_accum is not None:
+        return [per_rank // request.overrides.grad_accum] if per_rank % request.overrides.grad_accum == 0 else []
+    return [m for m in range(1, per_rank + 1) if per_rank % m == 0 and (m & (m - 1) == 0 or m == per_rank)]
+
+
+def _choices(forced: object, options: tuple) -> tuple:  # type: ignore[type-arg]
+    return (forced,) if forced is not None else options
+
+
+def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
+    """Every setting in the search space that the hardware supports, with the user's forced choices."""
+    gpu = request.cluster.gpu
+    o = request.overrides
+    world = request.cluster.world_size
+    methods: tuple[Method, ...] = _choices(o.method, METHODS)
+    if not gpu.supports_bitsandbytes:
+        methods = tuple(m for m in methods if m != "qlora")
+    optimizers: tuple[Optimizer, ...] = _choices(o.optimizer, OPTIMIZERS)
+    if not gpu.supports_bitsandbytes:
+        optimizers = tuple(opt for opt in optimizers if opt == "adamw")
+    precision: Precision = o.precision or ("bf16" if gpu.supports_bf16 else "fp16-mixed")
+    shardings: tuple[Sharding, ...] = _choices(o.sharding, SINGLE_GPU_SHARDINGS if world == 1 else MULTI_GPU_SHARDINGS)
+    per_rank = request.workload.global_batch_size // world
+    for method in methods:
+        for sharding in shardings:
+            for micro in micro_batch_sizes(request):
+                for grad_ckpt in _choices(o.grad_ckpt, (False, True)):
+                    for compile_ in _choices(o.compile, (False, True)):
+                        for optimizer in optimizers:
+                            if optimizer != "adamw" and (sharding.startswith("zero") or "offload" in sharding):
+                                continue  # DeepSpeed / CPU offload use their own (CPU-)Adam, not bnb 8-bit
+                            yield TrainingSetting(
+                                method=method,
+                                micro_batch_size=micro,
+                                grad_accum=per_rank // micro,
+                                grad_ckpt=grad_ckpt,
+                                compile=compile_,
+                                sharding=sharding,
+                                optimizer=optimizer,
+                                precision=precision,
+                                lora_rank=o.lora_rank or DEFAULT_LORA_RANK,
+                                lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
+                                lora_targets=o.lora_targets or ("all-linear",),
+                            )

@@ -1,0 +1,222 @@
+"""Load and look up the GPU and model catalogs shipped as YAML in ``autotune/profiles``.
+
+One YAML file per entry (``gpus/<key>.yaml`` validated by :class:`GpuSpec`, ``models/<key>.yaml``
+validated by :class:`ModelSpec`); the file name is the key. Files are read once with
+``yaml.safe_load`` through :mod:`importlib.resources` (so they work from a wheel) and cached.
+
+Name lookup is forgiving about spelling: case, spaces, underscores and hyphens are ignored
+(``'RTX 4090'``, ``'rtx_4090'`` and ``'rtx4090'`` all match ``rtx-4090``). GPUs also match their
+``aliases`` and, failing that, the name with a vendor word in front removed (``'NVIDIA A10G'``,
+``'Tesla T4'``). Models also match their Hugging Face repo id (with or without the organisation),
+the extra names in :data:`MODEL_ALIASES`, and, failing that, the name without an ``-instruct`` /
+``-it`` / ``-chat`` / ``-hf`` suffix: fine-tuned variants share the base model's shapes.
+
+A packaging problem (a file whose ``key`` differs from its file name, a file that fails validation,
+two entries claiming the same name) raises :class:`ValueError` naming the file; a name the user typed
+that is not in the catalog raises :class:`autotune.errors.UnknownNameError` with close names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from collections.abc import Iterable
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+import yaml
+from pydantic import ValidationError
+
+from autotune.errors import UnknownNameError
+from autotune.schemas.hardware import GpuSpec
+from autotune.schemas.model import ModelSpec
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+SpecT = TypeVar("SpecT", GpuSpec, ModelSpec)
+
+PROFILE_SUFFIX = ".yaml"
+
+AMBIGUOUS_GPU_NAMES: dict[str, tuple[str, str]] = {
+    "a100": ("a100-80gb", "a100-80gb; use a100-40gb for the 40 GB card"),
+    "h100": ("h100-80gb", "h100-80gb (SXM); use h100-pcie for the PCIe card"),
+    "v100": ("v100-16gb", "v100-16gb (a plan that fits 16 GB fits 32 GB); use v100-32gb for the 32 GB card"),
+}
+"""Short GPU names that fit several entries: normalized name -> (key taken, note after "taken as").
+
+a100 and h100 default to the 80 GB SXM parts; v100 defaults to the smaller card, the safe side.
+"""
+
+MODEL_ALIASES: dict[str, tuple[str, ...]] = {
+    "llama-7b": ("decapoda-research/llama-7b-hf", "llama1-7b"),
+    "llama-13b": ("decapoda-research/llama-13b-hf", "llama1-13b"),
+    "llama-30b": ("decapoda-research/llama-30b-hf", "llama1-30b", "llama-33b", "llama1-33b"),
+    "llama-65b": ("decapoda-research/llama-65b-hf", "llama1-65b"),
+    "phi3-mini": ("phi3-mini-4k",),
+    "phi3-medium": ("phi3-medium-4k",),
+    "mistral-7b": ("mistral-7b-v0.1", "mistralai/Mistral-7B-Instruct-v0.1"),
+    "mistral-7b-v0.3": ("mistralai/Mistral-7B-Instruct-v0.3",),
+}
+"""Model names users type that the key, the repo id and the suffix rule do not already cover.
+
+Keys, ``hf_repo_id`` (with and without the organisation) and instruct/chat variants
+(``Qwen2.5-7B-Instruct`` -> qwen2.5-7b) resolve without being listed here.
+"""
+
+_GPU_VENDOR_WORDS = ("nvidia", "amd", "geforce", "tesla", "radeon", "instinct")
+_MODEL_VARIANT_SUFFIX = re.compile(r"[-_ ](instruct|it|chat|hf)$")
+
+
+def normalize_name(name: str) -> str:
+    """Lookup form of a name: lower case with spaces, underscores and hyphens removed.
+
+    Dots and slashes are kept, so ``llama3.1-8b`` and ``llama3-18b`` stay different.
+    """
+    return re.sub(r"[\s_\-]+", "", name.strip().lower())
+
+
+def load_profile_dir(directory: Traversable | Path, schema: type[SpecT]) -> list[SpecT]:
+    """Read and validate every ``*.yaml`` file of a directory, sorted by key.
+
+    Raises:
+        ValueError: a file is not valid YAML, is not a mapping, fails ``schema`` validation, or has
+            a ``key`` different from its file name (a packaging bug; the message names the file).
+    """
+    specs: list[SpecT] = []
+    for entry in sorted(directory.iterdir(), key=lambda item: item.name):
+        if not entry.name.endswith(PROFILE_SUFFIX):
+            continue
+        stem = entry.name[: -len(PROFILE_SUFFIX)]
+        try:
+            data = yaml.safe_load(entry.read_text(encoding="utf-8"))
+        except yaml.YAMLError as error:
+            raise ValueError(f"profile {entry.name}: not valid YAML: {error}") from error
+        if not isinstance(data, dict):
+            raise ValueError(f"profile {entry.name}: expected a mapping of fields, got {type(data).__name__}")
+        try:
+            spec = schema.model_validate(data)
+        except ValidationError as error:
+            raise ValueError(f"profile {entry.name}: invalid {schema.__name__}: {error}") from error
+        if spec.key != stem:
+            raise ValueError(f"profile {entry.name}: key '{spec.key}' differs from the file name '{stem}'")
+        specs.append(spec)
+    return sorted(specs, key=lambda spec: spec.key)
+
+
+def _build_index(names_by_key: Iterable[tuple[str, Iterable[str]]], kind: str) -> dict[str, str]:
+    """Map the normalized form of every key and alias to its key; a name claimed twice is an error."""
+    index: dict[str, str] = {}
+    for key, names in names_by_key:
+        for name in (key, *names):
+            normalized = normalize_name(name)
+            owner = index.setdefault(normalized, key)
+            if owner != key:
+                raise ValueError(f"{kind} catalog: name '{name}' of {key} is also a name of {owner}")
+    return index
+
+
+@functools.cache
+def _gpu_catalog() -> tuple[dict[str, GpuSpec], dict[str, str]]:
+    specs = load_profile_dir(resources.files("autotune.profiles") / "gpus", GpuSpec)
+    by_key = {spec.key: spec for spec in specs}
+    index = _build_index(((spec.key, spec.aliases) for spec in specs), "GPU")
+    for short_name, (key, _) in AMBIGUOUS_GPU_NAMES.items():
+        if key not in by_key:
+            raise ValueError(f"GPU catalog: ambiguous name '{short_name}' points to missing key {key}")
+        if normalize_name(short_name) in index:
+            raise ValueError(f"GPU catalog: ambiguous name '{short_name}' is also an alias of an entry")
+    return by_key, index
+
+
+@functools.cache
+def _model_catalog() -> tuple[dict[str, ModelSpec], dict[str, str]]:
+    specs = load_profile_dir(resources.files("autotune.profiles") / "models", ModelSpec)
+    by_key = {spec.key: spec for spec in specs}
+    unknown = sorted(set(MODEL_ALIASES) - set(by_key))
+    if unknown:
+        raise ValueError(f"model catalog: MODEL_ALIASES names missing keys {unknown}")
+
+    def names(spec: ModelSpec) -> list[str]:
+        repo = [spec.hf_repo_id, spec.hf_repo_id.rsplit("/", 1)[-1]] if spec.hf_repo_id else []
+        return [*repo, *MODEL_ALIASES.get(spec.key, ())]
+
+    return by_key, _build_index(((spec.key, names(spec)) for spec in specs), "model")
+
+
+def list_gpus() -> list[GpuSpec]:
+    """Every GPU profile, sorted by key."""
+    return list(_gpu_catalog()[0].values())
+
+
+def list_models() -> list[ModelSpec]:
+    """Every model profile, sorted by key."""
+    return list(_model_catalog()[0].values())
+
+
+def _unknown_name(kind: str, name: str, index: dict[str, str], hint: str) -> UnknownNameError:
+    """One-line error with up to 3 catalog keys closest to ``name`` (difflib ratio over keys and aliases)."""
+    matches = difflib.get_close_matches(normalize_name(name), list(index), n=10, cutoff=0.5)
+    closest = list(dict.fromkeys(index[match] for match in matches))[:3]
+    suggestion = f": closest are {', '.join(closest)}" if closest else ""
+    return UnknownNameError(f"unknown {kind} '{name}'{suggestion} ({hint})")
+
+
+def resolve_gpu(name: str) -> tuple[GpuSpec, str | None]:
+    """Find a GPU by key or alias, ignoring case, spaces, underscores and hyphens.
+
+    Returns:
+        The profile, and a one-line note when a short name fitted several cards and one was taken
+        (see :data:`AMBIGUOUS_GPU_NAMES`, e.g. ``'a100'`` -> a100-80gb), else ``None``.
+
+    Raises:
+        UnknownNameError: no entry has that name; the message lists up to 3 close keys.
+    """
+    by_key, index = _gpu_catalog()
+    normalized = normalize_name(name)
+    if not normalized:
+        raise UnknownNameError("empty GPU name (autotune gpus lists all)")
+    candidates = [normalized]
+    stripped = normalized
+    while stripped.startswith(_GPU_VENDOR_WORDS):
+        stripped = next(stripped[len(word) :] for word in _GPU_VENDOR_WORDS if stripped.startswith(word))
+        candidates.append(stripped)
+    for candidate in candidates:
+        if candidate in index:
+            return by_key[index[candidate]], None
+        if candidate in AMBIGUOUS_GPU_NAMES:
+            key, taken_as = AMBIGUOUS_GPU_NAMES[candidate]
+            return by_key[key], f"'{name.strip()}' taken as {taken_as}"
+    raise _unknown_name("GPU", name, index, "autotune gpus lists all")
+
+
+def resolve_model_profile(name: str) -> ModelSpec:
+    """Find a model by key, Hugging Face repo id or alias, ignoring case, spaces, underscores and hyphens.
+
+    ``org/name`` also matches by ``name`` alone, and a trailing ``-instruct`` / ``-it`` / ``-chat`` /
+    ``-hf`` is dropped when the full name is not found (those variants share the base model's shapes;
+    Qwen2.5 instruct configs differ only in ``max_position_embeddings`` and ``rms_norm_eps``).
+
+    Raises:
+        UnknownNameError: no entry has that name; the message lists up to 3 close keys and says a
+            path to a ``config.json`` is also accepted.
+    """
+    by_key, index = _model_catalog()
+    if not normalize_name(name):
+        raise UnknownNameError(
+            "empty model name (autotune models lists all, or give a path to a config.json)"
+        )
+    candidates = [name.strip()]
+    if "/" in candidates[0]:
+        candidates.append(candidates[0].rsplit("/", 1)[-1])
+    stem = candidates[-1].lower()
+    while (match := _MODEL_VARIANT_SUFFIX.search(stem)) is not None:
+        stem = stem[: match.start()]
+        candidates.append(stem)
+    for candidate in candidates:
+        key = index.get(normalize_name(candidate))
+        if key is not None:
+            return by_key[key]
+    raise _unknown_name("model", name, index, "autotune models lists all, or give a path to a config.json")

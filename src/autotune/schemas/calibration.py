@@ -1,0 +1,106 @@
+"""Measurements (seed tables, user run reports) and the calibration coefficients fitted to them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from autotune.schemas._base import StrictModel
+from autotune.schemas.setting import TrainingSetting, Workload
+
+MemoryKind = Literal["allocated", "reserved", "nvidia-smi", "unknown"]
+
+
+class Measurement(StrictModel):
+    """One measured run (a seed table row or a user run report), with its conditions.
+
+    ``micro_step_time_s`` is one forward+backward of one micro batch; ``run_time_s`` is the wall time
+    of the whole run as stated by the source (then ``workload`` gives its size). A row that ran out of
+    memory has ``oom: true`` and no memory or time.
+    """
+
+    id: str = Field(description="Unique id, e.g. '001-h100-llama3.1-8b-lora'.")
+    source: str = Field(description="Seed file and table/row, or run directory.")
+    model: str = Field(description="Model catalog key.")
+    gpu: str = Field(description="GPU catalog key.")
+    num_gpus_per_node: int = Field(default=1, ge=1)
+    num_nodes: int = Field(default=1, ge=1)
+    setting: TrainingSetting
+    workload: Workload
+    oom: bool = False
+    peak_memory_gib: float | None = Field(default=None, gt=0, description="Measured peak, GiB per GPU.")
+    memory_kind: MemoryKind = Field(default="unknown", description="What the memory figure measures.")
+    micro_step_time_s: float | None = Field(default=None, gt=0)
+    step_time_s: float | None = Field(default=None, gt=0, description="One optimizer step, seconds.")
+    run_time_s: float | None = Field(default=None, gt=0, description="Wall time of the whole stated run.")
+    weights_memory_gib: float | None = Field(default=None, gt=0, description="Memory after model load, GiB.")
+    unknown_tokens: bool = Field(
+        default=False,
+        description="Samples are unpacked and shorter than seq_len with no stated mean length: the tokens per "
+        "step are unknown, so the row's times cannot calibrate per-token cost (memory may still be used).",
+    )
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Measurement:
+        if self.oom and (self.peak_memory_gib is not None or self.micro_step_time_s is not None):
+            raise ValueError(f"{self.id}: an OOM row has no peak memory or time")
+        return self
+
+
+class MeasurementSet(StrictModel):
+    """A file of measurements from one source, with the conditions it states, copied verbatim."""
+
+    schema_version: Literal[1] = 1
+    name: str
+    source: str = Field(description="Where the table comes from (seed file, URL).")
+    conditions: str = Field(description="The source's stated conditions, verbatim, plus CONDITIONS.md facts.")
+    measurements: list[Measurement]
+
+
+class CostCoefficients(StrictModel):
+    """The few cost-model coefficients that physics does not give, fitted to measurements.
+
+    Every other quantity (bytes per parameter, FLOPs per token, bandwidths, peaks) is derived;
+    see docs/cost-model.md. Defaults are the physics priors used before any fit.
+    """
+
+    schema_version: Literal[1] = 1
+    name: str = Field(default="prior", description="Calibration name (file name without .yaml).")
+    source: str = Field(default="physics priors, not fitted", description="Provenance: data, date, command.")
+    matmul_efficiency: dict[str, float] = Field(
+        default_factory=lambda: {"default": 0.45},
+        description="GPU key → fraction of the dense peak reached by large training GEMMs ('default' for others).",
+    )
+    bandwidth_efficiency: float = Field(default=0.7, gt=0, le=1, description="Fraction of DRAM bandwidth reached.")
+    adapter_time_factor: float = Field(
+        default=1.0, gt=0, description="Multiplier on LoRA/QLoRA micro-step time not explained by FLOPs and bytes."
+    )
+    qlora_time_factor: float = Field(default=1.0, gt=0, description="Extra multiplier for QLoRA (dequant kernels).")
+    kernel_launch_s: float = Field(default=8e-6, gt=0, description="Seconds per kernel launch (fixed cost).")
+    activation_factor: float = Field(default=1.0, gt=0, description="Multiplier on derived activation bytes.")
+    logits_factor: float = Field(default=1.0, gt=0, description="Multiplier on derived logits/loss bytes.")
+    allocator_overhead_fraction: float = Field(
+        default=0.05, ge=0, description="reserved = allocated × (1 + this): caching-allocator fragmentation."
+    )
+    host_link_efficiency: float = Field(default=0.6, gt=0, le=1, description="Fraction of host-link bandwidth.")
+    cpu_adam_params_per_s: float = Field(
+        default=1e9, gt=0, description="Parameters per second one rank's CPU Adam updates (offload)."
+    )
+    compile_speedup: float = Field(
+        default=0.3, ge=0, lt=1, description="Fraction of elementwise and launch time torch.compile removes."
+    )
+    memory_error_band: dict[str, float] = Field(
+        default_factory=lambda: {"default": 0.15},
+        description="Family → relative ± band on peak memory (from held-out residuals).",
+    )
+    memory_headroom_band: dict[str, float] = Field(
+        default_factory=lambda: {"default": 0.15},
+        description="Family → one-sided band: 90th percentile of under-prediction, relative to the modelled "
+        "part; the planner's memory headroom.",
+    )
+    time_error_band: dict[str, float] = Field(
+        default_factory=lambda: {"default": 0.35},
+        description="Family → relative ± band on times (from held-out residuals).",
+    )

@@ -1,0 +1,44 @@
+"""The cost model's prediction for one setting (what ``autotune estimate --json`` prints)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from autotune.schemas._base import FrozenModel
+
+
+class Estimate(FrozenModel):
+    """Predicted memory per GPU and time for one setting on one cluster.
+
+    Memory is per GPU. ``peak_memory_gib`` is the peak allocated by tensors (what
+    ``torch.cuda.max_memory_allocated`` reports); ``peak_reserved_gib`` is what the caching allocator
+    holds at that peak (``torch.cuda.max_memory_reserved``), which plus the CUDA context is roughly what
+    nvidia-smi shows. ``fits`` compares allocated + context + the uncertainty band with the GPU memory.
+    """
+
+    peak_memory_gib: float = Field(description="Peak allocated memory per GPU, GiB.")
+    peak_reserved_gib: float = Field(description="Memory reserved by the caching allocator at the peak, GiB.")
+    memory_breakdown_gib: dict[str, float] = Field(
+        description="Named parts of the peak allocated memory, GiB (they sum to peak_memory_gib)."
+    )
+    peak_phase: str = Field(description="When the peak happens: 'forward/backward' or 'optimizer step'.")
+    cuda_context_gib: float = Field(description="CUDA/ROCm context and kernels, outside the allocator, GiB.")
+    memory_uncertainty_gib: float = Field(
+        description="± band on peak memory from measured residuals, GiB (applied to the modelled part)."
+    )
+    memory_headroom_gib: float = Field(
+        default=0.0, description="Headroom kept for under-prediction (90th percentile of past residuals), GiB."
+    )
+    gpu_memory_gib: float = Field(description="Memory of one GPU, GiB.")
+    fits: bool = Field(description="allocated + context + headroom <= GPU memory (and host RAM holds offload).")
+    host_memory_gib: float = Field(default=0.0, description="Host RAM per node needed by CPU offload, GiB.")
+    micro_step_time_s: float = Field(description="One forward+backward of one micro batch, seconds.")
+    optimizer_time_s: float = Field(description="Optimizer step (and its communication), seconds.")
+    step_time_s: float = Field(description="One optimizer step = grad_accum micro-steps + optimizer, seconds.")
+    tokens_per_s: float = Field(description="Training tokens per second over all GPUs.")
+    mfu: float = Field(description="Model FLOPs utilisation: 6·N·tokens/s over peak (N = trainable-path params).")
+    time_uncertainty_fraction: float = Field(description="± relative band on times from measured residuals.")
+    compile_time_s: float = Field(default=0.0, description="One-off torch.compile time, seconds.")
+    total_time_s: float | None = Field(default=None, description="Whole run (dataset × epochs), seconds.")
+    num_optimizer_steps: int | None = Field(default=None, description="Optimizer steps in the whole run.")
+    time_breakdown_s: dict[str, float] = Field(default_factory=dict, description="Parts of one micro-step, s.")

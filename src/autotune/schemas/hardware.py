@@ -1,0 +1,90 @@
+"""GPU description used by the cost model (one YAML per GPU in ``profiles/gpus``).
+
+Units live in the field names. Throughputs are vendor *dense* peaks (no 2:4 sparsity), tensor-core
+rates for bf16/fp16/tf32 and the non-tensor rate for fp32; they are upper bounds that the cost model
+scales by fitted efficiencies. Sources are per file (``source``) and per value where they disagree
+(``notes``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from autotune.schemas._base import FrozenModel
+
+
+class GpuSpec(FrozenModel):
+    """One accelerator model, as sold (one card / one module)."""
+
+    key: str = Field(description="Catalog key, also the YAML file name, e.g. 'rtx-4090'.")
+    name: str = Field(description="Marketing name, e.g. 'NVIDIA GeForce RTX 4090'.")
+    vendor: Literal["nvidia", "amd"]
+    architecture: str = Field(description="Architecture / chip, e.g. 'Ada Lovelace (AD102)'.")
+    aliases: tuple[str, ...] = Field(default=(), description="Other names users type ('4090').")
+    memory_gib: float = Field(
+        gt=0,
+        description="Device memory in GiB that the framework can address (what torch reports as total).",
+    )
+    memory_bandwidth_gb_per_s: float = Field(gt=0, description="Peak DRAM bandwidth, decimal GB/s.")
+    bf16_tflops: float | None = Field(
+        default=None, gt=0, description="Dense bf16 tensor TFLOP/s (fp32 accumulate); None if unsupported."
+    )
+    fp16_tflops: float = Field(gt=0, description="Dense fp16 tensor TFLOP/s with fp32 accumulate.")
+    tf32_tflops: float | None = Field(default=None, gt=0, description="Dense tf32 tensor TFLOP/s, if any.")
+    fp32_tflops: float = Field(gt=0, description="Non-tensor fp32 TFLOP/s.")
+    supports_bf16: bool
+    supports_bitsandbytes: bool = Field(
+        description="bitsandbytes 4-bit / 8-bit CUDA kernels available (not on ROCm consumer cards)."
+    )
+    supports_flash_attention: bool = Field(
+        default=True,
+        description="SDPA runs a flash / memory-efficient kernel (no s^2 score matrix in memory).",
+    )
+    host_link: str = Field(description="Host interface, e.g. 'PCIe 4.0 x16'.")
+    host_link_gb_per_s: float = Field(gt=0, description="Host link bandwidth per direction, GB/s.")
+    gpu_link: str | None = Field(default=None, description="GPU-GPU link, e.g. 'NVLink 4'; None = PCIe.")
+    gpu_link_gb_per_s: float | None = Field(
+        default=None, gt=0, description="GPU-GPU bandwidth per direction per GPU, GB/s (None = host link)."
+    )
+    tdp_w: float | None = Field(default=None, gt=0)
+    source: str = Field(description="Where the values come from (URLs, repo:path@commit).")
+    notes: str = Field(default="", description="Disagreements, preferences and unconfirmed values.")
+    unconfirmed: tuple[str, ...] = Field(
+        default=(), description="Field names whose value no primary source confirms."
+    )
+
+    def matmul_tflops(self, compute_dtype: str) -> float:
+        """Peak dense matmul TFLOP/s for a compute dtype ('bf16', 'fp16', 'fp32').
+
+        fp32 training matmuls run at the tf32 tensor rate where the GPU has one (PyTorch
+        allows tf32 for matmuls by default in HF Trainer with ``tf32=True``; we assume it),
+        else at the non-tensor fp32 rate. bf16 on a GPU without bf16 falls back to fp16.
+        """
+        if compute_dtype == "bf16":
+            return self.bf16_tflops if self.bf16_tflops is not None else self.fp16_tflops
+        if compute_dtype == "fp16":
+            return self.fp16_tflops
+        return self.tf32_tflops if self.tf32_tflops is not None else self.fp32_tflops
+
+
+class ClusterSpec(FrozenModel):
+    """The hardware a run uses: ``num_nodes`` nodes of ``num_gpus_per_node`` identical GPUs."""
+
+    gpu: GpuSpec
+    num_gpus_per_node: int = Field(default=1, ge=1, le=64)
+    num_nodes: int = Field(default=1, ge=1, le=4096)
+    host_memory_gib_per_node: float | None = Field(
+        default=None, gt=0, description="Host RAM per node available to CPU offload; None = unknown."
+    )
+    inter_node_gb_per_s: float = Field(
+        default=25.0,
+        gt=0,
+        description="Network bandwidth per node per direction, GB/s (default 200 Gb/s InfiniBand).",
+    )
+
+    @property
+    def world_size(self) -> int:
+        """Total GPUs (= data-parallel ranks; autotune does no tensor or pipeline parallelism)."""
+        return self.num_gpus_per_node * self.num_nodes

@@ -1,0 +1,67 @@
+"""The report the training core writes at the end of every run (``OUT/run_report.json``).
+
+It puts what was measured next to what the plan predicted, so that ``autotune calibrate`` can refit
+the cost model from real runs. Memory is per process (= per GPU): on a GPU the peak allocated by
+tensors (``torch.cuda.max_memory_allocated``) and the peak reserved by the caching allocator
+(``torch.cuda.max_memory_reserved``); on the CPU the peak resident set size of the process
+(``getrusage(RUSAGE_SELF).ru_maxrss``), which also counts the Python interpreter and libraries and is
+therefore not comparable with a GPU prediction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from autotune.schemas._base import StrictModel
+from autotune.schemas.setting import TrainingSetting, Workload
+
+RunStatus = Literal["completed", "interrupted", "failed"]
+RunMemoryKind = Literal["allocated", "cpu-rss"]
+
+
+class RunReport(StrictModel):
+    """What one invocation of ``python -m autotune.trainer`` did, measured, next to the plan's predictions."""
+
+    schema_version: Literal[1] = 1
+    status: RunStatus = Field(description="completed, interrupted (SIGINT/SIGTERM, checkpoint saved) or failed.")
+    message: str = Field(default="", description="Why the run was interrupted or failed; empty when completed.")
+    steps: int = Field(ge=0, description="Global optimizer step reached (counting steps of resumed runs).")
+    max_steps: int = Field(ge=0, description="Optimizer steps the run was set up to reach.")
+    resumed_from_step: int = Field(default=0, ge=0, description="Step of the checkpoint resumed from; 0 if fresh.")
+    losses: list[float] = Field(description="Training loss of each logged step of this invocation.")
+    loss_steps: list[int] = Field(description="The global step of each entry of losses.")
+    tokens_seen: int = Field(ge=0, description="Non-padding input tokens processed by this invocation, all ranks.")
+    peak_memory_gib_measured: float = Field(
+        ge=0, description="GPU: max_memory_allocated; CPU: peak RSS of the process, GiB (max over ranks)."
+    )
+    peak_reserved_gib_measured: float | None = Field(
+        default=None, ge=0, description="GPU: max_memory_reserved, GiB (max over ranks); None on CPU."
+    )
+    memory_kind: RunMemoryKind = Field(description="What peak_memory_gib_measured measures.")
+    tokens_per_s_measured: float | None = Field(
+        default=None, ge=0, description="Training tokens per second over all ranks (steady-state steps)."
+    )
+    step_time_s_measured: float | None = Field(
+        default=None, ge=0, description="Median wall time of one optimizer step, seconds (first step excluded)."
+    )
+    micro_step_time_s_measured: float | None = Field(
+        default=None, ge=0, description="Median forward+backward time of one micro batch, seconds."
+    )
+    peak_memory_gib: float = Field(description="Plan's prediction: peak allocated memory per GPU, GiB.")
+    peak_reserved_gib: float = Field(description="Plan's prediction: peak reserved memory per GPU, GiB.")
+    tokens_per_s: float = Field(description="Plan's prediction: tokens per second over all GPUs.")
+    step_time_s: float = Field(description="Plan's prediction: one optimizer step, seconds.")
+    micro_step_time_s: float = Field(description="Plan's prediction: one micro-step, seconds.")
+    model: str = Field(description="Model catalog key of the plan.")
+    model_source: str = Field(description="Where the weights were loaded from.")
+    gpu: str = Field(description="GPU catalog key of the plan (the planned hardware, not necessarily the device).")
+    world_size: int = Field(ge=1, description="Processes (ranks) that trained.")
+    device: str = Field(description="Device the run used, e.g. 'cpu' or 'cuda:0 (NVIDIA H100 80GB HBM3)'.")
+    setting: TrainingSetting
+    workload: Workload
+    started_at: datetime
+    finished_at: datetime
+    autotune_version: str

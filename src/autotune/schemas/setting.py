@@ -1,0 +1,158 @@
+"""A training setting: every choice the planner makes (or the user forces), and the workload.
+
+One ``Field(description=...)`` per choice; the CLI reuses these descriptions as option help.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from autotune.schemas._base import FrozenModel
+
+Method = Literal["full", "lora", "qlora"]
+Sharding = Literal["none", "ddp", "fsdp", "fsdp-offload", "zero2", "zero3", "zero3-offload"]
+Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit"]
+Precision = Literal["bf16", "bf16-mixed", "fp16-mixed", "fp32"]
+LossImpl = Literal["fp32-upcast", "native", "chunked"]
+AttentionImpl = Literal["flash", "math"]
+
+METHODS: tuple[Method, ...] = ("full", "lora", "qlora")
+SHARDINGS: tuple[Sharding, ...] = ("none", "ddp", "fsdp", "fsdp-offload", "zero2", "zero3", "zero3-offload")
+OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adamw-8bit", "paged-adamw-8bit")
+PRECISIONS: tuple[Precision, ...] = ("bf16", "bf16-mixed", "fp16-mixed", "fp32")
+
+ALL_LINEAR = "all-linear"
+LINEAR_MODULES: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+DESCRIPTIONS: dict[str, str] = {
+    "method": "Fine-tuning method: full (all weights), lora (bf16 base + adapters), qlora (NF4 base + adapters).",
+    "micro_batch_size": "Sequences per GPU per forward/backward pass.",
+    "grad_accum": "Gradient accumulation steps: micro-steps per optimizer step.",
+    "grad_ckpt": "Activation checkpointing: keep only each decoder layer's input, recompute the rest.",
+    "compile": "torch.compile the model (faster steps after a one-off compile time).",
+    "sharding": "Data parallelism: none, ddp, fsdp (FULL_SHARD), fsdp-offload (+CPU offload), "
+    "zero2, zero3, zero3-offload (DeepSpeed ZeRO stage 3 + optimizer/parameter CPU offload).",
+    "optimizer": "adamw (torch), adamw-8bit or paged-adamw-8bit (bitsandbytes).",
+    "precision": "bf16 (pure bf16 weights, grads, optimizer states), bf16-mixed / fp16-mixed "
+    "(fp32 master weights, autocast), fp32.",
+    "lora_rank": "LoRA rank r.",
+    "lora_alpha": "LoRA alpha (scaling = alpha / r).",
+    "lora_dropout": "LoRA dropout probability.",
+    "lora_targets": "LoRA target modules: all-linear or a list such as q_proj,v_proj.",
+    "loss_impl": "Cross-entropy: fp32-upcast (transformers' loss: full logits upcast to fp32), native "
+    "(cross-entropy in the logits dtype on a shifted copy), chunked (logits computed and freed in chunks).",
+    "attention_impl": "Attention kernel: flash (SDPA flash / memory-efficient) or math (s^2 scores).",
+    "seq_len": "Tokens per sequence (packed or truncated to this length).",
+    "global_batch_size": "Sequences per optimizer step over all GPUs (micro × accumulation × ranks).",
+    "num_samples": "Training samples in the dataset (for total run time).",
+    "dataset_tokens": "Training tokens in the dataset (alternative to num_samples).",
+    "epochs": "Passes over the dataset.",
+}
+
+
+class TrainingSetting(FrozenModel):
+    """One candidate setting: what the planner searches over and the plan records."""
+
+    method: Method = Field(default="lora", description=DESCRIPTIONS["method"])
+    micro_batch_size: int = Field(default=1, ge=1, le=4096, description=DESCRIPTIONS["micro_batch_size"])
+    grad_accum: int = Field(default=1, ge=1, le=65536, description=DESCRIPTIONS["grad_accum"])
+    grad_ckpt: bool = Field(default=True, description=DESCRIPTIONS["grad_ckpt"])
+    compile: bool = Field(default=False, description=DESCRIPTIONS["compile"])
+    sharding: Sharding = Field(default="none", description=DESCRIPTIONS["sharding"])
+    optimizer: Optimizer = Field(default="adamw", description=DESCRIPTIONS["optimizer"])
+    precision: Precision = Field(default="bf16", description=DESCRIPTIONS["precision"])
+    lora_rank: int = Field(default=16, ge=1, le=4096, description=DESCRIPTIONS["lora_rank"])
+    lora_alpha: float = Field(default=32.0, gt=0, description=DESCRIPTIONS["lora_alpha"])
+    lora_dropout: float = Field(default=0.05, ge=0, lt=1, description=DESCRIPTIONS["lora_dropout"])
+    lora_targets: tuple[str, ...] = Field(default=(ALL_LINEAR,), description=DESCRIPTIONS["lora_targets"])
+    loss_impl: LossImpl = Field(default="fp32-upcast", description=DESCRIPTIONS["loss_impl"])
+    attention_impl: AttentionImpl = Field(default="flash", description=DESCRIPTIONS["attention_impl"])
+    qlora_double_quant: bool = Field(default=True, description="NF4 double quantization of the constants.")
+    unquantized_dtype: Literal["bf16", "fp32"] = Field(
+        default="bf16",
+        description="QLoRA: dtype of the parts left unquantized (embeddings, norms, lm_head).",
+    )
+
+    @field_validator("lora_targets", mode="before")
+    @classmethod
+    def _split_targets(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("lora_targets")
+    @classmethod
+    def _check_targets(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("lora_targets is empty: give all-linear or module names such as q_proj,v_proj")
+        if ALL_LINEAR in value and len(value) > 1:
+            raise ValueError("lora_targets: all-linear cannot be combined with module names")
+        return value
+
+    @model_validator(mode="after")
+    def _check_combination(self) -> TrainingSetting:
+        if self.method == "qlora" and self.precision in ("fp32",):
+            raise ValueError("method=qlora needs a 16-bit compute precision (bf16, bf16-mixed or fp16-mixed)")
+        return self
+
+    @property
+    def uses_adapters(self) -> bool:
+        """True for LoRA and QLoRA (only adapter weights are trained)."""
+        return self.method in ("lora", "qlora")
+
+    @property
+    def offloads_to_cpu(self) -> bool:
+        """True when optimizer state (and parameters) live in host RAM."""
+        return self.sharding in ("fsdp-offload", "zero3-offload")
+
+    def short(self) -> str:
+        """One-line human summary, e.g. 'lora r16 mbs 2 × ga 16, ckpt, fsdp, adamw, bf16'."""
+        parts = [self.method + (f" r{self.lora_rank}" if self.uses_adapters else "")]
+        parts.append(f"mbs {self.micro_batch_size} × ga {self.grad_accum}")
+        parts.append("ckpt" if self.grad_ckpt else "no ckpt")
+        if self.compile:
+            parts.append("compile")
+        parts.append(self.sharding)
+        parts.append(self.optimizer)
+        parts.append(self.precision)
+        if self.loss_impl == "chunked":
+            parts.append("chunked CE")
+        return ", ".join(parts)
+
+
+class Workload(FrozenModel):
+    """What is trained on: sequence length, global batch and dataset size."""
+
+    seq_len: int = Field(default=2048, ge=8, le=1_048_576, description=DESCRIPTIONS["seq_len"])
+    global_batch_size: int = Field(default=32, ge=1, le=1_048_576, description=DESCRIPTIONS["global_batch_size"])
+    num_samples: int | None = Field(default=None, ge=1, description=DESCRIPTIONS["num_samples"])
+    dataset_tokens: int | None = Field(default=None, ge=1, description=DESCRIPTIONS["dataset_tokens"])
+    epochs: float = Field(default=1.0, gt=0, le=1000, description=DESCRIPTIONS["epochs"])
+    tokens_per_sample: float | None = Field(
+        default=None,
+        gt=0,
+        description="Mean real tokens per sample when samples are shorter than seq_len and unpacked "
+        "(None = every sequence is filled to seq_len).",
+    )
+
+    @model_validator(mode="after")
+    def _one_size(self) -> Workload:
+        if self.num_samples is not None and self.dataset_tokens is not None:
+            raise ValueError("give either num_samples or dataset_tokens, not both")
+        return self
+
+    @property
+    def tokens_per_sequence(self) -> float:
+        """Tokens actually computed per sequence (seq_len when packed / filled)."""
+        return min(float(self.seq_len), self.tokens_per_sample or float(self.seq_len))
+
+    @property
+    def total_samples(self) -> float | None:
+        """Sequences over all epochs, or None when the dataset size is not given."""
+        if self.num_samples is not None:
+            return self.num_samples * self.epochs
+        if self.dataset_tokens is not None:
+            return self.dataset_tokens / self.tokens_per_sequence * self.epochs
+        return None

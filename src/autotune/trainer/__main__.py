@@ -1,0 +1,30 @@
+"""Entry point: ``python -m autotune.trainer --plan PLAN.yaml --dataset DATA --output-dir DIR [...]``.
+
+User errors (:class:`autotune.errors.AutotuneError`) become one line on stderr and exit code 2; anything
+else is a bug and shows its traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from autotune.errors import AutotuneError
+from autotune.trainer.args import parse_args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line, run the training core, return the process exit code."""
+    args = parse_args(argv)
+    try:
+        from autotune.trainer.train import run
+
+        run(args)
+    except AutotuneError as error:
+        message = " ".join(str(error).split())
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

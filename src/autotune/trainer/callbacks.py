@@ -1,0 +1,216 @@
+"""Trainer callbacks: timing and losses for the report, the progress display, and clean stops on signals."""
+
+from __future__ import annotations
+
+import signal
+import statistics
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from autotune.trainer.memory import peak_memory
+
+
+@dataclass
+class RunMetrics:
+    """What the callbacks measured during one invocation (shared with the report).
+
+    ``step_times_s`` are the wall times between consecutive optimizer-step ends (data, compute,
+    optimizer, logging); ``micro_step_times_s`` the forward+backward time of one micro batch, i.e.
+    (pre-optimizer time − step-begin time) / grad_accum; both exclude the first step of the invocation
+    (compile, allocator and kernel warm-up).
+    """
+
+    losses: list[float] = field(default_factory=list)
+    loss_steps: list[int] = field(default_factory=list)
+    step_times_s: list[float] = field(default_factory=list)
+    micro_step_times_s: list[float] = field(default_factory=list)
+    first_step: int | None = None
+    last_step: int = 0
+    tokens_at_start: int = 0
+    tokens_at_end: int = 0
+    timed_steps: int = 0
+
+    def median_step_time_s(self) -> float | None:
+        """Median optimizer-step time, or None if fewer than one timed step."""
+        return statistics.median(self.step_times_s) if self.step_times_s else None
+
+    def median_micro_step_time_s(self) -> float | None:
+        """Median micro-step (forward+backward) time, or None."""
+        return statistics.median(self.micro_step_times_s) if self.micro_step_times_s else None
+
+    def tokens_per_s(self) -> float | None:
+        """Tokens per optimizer step of this invocation (all ranks) / median step time."""
+        steps = self.last_step - (self.first_step if self.first_step is not None else self.last_step)
+        step_time = self.median_step_time_s()
+        if step_time is None or steps <= 0:
+            return None
+        return (self.tokens_at_end - self.tokens_at_start) / steps / step_time
+
+
+class MetricsCallback(TrainerCallback):
+    """Record logged losses, step and micro-step times, and tokens seen."""
+
+    def __init__(self, metrics: RunMetrics, grad_accum: int) -> None:
+        self.metrics = metrics
+        self.grad_accum = grad_accum
+        self._step_begin_s: float | None = None
+        self._last_step_end_s: float | None = None
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        self.metrics.first_step = state.global_step
+        self.metrics.last_step = state.global_step
+        self.metrics.tokens_at_start = state.num_input_tokens_seen
+        self.metrics.tokens_at_end = state.num_input_tokens_seen
+
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        self._step_begin_s = time.perf_counter()
+
+    def on_pre_optimizer_step(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if self._step_begin_s is not None and state.global_step > (self.metrics.first_step or 0):
+            self.metrics.micro_step_times_s.append((time.perf_counter() - self._step_begin_s) / self.grad_accum)
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        now = time.perf_counter()
+        if self._last_step_end_s is not None:
+            self.metrics.step_times_s.append(now - self._last_step_end_s)
+        self._last_step_end_s = now
+        self.metrics.last_step = state.global_step
+        self.metrics.tokens_at_end = state.num_input_tokens_seen
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if logs and "loss" in logs:
+            self.metrics.losses.append(float(logs["loss"]))
+            self.metrics.loss_steps.append(state.global_step)
+
+
+class ProgressCallback(TrainerCallback):
+    """A rich progress bar with loss, learning rate, tokens/s and peak memory (main process only).
+
+    When stderr is not a terminal (logs, CI) one plain line per logged step is printed instead.
+    """
+
+    def __init__(self, metrics: RunMetrics, console: Console | None = None) -> None:
+        self.metrics = metrics
+        self.console = console or Console(stderr=True, highlight=False)
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self._fields: dict[str, str] = {"loss": "-", "lr": "-", "tps": "-", "mem": "-"}
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if not state.is_world_process_zero or not self.console.is_terminal:
+            return
+        self._progress = Progress(
+            TextColumn("[bold]train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]} · lr {task.fields[lr]} · {task.fields[tps]} tok/s · peak {task.fields[mem]}"),
+            TimeRemainingColumn(),
+            console=self.console,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task("train", total=state.max_steps, completed=state.global_step, **self._fields)
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        tps = self.metrics.tokens_per_s()
+        if tps is not None:
+            self._fields["tps"] = f"{tps:,.0f}"
+        peak_gib, _, _ = peak_memory()
+        self._fields["mem"] = f"{peak_gib:.2f} GiB"
+        if self._progress is not None:
+            self._progress.update(self._task, completed=state.global_step, **self._fields)
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not logs or "loss" not in logs or not state.is_world_process_zero:
+            return
+        self._fields["loss"] = f"{logs['loss']:.4f}"
+        if "learning_rate" in logs:
+            self._fields["lr"] = f"{logs['learning_rate']:.2e}"
+        if self._progress is not None:
+            self._progress.update(self._task, **self._fields)
+        else:
+            self.console.print(
+                f"step {state.global_step}/{state.max_steps} loss {self._fields['loss']} lr {self._fields['lr']} "
+                f"{self._fields['tps']} tok/s peak {self._fields['mem']}",
+                markup=False,
+            )
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop the live display (also called when training raises)."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+class StopOnSignalCallback(TrainerCallback):
+    """On SIGINT / SIGTERM: finish the current optimizer step, save a checkpoint, stop training.
+
+    The handlers only set a flag; at each step end the flag is agreed over all ranks (an all-reduce of
+    one int, so every rank stops at the same step and saves together), then Trainer saves and stops.
+    The previous handlers are restored by :meth:`restore`.
+    """
+
+    def __init__(self) -> None:
+        self.requested: int | None = None  # signal number
+        self.stopped = False
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        """Install the handlers (main thread only)."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        """Put back the handlers that were there before :meth:`install`."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = signum
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if self._agreed_stop():
+            control.should_save = True
+            control.should_training_stop = True
+            self.stopped = True
+
+    def _agreed_stop(self) -> bool:
+        local = self.requested is not None
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            flag = torch.tensor([1 if local else 0], dtype=torch.int32)
+            if torch.distributed.get_backend() == "nccl":
+                flag = flag.cuda()
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            return bool(flag.item())
+        return local
+
+    @property
+    def signal_name(self) -> str:
+        """Name of the signal received, e.g. 'SIGTERM' (empty if none)."""
+        return signal.Signals(self.requested).name if self.requested is not None else ""

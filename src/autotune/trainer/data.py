@@ -1,0 +1,250 @@
+"""Training data: load with ``datasets``, tokenize in one of three formats, pack or truncate.
+
+Formats (auto-detected from the columns unless given):
+- instruction: ``instruction``, optional ``input``, ``output``; the prompt uses the Stanford Alpaca
+  template (Taori et al. 2023) and is masked from the loss (label -100), the output plus eos is learned.
+- chat: ``messages`` = a list of ``{"role", "content"}``; rendered with the tokenizer's chat template;
+  only the assistant turns are learned, everything else (system, user, the assistant header) is masked.
+- text: ``text``; every token is learned (continued pre-training).
+Sequences are either packed into blocks of exactly ``seq_len`` tokens (the planned workload assumes
+full sequences) or truncated to ``seq_len`` and padded per batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from autotune.errors import ConfigError
+
+logger = logging.getLogger("autotune.trainer")
+
+IGNORE_INDEX = -100
+"""Label of a token that is not learned (PyTorch cross_entropy's default ignore_index)."""
+
+EXPECTED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "instruction": ("instruction", "output"),
+    "chat": ("messages",),
+    "text": ("text",),
+}
+"""Columns each format needs (instruction may also have ``input``)."""
+
+ALPACA_PROMPT = "### Instruction:\n{instruction}\n\n### Response:\n"
+ALPACA_PROMPT_WITH_INPUT = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n"
+"""Prompt templates of Stanford Alpaca (github.com/tatsu-lab/stanford_alpaca, train.py), without preamble."""
+
+_LOADERS: dict[str, str] = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text"}
+
+
+@dataclass(frozen=True)
+class TokenizedExample:
+    """One example as token ids and labels (same length; -100 where the token is not learned)."""
+
+    input_ids: list[int]
+    labels: list[int]
+
+
+def load_raw_dataset(dataset: str) -> Any:
+    """Load the ``train`` split of a local file (JSONL / JSON / parquet / txt) or of a hub dataset.
+
+    Raises:
+        ConfigError: missing file, unsupported extension, unreadable content, or an unreachable hub name.
+    """
+    import datasets
+
+    datasets.disable_progress_bars()
+    path = Path(dataset).expanduser()
+    if path.exists():
+        if path.is_dir():
+            raise ConfigError(f"dataset {dataset} is a directory: give a .jsonl, .json, .parquet or .txt file")
+        loader = _LOADERS.get(path.suffix.lower())
+        if loader is None:
+            raise ConfigError(f"dataset {dataset}: unsupported file type {path.suffix!r} (use .jsonl, .json, .parquet or .txt)")
+        try:
+            return datasets.load_dataset(loader, data_files=str(path), split="train", keep_in_memory=True)
+        except Exception as error:  # datasets raises many types for a malformed file
+            raise ConfigError(f"dataset {dataset} cannot be read as {loader}: {_first_line(error)}") from error
+    if dataset.startswith(("/", ".", "~")) or path.suffix.lower() in _LOADERS:
+        raise ConfigError(f"dataset file {dataset} not found")
+    try:
+        return datasets.load_dataset(dataset, split="train")
+    except Exception as error:
+        raise ConfigError(f"dataset {dataset} is neither a local file nor a reachable hub dataset: {_first_line(error)}") from error
+
+
+def detect_format(columns: list[str], requested: str, name: str) -> str:
+    """Return the format of a dataset with these columns: ``requested`` if given and matching, else detected.
+
+    Raises:
+        ConfigError: the columns do not hold what the format needs (names the file, found and expected columns).
+    """
+    found = set(columns)
+    expected_text = "; ".join(f"{fmt}: {', '.join(cols)}" for fmt, cols in EXPECTED_COLUMNS.items())
+    if requested != "auto":
+        missing = [col for col in EXPECTED_COLUMNS[requested] if col not in found]
+        if missing:
+            raise ConfigError(
+                f"dataset {name} has columns {sorted(found)}, but format {requested} needs "
+                f"{', '.join(EXPECTED_COLUMNS[requested])} (missing {', '.join(missing)})"
+            )
+        return requested
+    matches = [fmt for fmt, cols in EXPECTED_COLUMNS.items() if set(cols) <= found]
+    if not matches:
+        raise ConfigError(f"dataset {name} has columns {sorted(found)}, expected one of the formats ({expected_text})")
+    if len(matches) > 1:
+        raise ConfigError(
+            f"dataset {name} has columns {sorted(found)}, which fit formats {', '.join(matches)}; "
+            "choose one with --dataset-format"
+        )
+    return matches[0]
+
+
+def _encode(tokenizer: PreTrainedTokenizerBase, text: str, first: bool) -> list[int]:
+    ids: list[int] = tokenizer(text, add_special_tokens=first)["input_ids"]
+    return ids
+
+
+def tokenize_instruction(example: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> TokenizedExample:
+    """Alpaca prompt (masked) + output + eos (learned)."""
+    instruction, output = str(example["instruction"]), str(example["output"])
+    extra = example.get("input")
+    prompt = (
+        ALPACA_PROMPT_WITH_INPUT.format(instruction=instruction, input=extra)
+        if extra
+        else ALPACA_PROMPT.format(instruction=instruction)
+    )
+    prompt_ids = _encode(tokenizer, prompt, first=True)
+    answer_ids = _encode(tokenizer, output, first=False) + _eos(tokenizer)
+    return TokenizedExample(
+        input_ids=prompt_ids + answer_ids, labels=[IGNORE_INDEX] * len(prompt_ids) + answer_ids
+    )
+
+
+def tokenize_chat(example: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> TokenizedExample:
+    """Render ``messages`` with the chat template; learn only the assistant turns.
+
+    The rendering is split into segments by rendering growing prefixes of the conversation: the text
+    a message adds is learned if it is an assistant message, except for the assistant header that the
+    template's generation prompt emits. Needs a template whose renderings of prefixes are prefixes of
+    each other (true of ChatML, Llama 3, Mistral and Gemma templates).
+
+    Raises:
+        ConfigError: no chat template, malformed messages, or a template that is not prefix-stable.
+    """
+    messages = example["messages"]
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ConfigError("chat data needs a tokenizer with a chat template, and this tokenizer has none")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in messages):
+        raise ConfigError("chat data: every 'messages' entry must be a list of {role, content} objects")
+    segments: list[tuple[str, bool]] = []  # (text, learned)
+    rendered = ""
+    for index, message in enumerate(messages):
+        if message["role"] == "assistant":
+            header = _render(tokenizer, messages[:index], generation_prompt=True) if index else ""
+            if index and header.startswith(rendered):
+                segments.append((header[len(rendered) :], False))
+                rendered = header
+        full = _render(tokenizer, messages[: index + 1], generation_prompt=False)
+        if not full.startswith(rendered):
+            raise ConfigError("the tokenizer's chat template is not prefix-stable; use the instruction or text format")
+        segments.append((full[len(rendered) :], message["role"] == "assistant"))
+        rendered = full
+    input_ids: list[int] = []
+    labels: list[int] = []
+    for text, learned in segments:
+        if not text:
+            continue
+        ids = _encode(tokenizer, text, first=False)
+        input_ids += ids
+        labels += ids if learned else [IGNORE_INDEX] * len(ids)
+    return TokenizedExample(input_ids=input_ids, labels=labels)
+
+
+def tokenize_text(example: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> TokenizedExample:
+    """Text + eos, every token learned."""
+    ids = _encode(tokenizer, str(example["text"]), first=True) + _eos(tokenizer)
+    return TokenizedExample(input_ids=ids, labels=list(ids))
+
+
+TOKENIZERS: dict[str, Callable[[dict[str, Any], PreTrainedTokenizerBase], TokenizedExample]] = {
+    "instruction": tokenize_instruction,
+    "chat": tokenize_chat,
+    "text": tokenize_text,
+}
+
+
+def build_train_dataset(
+    raw: Any, tokenizer: PreTrainedTokenizerBase, fmt: str, seq_len: int, pack: bool, name: str
+) -> Any:
+    """Tokenize ``raw`` in format ``fmt`` and pack into ``seq_len`` blocks or truncate to ``seq_len``.
+
+    Packing concatenates the examples (labels keep their -100 masks) and cuts blocks of exactly
+    ``seq_len`` tokens; a dataset shorter than one block gives one shorter block. Examples with no
+    learned token after truncation are dropped.
+
+    Raises:
+        ConfigError: nothing left to learn.
+    """
+    import datasets
+
+    tokenize = TOKENIZERS[fmt]
+    examples = [tokenize(row, tokenizer) for row in raw]
+    if pack:
+        ids = [tok for ex in examples for tok in ex.input_ids]
+        labels = [lab for ex in examples for lab in ex.labels]
+        starts = range(0, max(len(ids) - seq_len, 0) + 1, seq_len) if len(ids) >= seq_len else [0]
+        rows = {"input_ids": [ids[s : s + seq_len] for s in starts], "labels": [labels[s : s + seq_len] for s in starts]}
+    else:
+        rows = {"input_ids": [ex.input_ids[:seq_len] for ex in examples], "labels": [ex.labels[:seq_len] for ex in examples]}
+    keep = [i for i, labs in enumerate(rows["labels"]) if any(lab != IGNORE_INDEX for lab in labs)]
+    if not keep:
+        raise ConfigError(f"dataset {name}: no learnable tokens after tokenizing as {fmt} (seq_len {seq_len})")
+    rows = {key: [values[i] for i in keep] for key, values in rows.items()}
+    logger.info("dataset %s: %d %s examples → %d sequences (%s, seq_len %d)", name, len(examples), fmt,
+                len(keep), "packed" if pack else "truncated", seq_len)
+    return datasets.Dataset.from_dict(rows)
+
+
+class PadCollator:
+    """Pad a list of ``{input_ids, labels}`` to the longest in the batch (right padding).
+
+    Returns ``input_ids`` / ``labels`` / ``attention_mask`` of shape (b, s_max), int64; padded labels are -100.
+    """
+
+    def __init__(self, pad_token_id: int) -> None:
+        self.pad_token_id = pad_token_id
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        length = max(len(f["input_ids"]) for f in features)
+        input_ids = torch.full((len(features), length), self.pad_token_id, dtype=torch.long)
+        labels = torch.full((len(features), length), IGNORE_INDEX, dtype=torch.long)
+        attention_mask = torch.zeros((len(features), length), dtype=torch.long)
+        for row, feature in enumerate(features):
+            n = len(feature["input_ids"])
+            input_ids[row, :n] = torch.as_tensor(feature["input_ids"], dtype=torch.long)
+            labels[row, :n] = torch.as_tensor(feature["labels"], dtype=torch.long)
+            attention_mask[row, :n] = 1
+        return {"input_ids": input_ids, "labels": labels, "attention_mask": attention_mask}
+
+
+def _render(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, Any]], generation_prompt: bool) -> str:
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+    except Exception as error:  # jinja errors of a template that rejects the conversation
+        raise ConfigError(f"chat template failed on a conversation: {_first_line(error)}") from error
+    return str(text)
+
+
+def _eos(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    return [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,93 @@
+"""The transformers ``TrainingArguments`` for a plan and the command line (one place for the mapping)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from transformers import TrainingArguments
+
+from autotune.errors import ConfigError
+from autotune.schemas.plan import PlanFile
+from autotune.trainer.args import TrainerArgs
+from autotune.trainer.model import PrecisionChoice
+from autotune.trainer.optim import choose_optimizer
+
+logger = logging.getLogger("autotune.trainer")
+
+SAVE_TOTAL_LIMIT = 2
+"""Checkpoints kept under OUT/checkpoints (the last one is what --resume needs)."""
+
+
+def fsdp_arguments(plan: PlanFile) -> dict[str, Any]:
+    """FSDP settings for TrainingArguments when the plan asks for FSDP and accelerate did not set them.
+
+    FULL_SHARD with transformer-layer auto wrap on the plan's decoder layer class, CPU offload for
+    fsdp-offload, and FSDP's own activation checkpointing in place of the model's (HF docs, "FSDP").
+    Under ``accelerate launch --config_file`` (ACCELERATE_USE_FSDP set) accelerate's config wins.
+    """
+    setting = plan.setting
+    if setting.sharding not in ("fsdp", "fsdp-offload") or os.environ.get("ACCELERATE_USE_FSDP", "").lower() in (
+        "1",
+        "true",
+    ):
+        return {}
+    options = "full_shard auto_wrap" + (" offload" if setting.sharding == "fsdp-offload" else "")
+    return {
+        "fsdp": options,
+        "fsdp_config": {
+            "transformer_layer_cls_to_wrap": [plan.model.decoder_layer_class],
+            "activation_checkpointing": setting.grad_ckpt,
+        },
+    }
+
+
+def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: PrecisionChoice) -> TrainingArguments:
+    """TrainingArguments for this run. Must be built before the model is loaded (ZeRO-3 init needs it).
+
+    Raises:
+        ConfigError: a ZeRO plan without --deepspeed-config, or a DeepSpeed JSON that does not exist.
+    """
+    setting = plan.setting
+    if setting.sharding.startswith("zero") and args.deepspeed_config is None:
+        raise ConfigError(
+            f"the plan says sharding={setting.sharding}: pass --deepspeed-config (autotune launch writes "
+            "OUT/deepspeed_config.json)"
+        )
+    if args.deepspeed_config is not None and not args.deepspeed_config.is_file():
+        raise ConfigError(f"DeepSpeed config {args.deepspeed_config} not found")
+    if args.deepspeed_config is not None and not setting.sharding.startswith("zero"):
+        raise ConfigError(f"--deepspeed-config given but the plan says sharding={setting.sharding}")
+    if setting.loss_impl == "chunked":
+        logger.warning("loss_impl=chunked is not implemented by the training core: the full logits are materialized")
+    fsdp = fsdp_arguments(plan)
+    optimizer = choose_optimizer(setting.optimizer, args.learning_rate, args.warmup_ratio)
+    return TrainingArguments(
+        output_dir=str(args.checkpoints_dir),
+        per_device_train_batch_size=setting.micro_batch_size,
+        gradient_accumulation_steps=setting.grad_accum,
+        max_steps=args.max_steps if args.max_steps is not None else -1,
+        num_train_epochs=plan.workload.epochs,
+        activation_checkpointing=setting.grad_ckpt and not fsdp,
+        activation_checkpointing_kwargs={"use_reentrant": False} if setting.grad_ckpt else None,
+        torch_compile=setting.compile,
+        bf16=precision.bf16,
+        fp16=precision.fp16,
+        use_cpu=args.cpu,
+        seed=args.seed,
+        data_seed=args.seed,
+        logging_steps=args.logging_steps,
+        save_strategy="steps",
+        save_steps=args.save_steps,
+        save_total_limit=SAVE_TOTAL_LIMIT,
+        report_to="none",
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        include_num_input_tokens_seen="non_padding",
+        ddp_find_unused_parameters=False,
+        deepspeed=str(args.deepspeed_config) if args.deepspeed_config is not None else None,
+        **optimizer.training_arguments(),
+        **fsdp,
+    )

@@ -1,0 +1,206 @@
+"""Wire the training core together: plan → data → model → Trainer → checkpoints, weights, report."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from transformers import PrinterCallback, Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from autotune.errors import AutotuneError, ConfigError
+from autotune.schemas.plan import PlanFile
+from autotune.schemas.run_report import RunStatus
+from autotune.trainer.args import TrainerArgs
+from autotune.trainer.callbacks import MetricsCallback, ProgressCallback, RunMetrics, StopOnSignalCallback
+from autotune.trainer.data import PadCollator, build_train_dataset, detect_format, load_raw_dataset
+from autotune.trainer.guard import check_runtime
+from autotune.trainer.hf_args import build_training_arguments
+from autotune.trainer.model import (
+    apply_method,
+    choose_precision,
+    count_parameters,
+    load_model,
+    load_tokenizer,
+    resolve_source,
+)
+from autotune.trainer.plan_loader import load_plan
+from autotune.trainer.report import build_report, describe_device, write_report
+
+logger = logging.getLogger("autotune.trainer")
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def check_output_dir(args: TrainerArgs) -> Path | None:
+    """Refuse to overwrite a run; with --resume return the last checkpoint to continue from.
+
+    A directory "holds a run" when it has run_report.json or a checkpoint; other files (the plan and
+    launcher configs written by ``autotune launch``) are expected and kept.
+
+    Raises:
+        ConfigError: OUT holds run_report.json or checkpoints/ without --resume, or --resume finds no
+            checkpoint.
+    """
+    checkpoints = sorted(
+        (int(m.group(1)), p)
+        for p in (args.checkpoints_dir.iterdir() if args.checkpoints_dir.is_dir() else [])
+        if (m := _CHECKPOINT.match(p.name)) and p.is_dir()
+    )
+    if not args.resume:
+        existing = (["run_report.json"] if args.report_path.exists() else []) + [
+            f"checkpoints/{p.name}" for _, p in checkpoints[-1:]
+        ]
+        if existing:
+            raise ConfigError(
+                f"output directory {args.output_dir} already holds a run ({', '.join(existing)}); "
+                "pass --resume to continue it or choose another --output-dir"
+            )
+        return None
+    if not checkpoints:
+        raise ConfigError(f"--resume: no checkpoint under {args.checkpoints_dir} to continue from")
+    return checkpoints[-1][1]
+
+
+class _GuardCallback(TrainerCallback):
+    """Runs the runtime guard once the Trainer has prepared the model (distributed wrappers in place)."""
+
+    def __init__(self, plan: PlanFile) -> None:
+        self.plan = plan
+        self.trainer: Trainer | None = None
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        assert self.trainer is not None
+        check_runtime(self.trainer, self.plan)
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logger.setLevel(logging.INFO if int(os.environ.get("RANK", "0")) == 0 else logging.WARNING)
+    transformers.logging.set_verbosity_warning()
+    # torch.distributed's own deprecation notices, repeated every step by DeepSpeed's collectives
+    warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
+
+
+def run(args: TrainerArgs) -> None:
+    """Run one training invocation as the plan says; write checkpoints, final weights and the report.
+
+    Raises:
+        ConfigError: bad plan, output directory, dataset or model source.
+        RuntimeGuardError: what runs is not what was planned.
+    """
+    _configure_logging()
+    plan = load_plan(args.plan_path)
+    setting = plan.setting
+    resume_from = check_output_dir(args)
+    raw = load_raw_dataset(args.dataset)
+    fmt = detect_format(list(raw.column_names), args.dataset_format, args.dataset)
+
+    source = resolve_source(plan.model_source)
+    tokenizer = load_tokenizer(source)
+    pack = plan.workload.tokens_per_sample is None
+    train_dataset = build_train_dataset(raw, tokenizer, fmt, plan.workload.seq_len, pack, args.dataset)
+
+    precision = choose_precision(setting, args.cpu)
+    training_args = build_training_arguments(plan, args, precision)  # before the model: ZeRO-3 init
+    _ = training_args.device  # initialises the process group, so ZeRO-3 partitions over every rank
+    if training_args.deepspeed:
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="gloo" if args.cpu else "nccl")  # reuses the process group
+    device_map = None
+    if setting.method == "qlora" and not args.cpu and torch.cuda.is_available():
+        device_map = {"": int(os.environ.get("LOCAL_RANK", "0"))}
+    model = apply_method(load_model(source, setting, precision, device_map), setting)
+    trainable, total = count_parameters(model)
+    logger.info("model %s (%s): %s of %s parameters train", plan.model.key, setting.short(), f"{trainable:,}", f"{total:,}")
+
+    metrics = RunMetrics()
+    progress = ProgressCallback(metrics)
+    stopper = StopOnSignalCallback()
+    guard = _GuardCallback(plan)
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        data_collator=PadCollator(int(tokenizer.pad_token_id)),
+        processing_class=tokenizer,
+        callbacks=[guard, MetricsCallback(metrics, setting.grad_accum), progress, stopper],
+    )
+    guard.trainer = trainer
+    trainer.remove_callback(PrinterCallback)  # the progress callback reports; no raw log dicts on stdout
+    resumed_from_step = _checkpoint_step(resume_from)
+    started_at = datetime.now(timezone.utc)
+    status: RunStatus = "completed"
+    message = ""
+    stopper.install()
+    try:
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from is not None else None)
+    except AutotuneError:
+        _teardown()
+        raise
+    except BaseException as error:
+        status, message = "failed", f"{type(error).__name__}: {' '.join(str(error).split())[:500]}"
+        _finish(trainer, plan, args, status, message, resumed_from_step, metrics, started_at)
+        raise
+    finally:
+        stopper.restore()
+        progress.stop()
+    if stopper.stopped:
+        status, message = "interrupted", f"{stopper.signal_name} at step {trainer.state.global_step}; checkpoint saved"
+    else:
+        trainer.save_model(str(args.final_dir))
+        if trainer.is_world_process_zero():
+            tokenizer.save_pretrained(str(args.final_dir))
+    _finish(trainer, plan, args, status, message, resumed_from_step, metrics, started_at)
+
+
+def _finish(
+    trainer: Trainer,
+    plan: PlanFile,
+    args: TrainerArgs,
+    status: RunStatus,
+    message: str,
+    resumed_from_step: int,
+    metrics: RunMetrics,
+    started_at: datetime,
+) -> None:
+    """Write the report (rank 0) and tear down the process group (runs without it may abort at exit)."""
+    report = build_report(
+        plan=plan,
+        status=status,
+        message=message,
+        steps=int(trainer.state.global_step),
+        max_steps=int(trainer.state.max_steps),
+        resumed_from_step=resumed_from_step,
+        metrics=metrics,
+        world_size=int(trainer.args.world_size),
+        device=describe_device(args.cpu),
+        started_at=started_at,
+        finished_at=datetime.now(timezone.utc),
+    )
+    if trainer.is_world_process_zero():
+        write_report(report, args.report_path)
+        logger.info("%s at step %d/%d; report in %s", status, report.steps, report.max_steps, args.report_path)
+    _teardown(barrier=True)
+
+
+def _teardown(barrier: bool = False) -> None:
+    """Destroy the process group if there is one (runs without it sometimes abort at exit)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        if barrier:
+            torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
+def _checkpoint_step(checkpoint: Path | None) -> int:
+    if checkpoint is None:
+        return 0
+    match = _CHECKPOINT.match(checkpoint.name)
+    return int(match.group(1)) if match else 0

@@ -1,0 +1,68 @@
+"""Two CPU processes under torchrun (gloo): DeepSpeed ZeRO-3 trains; FSDP is refused by the runtime guard."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from trainer_helpers import PlanWriter, mean, read_report, text_rows, trainer_env, write_jsonl
+
+STEPS = 12
+
+
+def _torchrun(*argv: str, timeout_s: float = 420) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "0",
+         "-m", "autotune.trainer", *argv],
+        capture_output=True,
+        text=True,
+        env=trainer_env(),
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_zero3_two_processes(write_plan: PlanWriter, tmp_path: Path) -> None:
+    plan = write_plan(num_gpus=2, method="full", sharding="zero3", micro_batch_size=2, grad_accum=1)
+    ds_config = tmp_path / "deepspeed_config.json"
+    ds_config.write_text(json.dumps({
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "train_batch_size": "auto",
+        "gradient_clipping": "auto",
+        "zero_optimization": {"stage": 3},
+        "bf16": {"enabled": "auto"},
+    }))
+    data = write_jsonl(tmp_path / "text.jsonl", text_rows())
+    out = tmp_path / "run"
+    proc = _torchrun(
+        "--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu",
+        "--max-steps", str(STEPS), "--save-steps", "100", "--learning-rate", "1e-2",
+        "--deepspeed-config", str(ds_config),
+    )
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    report = read_report(out)
+    assert report.status == "completed" and report.steps == STEPS
+    assert report.world_size == 2
+    assert report.setting.sharding == "zero3"
+    assert report.tokens_seen == STEPS * 2 * 2 * 32  # two ranks × micro batch 2 × seq_len 32 per step
+    assert mean(report.losses[-3:]) < 0.8 * mean(report.losses[:3])
+
+
+@pytest.mark.slow
+def test_fsdp_on_cpu_is_stopped_by_the_guard(write_plan: PlanWriter, tmp_path: Path) -> None:
+    plan = write_plan(num_gpus=2, method="full", sharding="fsdp", micro_batch_size=2)
+    data = write_jsonl(tmp_path / "text.jsonl", text_rows(16))
+    out = tmp_path / "run"
+    proc = _torchrun("--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu", "--max-steps", "4")
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors, proc.stderr[-5000:]
+    assert all("sharding=fsdp but FSDP is not active" in line for line in errors)
+    assert "exitcode  : 2" in proc.stderr  # the trainer process exited with the user-error code
+    assert not (out / "run_report.json").exists()
+    assert not list((out / "checkpoints").glob("checkpoint-*")) if (out / "checkpoints").exists() else True

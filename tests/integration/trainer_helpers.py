@@ -1,0 +1,190 @@
+"""Helpers of the integration tests: the tiny model's tokenizer, small datasets, plans, running the core.
+
+Nothing downloads: the model is a 2-layer LlamaConfig with random weights saved with
+``save_pretrained``; the tokenizer is a WordLevel model trained on the test text with the
+``tokenizers`` library and wrapped in ``PreTrainedTokenizerFast`` with a ChatML-style chat template.
+The training core runs in a subprocess (``python -m autotune.trainer``) so the real entry point is tested.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autotune.schemas.estimate import Estimate
+from autotune.schemas.model import ModelSpec
+from autotune.schemas.plan import ClusterChoice, PlanFile
+from autotune.schemas.setting import TrainingSetting, Workload
+
+SPECIAL_TOKENS = ["<pad>", "<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+WORDS = "red green blue yellow black white orange purple pink brown gray cyan".split()
+TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "max_position_embeddings": 256}
+
+
+def pattern_text(index: int, length: int = 24) -> str:
+    """A learnable sequence: the colour words in a fixed cyclic order starting at ``index``."""
+    return " ".join(WORDS[(index + k) % len(WORDS)] for k in range(length))
+
+
+def instruction_rows(count: int = 64) -> list[dict[str, str]]:
+    """Instruction data whose answer is fully determined by the instruction (a learnable mapping)."""
+    return [
+        {"instruction": f"continue from {WORDS[i % len(WORDS)]}", "input": "", "output": pattern_text(i, 12)}
+        for i in range(count)
+    ]
+
+
+def chat_rows(count: int = 64) -> list[dict[str, Any]]:
+    """Chat data: system + user + assistant, the assistant answer is the colour cycle."""
+    return [
+        {
+            "messages": [
+                {"role": "system", "content": "you list colours"},
+                {"role": "user", "content": f"continue from {WORDS[i % len(WORDS)]}"},
+                {"role": "assistant", "content": pattern_text(i, 12)},
+            ]
+        }
+        for i in range(count)
+    ]
+
+
+def text_rows(count: int = 64) -> list[dict[str, str]]:
+    """Plain text for continued pre-training."""
+    return [{"text": pattern_text(i, 24)} for i in range(count)]
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """Write ``rows`` as JSON lines and return ``path``."""
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def build_tokenizer() -> Any:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    corpus = [
+        "### Instruction : Input Response continue from you list colours system user assistant",
+        *WORDS,
+    ]
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(corpus, trainer=trainers.WordLevelTrainer(special_tokens=SPECIAL_TOKENS))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        additional_special_tokens=["<|im_start|>", "<|im_end|>"],
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def tiny_model_spec(model_dir: Path) -> ModelSpec:
+    """The ModelSpec of the tiny model, read back from its config.json."""
+    config = json.loads((model_dir / "config.json").read_text())
+    return ModelSpec(
+        key="tiny-llama",
+        model_type="llama",
+        hidden_size=config["hidden_size"],
+        intermediate_size=config["intermediate_size"],
+        num_hidden_layers=config["num_hidden_layers"],
+        num_attention_heads=config["num_attention_heads"],
+        num_key_value_heads=config["num_key_value_heads"],
+        head_dim=config["hidden_size"] // config["num_attention_heads"],
+        vocab_size=config["vocab_size"],
+        max_position_embeddings=config["max_position_embeddings"],
+        source=str(model_dir / "config.json"),
+    )
+
+
+def rough_prediction() -> Estimate:
+    """A prediction with rough numbers (the report puts the measurements next to these)."""
+    return Estimate(
+        peak_memory_gib=0.01,
+        peak_reserved_gib=0.02,
+        memory_breakdown_gib={"weights": 0.01},
+        peak_phase="forward/backward",
+        cuda_context_gib=0.0,
+        memory_uncertainty_gib=0.01,
+        gpu_memory_gib=24.0,
+        fits=True,
+        micro_step_time_s=0.01,
+        optimizer_time_s=0.001,
+        step_time_s=0.02,
+        tokens_per_s=5000.0,
+        mfu=0.01,
+        time_uncertainty_fraction=0.3,
+    )
+
+
+PlanWriter = Callable[..., Path]
+"""``write_plan(num_gpus=1, seq_len=32, name='plan.yaml', **setting_fields) -> Path``."""
+
+
+def trainer_env() -> dict[str, str]:
+    """Environment of the subprocess: offline, small thread count, no tokenizers fork warning."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def run_trainer(*argv: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m autotune.trainer ARGV`` and return the completed process (text output)."""
+    return subprocess.run(
+        [sys.executable, "-m", "autotune.trainer", *argv],
+        capture_output=True,
+        text=True,
+        env=trainer_env(),
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+def read_report(output_dir: Path) -> Any:
+    """Load and validate ``OUT/run_report.json``."""
+    from autotune.schemas.run_report import RunReport
+
+    return RunReport.model_validate_json((output_dir / "run_report.json").read_text())
+
+
+def mean(values: list[float]) -> float:
+    """Arithmetic mean."""
+    return sum(values) / len(values)
+
+
+def build_plan_file(model_dir: Path, path: Path, num_gpus: int = 1, seq_len: int = 32, **fields: Any) -> Path:
+    """Write a plan for the tiny model at ``path`` (fp32, no checkpointing unless given) and return it."""
+    setting = TrainingSetting(**{"precision": "fp32", "grad_ckpt": False, **fields})
+    plan = PlanFile(
+        autotune_version="0.1.0",
+        model=tiny_model_spec(model_dir),
+        model_source=str(model_dir),
+        cluster=ClusterChoice(gpu="rtx-4090", num_gpus_per_node=num_gpus),
+        workload=Workload(seq_len=seq_len, global_batch_size=setting.micro_batch_size * setting.grad_accum * num_gpus),
+        setting=setting,
+        prediction=rough_prediction(),
+    )
+    path.write_text(yaml.safe_dump(plan.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    return path

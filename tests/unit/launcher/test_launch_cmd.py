@@ -1,0 +1,184 @@
+"""``autotune launch`` through the CLI entry point: dry run, one-line errors (exit 2), --set, a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+import autotune.cli.app as cli_app
+from autotune.cli import launch_cmd  # registers the command on the app
+from autotune.launcher import LaunchSpec, load_plan, run_launch, save_plan
+from autotune.schemas.plan import PlanFile
+
+from .plans import make_plan
+from .test_overrides import FakeEstimator
+
+
+@pytest.fixture(autouse=True)
+def _launch_app(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main`` runs an app with the launch command as a subcommand (independent of the other commands)."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+    @app.callback()
+    def _root() -> None:
+        """Test root (a callback keeps ``launch`` a subcommand)."""
+
+    app.command("launch", context_settings=launch_cmd.LAUNCH_CONTEXT)(launch_cmd.launch)
+    monkeypatch.setattr(cli_app, "app", app)
+    monkeypatch.setattr(cli_app, "_register_commands", lambda: None)
+
+
+def run_cli(*argv: str) -> int:
+    try:
+        cli_app.main(list(argv))
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    return 0
+
+
+def plan_file(tmp_path: Path, plan: PlanFile | None = None) -> Path:
+    return save_plan(plan or make_plan(sharding="zero3", gpus=2), tmp_path / "plan.yaml")
+
+
+def test_dry_run_prints_the_spec_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = plan_file(tmp_path)
+    before = sorted(tmp_path.iterdir())
+    code = run_cli(
+        "launch", str(path), "--dataset", "org/data", "--output-dir", str(tmp_path / "run"), "--dry-run"
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert sorted(tmp_path.iterdir()) == before
+    assert "torchrun" in out and "autotune.trainer" in out
+    assert "deepspeed_config.json" in out and '"stage": 3' in out  # file names and contents
+    assert "TOKENIZERS_PARALLELISM" in out
+
+
+def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "not found"),
+        ("a: [b\n", "malformed YAML"),
+        ("schema_version: 1\nbogus: 1\n", "unknown key 'bogus'"),
+    ],
+)
+def test_bad_plan_file_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, expected: str
+) -> None:
+    path = tmp_path / "plan.yaml"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    code = run_cli("launch", str(path), "--dataset", "d", "--output-dir", str(tmp_path / "run"))
+    assert code == 2
+    assert expected in _error_line(capsys)
+    assert not (tmp_path / "run").exists()
+
+
+def test_existing_output_dir_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    code = run_cli("launch", str(plan_file(tmp_path)), "--dataset", "d", "--output-dir", str(out))
+    assert code == 2
+    assert "already exists" in _error_line(capsys)
+    assert list(out.iterdir()) == []
+
+
+def test_plan_options_with_a_plan_file_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run_cli("launch", str(plan_file(tmp_path)), "--dataset", "d", "--output-dir", "o", "--gpu", "4090")
+    assert code == 2
+    assert "--gpu 4090" in _error_line(capsys)
+
+
+def test_model_target_is_not_planned_here_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run_cli("launch", "llama3-8b", "--dataset", "d", "--output-dir", str(tmp_path / "o"), "--dry-run")
+    assert code == 2
+    assert "autotune plan llama3-8b" in _error_line(capsys)
+
+
+def test_bad_option_value_names_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("--dataset", "d", "--output-dir", str(tmp_path / "o"), "--dataset-format", "csv", "--dry-run")
+    assert run_cli("launch", str(plan_file(tmp_path)), *args) == 2
+    assert "--dataset-format" in _error_line(capsys)
+
+
+def test_set_recomputes_and_warns_when_it_no_longer_fits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeEstimator()
+    monkeypatch.setattr(launch_cmd, "default_estimator", lambda: (fake.estimate, fake.resolve_gpu))
+    path = plan_file(tmp_path, make_plan(sharding="zero3", gpus=2, micro_batch_size=1, grad_accum=8))
+    out_dir = tmp_path / "run"
+    code = run_cli(
+        "launch",
+        str(path),
+        "--dataset",
+        "d",
+        "--output-dir",
+        str(out_dir),
+        "--set",
+        "micro_batch_size=4",
+        "--dry-run",
+    )
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "micro_batch_size 1 → 4" in captured.err and "grad_accum 8 → 2" in captured.err
+    warnings = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "no longer fits" in warnings[0]
+    assert '"train_micro_batch_size_per_gpu": 4' in captured.out  # the DeepSpeed JSON follows the override
+    assert len(fake.calls) == 1
+
+
+def test_a_run_writes_the_files_and_returns_the_exit_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real runner, with the trainer replaced by a script that checks the run directory."""
+    seen: list[LaunchSpec] = []
+
+    def run_checker(spec: LaunchSpec, output_dir: Any, *, resume: bool, dry_run: bool) -> int:
+        seen.append(spec)
+        check = (
+            "import pathlib, sys; sys.exit(3 if (pathlib.Path(sys.argv[1]) / 'plan.yaml').is_file() else 5)"
+        )
+        swapped = spec.model_copy(update={"argv": ["python", "-c", check, str(output_dir)]})
+        return run_launch(swapped, output_dir, resume=resume, dry_run=dry_run)
+
+    monkeypatch.setattr(launch_cmd, "run_launch", run_checker)
+    plan = make_plan()
+    out = tmp_path / "run"
+    code = run_cli("launch", str(plan_file(tmp_path, plan)), "--dataset", "d", "--output-dir", str(out))
+    assert code == 3
+    assert load_plan(out / "plan.yaml") == plan
+    assert seen[0].argv[:3] == ["python", "-m", "autotune.trainer"]
+    assert "launching" in capsys.readouterr().out
+
+
+def test_local_dataset_and_output_dir_become_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data.jsonl").write_text("{}\n")
+    seen: list[LaunchSpec] = []
+    monkeypatch.setattr(launch_cmd, "render_spec", lambda spec, options, dry_run: seen.append(spec))
+    assert (
+        run_cli(
+            "launch", str(plan_file(tmp_path)), "--dataset", "data.jsonl", "--output-dir", "run", "--dry-run"
+        )
+        == 0
+    )
+    argv = seen[0].argv
+    assert argv[argv.index("--dataset") + 1] == str(tmp_path / "data.jsonl")
+    assert argv[argv.index("--output-dir") + 1] == str(tmp_path / "run")
+    assert not (tmp_path / "run").exists()
