@@ -50,15 +50,14 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         report_error("interrupted")
         sys.exit(130)
-    except Exception as error:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(error, click.exceptions.UsageError):
-            report_error(error.format_message().splitlines()[0])
-            sys.exit(2)
-        if isinstance(error, click.exceptions.ClickException):
-            report_error(error.format_message())
-            sys.exit(error.exit_code)
+    except Exception as error:
+        # Usage errors from click (or the click that typer vendors): duck-typed, so both work.
+        exit_code = getattr(error, "exit_code", None)
+        format_message = getattr(error, "format_message", None)
+        if callable(format_message) and isinstance(exit_code, int):
+            message = str(format_message()).strip().splitlines()
+            report_error(message[0] if message else type(error).__name__)
+            sys.exit(exit_code)
         raise
     if isinstance(code, int) and code != 0:
         sys.exit(code)

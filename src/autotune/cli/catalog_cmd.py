@@ -19,7 +19,17 @@ def gpus_command(json_: opt.JsonOpt = False) -> None:
         print_json([gpu.model_dump(mode="json") for gpu in gpus])
         return
     table = Table(title="GPUs")
-    for column in ("key", "name", "GiB", "bf16 TFLOP/s", "GB/s", "host link", "GPU link", "bitsandbytes", "aliases"):
+    for column in (
+        "key",
+        "name",
+        "GiB",
+        "bf16 TFLOP/s",
+        "GB/s",
+        "host link",
+        "GPU link",
+        "bitsandbytes",
+        "aliases",
+    ):
         table.add_column(column)
     for gpu in gpus:
         table.add_row(

@@ -139,18 +139,19 @@ def resolve_plan(target: str, plan_args: list[str]) -> PlanFile:
 
 
 def plan_from_model(model: str, plan_args: list[str]) -> PlanFile:
-    """Plan ``model`` with the options of ``autotune plan`` (``plan_args``, unparsed) and return the plan.
-
-    Integration point for the planner: parse ``plan_args`` as ``autotune plan`` does and return its
-    best plan as a :class:`PlanFile`.
+    """Plan ``model`` with the options of ``autotune plan`` (``plan_args``, unparsed) and return the best plan.
 
     Raises:
-        InvalidRequestError: always, until the planner is plugged in here.
+        click.UsageError / AutotuneError: bad plan options, unknown model or GPU, nothing fits.
     """
-    raise InvalidRequestError(
-        f"launching a MODEL ({model}) directly is not available yet: run "
-        f"`autotune plan {model} ... -o plan.yaml`, then `autotune launch plan.yaml ...`"
-    )
+    from autotune.cli.plan_cmd import parse_plan_args, plan_from_options
+    from autotune.cli.render import console
+
+    plan_file, _, notes = plan_from_options(**parse_plan_args(model, plan_args))
+    for note in notes:
+        console.print(f"[yellow]note:[/] {note}")
+    console.print(f"planned: {plan_file.setting.short()}")
+    return plan_file
 
 
 def default_estimator() -> tuple[Estimator, GpuResolver]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,7 +20,7 @@ GpuOpt = Annotated[str, typer.Option("--gpu", help="GPU name or alias (autotune 
 NumGpusOpt = Annotated[int, typer.Option("--num-gpus", help="GPUs per node.")]
 NumNodesOpt = Annotated[int, typer.Option("--num-nodes", help="Nodes.")]
 HostMemoryOpt = Annotated[
-    Optional[float],
+    float | None,
     typer.Option(
         "--host-memory-gib",
         help="Host RAM per node for CPU offload, GiB (default: assumed 2× the node's GPU memory).",
@@ -28,25 +28,25 @@ HostMemoryOpt = Annotated[
 ]
 SeqLenOpt = Annotated[int, typer.Option("--seq-len", help=DESCRIPTIONS["seq_len"])]
 GlobalBatchOpt = Annotated[int, typer.Option("--global-batch-size", help=DESCRIPTIONS["global_batch_size"])]
-NumSamplesOpt = Annotated[Optional[int], typer.Option("--num-samples", help=DESCRIPTIONS["num_samples"])]
-DatasetTokensOpt = Annotated[Optional[int], typer.Option("--dataset-tokens", help=DESCRIPTIONS["dataset_tokens"])]
+NumSamplesOpt = Annotated[int | None, typer.Option("--num-samples", help=DESCRIPTIONS["num_samples"])]
+DatasetTokensOpt = Annotated[int | None, typer.Option("--dataset-tokens", help=DESCRIPTIONS["dataset_tokens"])]
 EpochsOpt = Annotated[float, typer.Option("--epochs", help=DESCRIPTIONS["epochs"])]
 ObjectiveOpt = Annotated[
     str, typer.Option("--objective", help="quality (full > LoRA > QLoRA, then fastest), speed, or memory.")
 ]
-MethodOpt = Annotated[Optional[str], typer.Option("--method", help=DESCRIPTIONS["method"])]
-MicroBatchOpt = Annotated[Optional[int], typer.Option("--micro-batch-size", help=DESCRIPTIONS["micro_batch_size"])]
-GradAccumOpt = Annotated[Optional[int], typer.Option("--grad-accum", help=DESCRIPTIONS["grad_accum"])]
-GradCkptOpt = Annotated[Optional[bool], typer.Option("--grad-ckpt/--no-grad-ckpt", help=DESCRIPTIONS["grad_ckpt"])]
-CompileOpt = Annotated[Optional[bool], typer.Option("--compile/--no-compile", help=DESCRIPTIONS["compile"])]
-ShardingOpt = Annotated[Optional[str], typer.Option("--sharding", help=DESCRIPTIONS["sharding"])]
-OptimizerOpt = Annotated[Optional[str], typer.Option("--optimizer", help=DESCRIPTIONS["optimizer"])]
-PrecisionOpt = Annotated[Optional[str], typer.Option("--precision", help=DESCRIPTIONS["precision"])]
-LoraRankOpt = Annotated[Optional[int], typer.Option("--lora-rank", help=DESCRIPTIONS["lora_rank"])]
-LoraAlphaOpt = Annotated[Optional[float], typer.Option("--lora-alpha", help=DESCRIPTIONS["lora_alpha"])]
-LoraTargetsOpt = Annotated[Optional[str], typer.Option("--lora-targets", help=DESCRIPTIONS["lora_targets"])]
+MethodOpt = Annotated[str | None, typer.Option("--method", help=DESCRIPTIONS["method"])]
+MicroBatchOpt = Annotated[int | None, typer.Option("--micro-batch-size", help=DESCRIPTIONS["micro_batch_size"])]
+GradAccumOpt = Annotated[int | None, typer.Option("--grad-accum", help=DESCRIPTIONS["grad_accum"])]
+GradCkptOpt = Annotated[bool | None, typer.Option("--grad-ckpt/--no-grad-ckpt", help=DESCRIPTIONS["grad_ckpt"])]
+CompileOpt = Annotated[bool | None, typer.Option("--compile/--no-compile", help=DESCRIPTIONS["compile"])]
+ShardingOpt = Annotated[str | None, typer.Option("--sharding", help=DESCRIPTIONS["sharding"])]
+OptimizerOpt = Annotated[str | None, typer.Option("--optimizer", help=DESCRIPTIONS["optimizer"])]
+PrecisionOpt = Annotated[str | None, typer.Option("--precision", help=DESCRIPTIONS["precision"])]
+LoraRankOpt = Annotated[int | None, typer.Option("--lora-rank", help=DESCRIPTIONS["lora_rank"])]
+LoraAlphaOpt = Annotated[float | None, typer.Option("--lora-alpha", help=DESCRIPTIONS["lora_alpha"])]
+LoraTargetsOpt = Annotated[str | None, typer.Option("--lora-targets", help=DESCRIPTIONS["lora_targets"])]
 CalibrationOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--calibration", help="Calibration YAML from 'autotune calibrate' (default: the shipped fit)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]

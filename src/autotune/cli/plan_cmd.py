@@ -61,6 +61,32 @@ def plan_from_options(**options: Any) -> tuple[PlanFile, PlanResult, list[str]]:
     return build_plan_file(request, result), result, notes
 
 
+PLAN_OUTPUT_PARAMS = frozenset({"output", "json_", "plot"})
+"""``plan`` parameters that choose what to print or write, not what to plan."""
+
+
+def options_from_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Planning options from the parsed parameters of the ``plan`` command (click's ``ctx.params``)."""
+    options = {name: value for name, value in params.items() if name not in PLAN_OUTPUT_PARAMS}
+    options["compile"] = options.pop("compile_", None)
+    options["lora_targets"] = parse_lora_targets(options.get("lora_targets"))
+    return options
+
+
+def parse_plan_args(model: str, args: list[str]) -> dict[str, Any]:
+    """Parse ``[MODEL, *args]`` exactly as ``autotune plan`` does (used by ``autotune launch MODEL ...``).
+
+    Raises:
+        click.UsageError: unknown or malformed options (rendered as one line by the CLI).
+    """
+    from autotune.cli.app import app
+
+    group = typer.main.get_command(app)
+    command = group.commands["plan"]  # type: ignore[attr-defined]
+    context = command.make_context("autotune launch", [model, *args])
+    return options_from_params(dict(context.params))
+
+
 def parse_lora_targets(value: str | None) -> tuple[str, ...] | None:
     """'q_proj,v_proj' → ('q_proj', 'v_proj'); None stays None."""
     if value is None:
@@ -70,6 +96,7 @@ def parse_lora_targets(value: str | None) -> tuple[str, ...] | None:
 
 @app.command("plan")
 def plan_command(
+    ctx: typer.Context,
     model: opt.ModelArg,
     gpu: opt.GpuOpt,
     num_gpus: opt.NumGpusOpt = 1,
@@ -98,31 +125,7 @@ def plan_command(
 ) -> None:
     """Find the best setting that fits MODEL on your GPUs; every option fixes one choice."""
     started = time.perf_counter()
-    plan_file, result, notes = plan_from_options(
-        model=model,
-        gpu=gpu,
-        num_gpus=num_gpus,
-        num_nodes=num_nodes,
-        host_memory_gib=host_memory_gib,
-        seq_len=seq_len,
-        global_batch_size=global_batch_size,
-        num_samples=num_samples,
-        dataset_tokens=dataset_tokens,
-        epochs=epochs,
-        objective=objective,
-        calibration=calibration,
-        method=method,
-        micro_batch_size=micro_batch_size,
-        grad_accum=grad_accum,
-        grad_ckpt=grad_ckpt,
-        compile=compile_,
-        sharding=sharding,
-        optimizer=optimizer,
-        precision=precision,
-        lora_rank=lora_rank,
-        lora_alpha=lora_alpha,
-        lora_targets=parse_lora_targets(lora_targets),
-    )
+    plan_file, result, notes = plan_from_options(**options_from_params(dict(ctx.params)))
     elapsed = time.perf_counter() - started
     if output is not None:
         from autotune.launcher.plan_io import save_plan

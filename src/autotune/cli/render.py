@@ -42,7 +42,12 @@ def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
     table.add_column("value")
     rows: list[tuple[str, str]] = [("method", setting.method)]
     if setting.uses_adapters:
-        rows.append(("LoRA", f"r {setting.lora_rank}, alpha {setting.lora_alpha:g}, targets {','.join(setting.lora_targets)}"))
+        rows.append(
+            (
+                "LoRA",
+                f"r {setting.lora_rank}, alpha {setting.lora_alpha:g}, targets {','.join(setting.lora_targets)}",
+            )
+        )
     rows += [
         ("micro batch size", str(setting.micro_batch_size)),
         ("gradient accumulation steps", str(setting.grad_accum)),
@@ -65,7 +70,10 @@ def memory_table(estimate: Estimate) -> Table:
     table.add_column("GiB", justify="right")
     for name, value in sorted(estimate.memory_breakdown_gib.items(), key=lambda item: -item[1]):
         table.add_row(name, f"{value:.2f}")
-    table.add_row("[bold]peak allocated[/]", f"[bold]{estimate.peak_memory_gib:.2f}[/] ± {estimate.memory_uncertainty_gib:.2f}")
+    table.add_row(
+        "[bold]peak allocated[/]",
+        f"[bold]{estimate.peak_memory_gib:.2f}[/] ± {estimate.memory_uncertainty_gib:.2f}",
+    )
     table.add_row("peak reserved (allocator)", f"{estimate.peak_reserved_gib:.2f}")
     table.add_row("CUDA context", f"{estimate.cuda_context_gib:.2f}")
     table.add_row("headroom kept", f"{estimate.memory_headroom_gib:.2f}")
@@ -121,7 +129,12 @@ def render_plan(plan: PlanFile, notes: list[str], searched: int, elapsed_s: floa
             table.add_column(column, justify="left" if column == "setting" else "right")
         for alt in plan.alternatives:
             e = alt.prediction
-            table.add_row(alt.setting.short(), f"{e.peak_memory_gib:.1f}", f"{e.tokens_per_s:,.0f}", f"{e.step_time_s:.1f}")
+            table.add_row(
+                alt.setting.short(),
+                f"{e.peak_memory_gib:.1f}",
+                f"{e.tokens_per_s:,.0f}",
+                f"{e.step_time_s:.1f}",
+            )
         console.print(table)
     if plan.rejected:
         console.print("[bold]Rejected[/]")

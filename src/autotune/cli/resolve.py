@@ -76,7 +76,9 @@ def resolve_model(name: str) -> tuple[ModelSpec, str]:
     return spec, spec.hf_repo_id or spec.key
 
 
-def resolve_cluster(gpu: str, num_gpus: int, num_nodes: int, host_memory_gib: float | None) -> tuple[ClusterSpec, list[str]]:
+def resolve_cluster(
+    gpu: str, num_gpus: int, num_nodes: int, host_memory_gib: float | None
+) -> tuple[ClusterSpec, list[str]]:
     """The cluster and notes to show (alias resolution, assumed host RAM)."""
     gpu_spec, note = resolve_gpu(gpu)
     notes = [note] if note else []
@@ -123,9 +125,7 @@ def build_request(
         epochs=epochs,
     )
     if seq_len > spec.max_position_embeddings:
-        notes.append(
-            f"--seq-len {seq_len} exceeds {spec.key}'s max_position_embeddings {spec.max_position_embeddings}"
-        )
+        notes.append(f"--seq-len {seq_len} exceeds {spec.key}'s max_position_embeddings {spec.max_position_embeddings}")
     if objective not in ("quality", "speed", "memory"):
         raise InvalidRequestError(f"--objective must be quality, speed or memory (got {objective!r})")
     forced = validated(Overrides, **{k: v for k, v in overrides.items() if v is not None})

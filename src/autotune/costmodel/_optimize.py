@@ -57,8 +57,9 @@ def nelder_mead(
                 simplex[-1], values[-1] = contracted, contracted_value
             else:
                 best = simplex[0]
-                simplex = [best] + [[b + 0.5 * (p - b) for b, p in zip(best, point, strict=True)]
-                                    for point in simplex[1:]]
+                simplex = [best] + [
+                    [b + 0.5 * (p - b) for b, p in zip(best, point, strict=True)] for point in simplex[1:]
+                ]
                 values = [values[0]] + [objective(point) for point in simplex[1:]]
                 evaluations += dimension
     best_index = min(range(len(simplex)), key=lambda index: values[index])

@@ -85,17 +85,12 @@ def layer_activation_bytes_per_token(
         attention += m_b * q_dim
     scores = 0.0 if flash_attention else (FP32_BYTES + m_b) * model.num_attention_heads * seq_len
     # Gated MLP: act saves gate output, mul saves act output and up output, down saves its input.
-    if model.mlp_gated:
-        mlp = m_b * inter * (3 if frozen else 4)
-    else:
-        mlp = m_b * inter * (1 if frozen else 2)
+    mlp = m_b * inter * (3 if frozen else 4) if model.mlp_gated else m_b * inter * (1 if frozen else 2)
     if model.mlp_bias or model.num_experts > 1:
         mlp *= model.num_experts_per_token
     adapters = 0.0
     if frozen:
-        adapter_in_bytes = (m_b if dtypes.autocast else FP32_BYTES) + (
-            MASK_BYTES if setting.lora_dropout > 0 else 0.0
-        )
+        adapter_in_bytes = (m_b if dtypes.autocast else FP32_BYTES) + (MASK_BYTES if setting.lora_dropout > 0 else 0.0)
         for module in lora_target_modules(model, setting.lora_targets):
             adapters += adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
     return LayerActivationBytes(norms=norms, attention=attention, attention_scores=scores, mlp=mlp, adapters=adapters)
@@ -154,9 +149,7 @@ def logits_dtype_bytes(setting: TrainingSetting, dtypes: DtypeBytes) -> float:
     return dtypes.compute_bytes
 
 
-def logits_peak_bytes(
-    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, tokens: float
-) -> float:
+def logits_peak_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, tokens: float) -> float:
     """Peak bytes of the logits and the cross-entropy around the start of backward, for ``tokens`` tokens.
 
     With E = tokens × V logits and d = logits dtype bytes:

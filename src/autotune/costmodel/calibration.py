@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from autotune import yamlio
 from autotune.errors import ConfigError
 from autotune.schemas.calibration import CostCoefficients
 
@@ -29,7 +30,7 @@ def load_coefficients(path: str | Path) -> CostCoefficients:
     if not file.is_file():
         raise ConfigError(f"calibration file not found: {file}")
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = yamlio.safe_load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise ConfigError(f"{file}: not valid YAML ({_first_line(error)})") from error
     if not isinstance(data, dict):
@@ -48,7 +49,7 @@ def default_coefficients() -> CostCoefficients:
     resource = resources.files("autotune.profiles").joinpath("calibration", f"{SHIPPED_CALIBRATION}.yaml")
     if not resource.is_file():
         return CostCoefficients()
-    data = yaml.safe_load(resource.read_text(encoding="utf-8"))
+    data = yamlio.safe_load(resource.read_text(encoding="utf-8"))
     return CostCoefficients.model_validate(data)
 
 
@@ -66,7 +67,7 @@ def save_coefficients(coefficients: CostCoefficients, path: str | Path, overwrit
 
 
 def error_band(bands: dict[str, float], family: str) -> float:
-    """Relative ± band for a family ('lora', 'full-offload', ...), falling back to its method, then 'default'."""
+    """Relative ± band for a family ('lora', 'full-offload', ...), else its method's, else 'default'."""
     if family in bands:
         return bands[family]
     method = family.split("-")[0]

@@ -120,8 +120,10 @@ def predict_time(
     adapters = setting.uses_adapters
 
     # --- matmul passes (roofline per pass) -------------------------------------------------------
-    layer_matmul_params = counts.matmul_params_per_token - counts.lm_head_params - (
-        counts.embedding_params if model.tie_word_embeddings else 0
+    layer_matmul_params = (
+        counts.matmul_params_per_token
+        - counts.lm_head_params
+        - (counts.embedding_params if model.tie_word_embeddings else 0)
     )
     lm_head_matmul_params = counts.matmul_params_per_token - layer_matmul_params
     fp32_head = act.logits_dtype_bytes(setting, dtypes) == 4 and not dtypes.autocast
@@ -151,9 +153,7 @@ def predict_time(
 
     # --- element-wise traffic and dispatch -----------------------------------------------------------
     layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq, flash)
-    elementwise_bytes = (
-        layer.total * model.num_hidden_layers * tokens * (ELEMENTWISE_TRANSFERS + forward_passes - 1)
-    )
+    elementwise_bytes = layer.total * model.num_hidden_layers * tokens * (ELEMENTWISE_TRANSFERS + forward_passes - 1)
     logits_bytes = act.logits_peak_bytes(model, setting, dtypes, tokens) * 2
     elementwise_s = (elementwise_bytes + logits_bytes) / bandwidth
     num_targets = 0

@@ -64,8 +64,9 @@ def estimate_setting(
 
     Returns:
         The Estimate. ``fits``: peak allocated + CUDA context + the headroom band (90th percentile of past
-        under-prediction of the modelled part) must not exceed the GPU memory (the caching allocator frees cached blocks and retries before it reports
-        out-of-memory, so allocated, not reserved, is what must fit); offload also needs the host RAM.
+        under-prediction of the modelled part) must not exceed the GPU memory (the caching allocator frees
+        cached blocks and retries before it reports out-of-memory, so allocated, not reserved, is what must
+        fit); offload also needs the host RAM.
     """
     coefficients = coefficients or default_coefficients()
     memory = predict_memory(model, setting, cluster, workload, coefficients)

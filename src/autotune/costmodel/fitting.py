@@ -9,9 +9,11 @@ What is compared, per measurement row:
   * time: one micro-step when the source gives it, else the whole run's wall time (needs its dataset size);
     rows with ``unknown_tokens`` are left out of time comparisons.
 Memory rows whose ``memory_kind`` is ``unknown`` are validated but not fitted (a number of unknown meaning
-cannot calibrate what it measures), and out-of-memory verdicts are validated, not fitted. The fit minimizes the mean squared log error (so 2× over and 2× under weigh the same) with Nelder–Mead,
-memory coefficients and time coefficients separately (they do not interact). Error bands per family are the
-90th percentile of |relative error| of the rows in that family.
+cannot calibrate what it measures), and out-of-memory verdicts are validated, not fitted. The fit works in
+log space (so 2× over and 2× under weigh the same) with Nelder–Mead: memory coefficients minimize the mean
+absolute log error (robust to a few rows of a stack we model poorly), time coefficients the mean squared
+log error; the two sets are fitted separately (they do not interact). Error bands per family are the 90th
+percentile of the rows' errors in that family.
 """
 
 from __future__ import annotations
@@ -116,9 +118,7 @@ def prepare_cases(measurements: Iterable[Measurement]) -> list[Case]:
     cases = []
     for measurement in measurements:
         gpu, _ = resolve_gpu(measurement.gpu)
-        cluster = ClusterSpec(
-            gpu=gpu, num_gpus_per_node=measurement.num_gpus_per_node, num_nodes=measurement.num_nodes
-        )
+        cluster = ClusterSpec(gpu=gpu, num_gpus_per_node=measurement.num_gpus_per_node, num_nodes=measurement.num_nodes)
         cases.append(Case(measurement, resolve_model_profile(measurement.model), cluster))
     return cases
 
@@ -201,8 +201,9 @@ def _with(coefficients: CostCoefficients, **updates: object) -> CostCoefficients
     return coefficients.model_copy(update=updates)
 
 
-def fit_coefficients(cases: Sequence[Case], start: CostCoefficients | None = None, name: str = "fit",
-                     source: str = "") -> CostCoefficients:
+def fit_coefficients(
+    cases: Sequence[Case], start: CostCoefficients | None = None, name: str = "fit", source: str = ""
+) -> CostCoefficients:
     """Fit memory and time coefficients to the cases; returns a new calibration with error bands.
 
     GPUs with time rows get their own ``matmul_efficiency``; ``default`` becomes the geometric mean of the
@@ -215,37 +216,50 @@ def fit_coefficients(cases: Sequence[Case], start: CostCoefficients | None = Non
 
     def memory_objective(point: Sequence[float]) -> float:
         activation, logits, overhead = (math.exp(v) for v in point)
-        trial = _with(start, activation_factor=activation, logits_factor=logits,
-                      allocator_overhead_fraction=overhead - 1)
+        trial = _with(
+            start,
+            activation_factor=activation,
+            logits_factor=logits,
+            allocator_overhead_fraction=overhead - 1,
+        )
         return memory_loss(evaluate(memory_cases, trial))
 
     fitted = start
     if memory_cases:
-        origin = [math.log(start.activation_factor), math.log(start.logits_factor),
-                  math.log(1 + start.allocator_overhead_fraction)]
+        origin = [
+            math.log(start.activation_factor),
+            math.log(start.logits_factor),
+            math.log(1 + start.allocator_overhead_fraction),
+        ]
         best, _ = nelder_mead(memory_objective, origin, step=0.2, max_evaluations=400)
         activation, logits, overhead = (math.exp(v) for v in best)
-        fitted = _with(fitted, activation_factor=activation, logits_factor=logits,
-                       allocator_overhead_fraction=max(0.0, overhead - 1))
+        fitted = _with(
+            fitted,
+            activation_factor=activation,
+            logits_factor=logits,
+            allocator_overhead_fraction=max(0.0, overhead - 1),
+        )
 
     time_results = evaluate(cases, fitted)
     time_cases = [r.case for r in time_results if r.measured_time_s is not None]
     gpu_keys = sorted({c.cluster.gpu.key for c in time_cases})
     scalars = [name_ for name_ in TIME_SCALARS if _has_data(name_, time_cases)]
     if time_cases:
+
         def unpack(point: Sequence[float]) -> CostCoefficients:
             efficiencies = dict(fitted.matmul_efficiency)
             for key, value in zip(gpu_keys, point[: len(gpu_keys)], strict=True):
                 efficiencies[key] = min(1.0, math.exp(value))
             updates: dict[str, object] = {"matmul_efficiency": efficiencies}
-            for name_, value in zip(scalars, point[len(gpu_keys):], strict=True):
+            for name_, value in zip(scalars, point[len(gpu_keys) :], strict=True):
                 updates[name_] = math.exp(value)
             return _with(fitted, **updates)
 
         origin = [math.log(fitted.matmul_efficiency.get(k, fitted.matmul_efficiency["default"])) for k in gpu_keys]
         origin += [math.log(float(getattr(fitted, name_))) for name_ in scalars]
-        best, _ = nelder_mead(lambda p: time_loss(evaluate(time_cases, unpack(p))), origin, step=0.3,
-                              max_evaluations=1500)
+        best, _ = nelder_mead(
+            lambda p: time_loss(evaluate(time_cases, unpack(p))), origin, step=0.3, max_evaluations=1500
+        )
         fitted = unpack(best)
         fitted_values = [fitted.matmul_efficiency[k] for k in gpu_keys]
         geometric_mean = math.exp(sum(math.log(v) for v in fitted_values) / len(fitted_values))
@@ -303,6 +317,7 @@ def error_bands(
         if r.time_error is not None:
             time.setdefault(family, []).append(abs(r.time_error))
             time.setdefault("default", []).append(abs(r.time_error))
+
     def bands(values: dict[str, list[float]], fallback: float) -> dict[str, float]:
         result = {k: round(_quantile(v, BAND_QUANTILE), 4) for k, v in values.items() if len(v) >= 3}
         result.setdefault("default", fallback)

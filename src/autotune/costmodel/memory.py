@@ -112,8 +112,9 @@ def model_state_bytes(
     offload = setting.offloads_to_cpu
     gathered = 0.0
     if shard_params:
-        layer_params = (counts.total_params - counts.embedding_params - counts.lm_head_params
-                        - counts.final_norm_params) / model.num_hidden_layers
+        layer_params = (
+            counts.total_params - counts.embedding_params - counts.lm_head_params - counts.final_norm_params
+        ) / model.num_hidden_layers
         root_params = counts.embedding_params + counts.lm_head_params + counts.final_norm_params
         unit_bytes = weights / counts.total_params  # bytes per parameter as stored (NF4-aware average)
         gather_bytes = min(unit_bytes, dtypes.compute_bytes) if dtypes.autocast else unit_bytes

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from autotune import yamlio
 from autotune.errors import ConfigError, InvalidRequestError
 from autotune.schemas.plan import PlanFile, migrate
 
@@ -48,7 +49,7 @@ def plan_from_yaml(text: str, source: str) -> PlanFile:
             invalid values; one line starting with ``source``.
     """
     try:
-        data = yaml.safe_load(text)
+        data = yamlio.safe_load(text)
     except yaml.YAMLError as error:
         raise ConfigError(
             f"{source}: malformed YAML{_yaml_position(error)}: {_yaml_problem(error)}"

@@ -10,6 +10,7 @@ et al. 2021).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from autotune.planner.request import PlanRequest
 from autotune.schemas.setting import (
@@ -61,11 +62,13 @@ def check_overrides_supported(request: PlanRequest) -> None:
     gpu = request.cluster.gpu
     o = request.overrides
     if not gpu.supports_bitsandbytes and o.method == "qlora":
-        raise InvalidRequestError(f"--method qlora needs bitsandbytes, which {gpu.name} does not support; "
-                                  "use --method lora")
+        raise InvalidRequestError(
+            f"--method qlora needs bitsandbytes, which {gpu.name} does not support; use --method lora"
+        )
     if not gpu.supports_bitsandbytes and o.optimizer in ("adamw-8bit", "paged-adamw-8bit"):
-        raise InvalidRequestError(f"--optimizer {o.optimizer} needs bitsandbytes, which {gpu.name} does not "
-                                  "support; use --optimizer adamw")
+        raise InvalidRequestError(
+            f"--optimizer {o.optimizer} needs bitsandbytes, which {gpu.name} does not support; use --optimizer adamw"
+        )
     if not gpu.supports_bf16 and o.precision in ("bf16", "bf16-mixed"):
         raise InvalidRequestError(f"--precision {o.precision}: {gpu.name} has no bf16; use fp16-mixed")
     if request.cluster.world_size == 1 and o.sharding in ("ddp", "fsdp", "zero2", "zero3"):
@@ -88,7 +91,7 @@ def micro_batch_sizes(request: PlanRequest) -> list[int]:
     return [m for m in range(1, per_rank + 1) if per_rank % m == 0 and (m & (m - 1) == 0 or m == per_rank)]
 
 
-def _choices(forced: object, options: tuple) -> tuple:  # type: ignore[type-arg]
+def _choices(forced: Any, options: tuple[Any, ...]) -> tuple[Any, ...]:
     return (forced,) if forced is not None else options
 
 

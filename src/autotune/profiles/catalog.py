@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 import yaml
 from pydantic import ValidationError
 
+from autotune import yamlio
 from autotune.errors import UnknownNameError
 from autotune.schemas.hardware import GpuSpec
 from autotune.schemas.model import ModelSpec
@@ -91,7 +92,7 @@ def load_profile_dir(directory: Traversable | Path, schema: type[SpecT]) -> list
             continue
         stem = entry.name[: -len(PROFILE_SUFFIX)]
         try:
-            data = yaml.safe_load(entry.read_text(encoding="utf-8"))
+            data = yamlio.safe_load(entry.read_text(encoding="utf-8"))
         except yaml.YAMLError as error:
             raise ValueError(f"profile {entry.name}: not valid YAML: {error}") from error
         if not isinstance(data, dict):

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from autotune import yamlio
 from autotune.errors import ConfigError
 from autotune.schemas.calibration import Measurement, MeasurementSet
 
@@ -45,7 +46,7 @@ def _parse(text: str, origin: str) -> MeasurementSet:
             included); the message names ``origin`` and fits on one line.
     """
     try:
-        data: Any = yaml.safe_load(text)
+        data: Any = yamlio.safe_load(text)
     except yaml.YAMLError as error:
         raise ConfigError(f"{origin}: not valid YAML: {_one_line(str(error))}") from error
     if not isinstance(data, dict):

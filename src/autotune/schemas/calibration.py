@@ -75,7 +75,9 @@ class CostCoefficients(StrictModel):
     )
     bandwidth_efficiency: float = Field(default=0.7, gt=0, le=1, description="Fraction of DRAM bandwidth reached.")
     adapter_time_factor: float = Field(
-        default=1.0, gt=0, description="Multiplier on LoRA/QLoRA micro-step time not explained by FLOPs and bytes."
+        default=1.0,
+        gt=0,
+        description="Multiplier on LoRA/QLoRA micro-step time not explained by FLOPs and bytes.",
     )
     qlora_time_factor: float = Field(default=1.0, gt=0, description="Extra multiplier for QLoRA (dequant kernels).")
     kernel_launch_s: float = Field(default=8e-6, gt=0, description="Seconds per kernel launch (fixed cost).")

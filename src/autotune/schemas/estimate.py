@@ -27,7 +27,8 @@ class Estimate(FrozenModel):
         description="± band on peak memory from measured residuals, GiB (applied to the modelled part)."
     )
     memory_headroom_gib: float = Field(
-        default=0.0, description="Headroom kept for under-prediction (90th percentile of past residuals), GiB."
+        default=0.0,
+        description="Headroom kept for under-prediction (90th percentile of past residuals), GiB.",
     )
     gpu_memory_gib: float = Field(description="Memory of one GPU, GiB.")
     fits: bool = Field(description="allocated + context + headroom <= GPU memory (and host RAM holds offload).")

@@ -51,9 +51,7 @@ class GpuSpec(FrozenModel):
     tdp_w: float | None = Field(default=None, gt=0)
     source: str = Field(description="Where the values come from (URLs, repo:path@commit).")
     notes: str = Field(default="", description="Disagreements, preferences and unconfirmed values.")
-    unconfirmed: tuple[str, ...] = Field(
-        default=(), description="Field names whose value no primary source confirms."
-    )
+    unconfirmed: tuple[str, ...] = Field(default=(), description="Field names whose value no primary source confirms.")
 
     def matmul_tflops(self, compute_dtype: str) -> float:
         """Peak dense matmul TFLOP/s for a compute dtype ('bf16', 'fp16', 'fp32').

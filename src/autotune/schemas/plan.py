@@ -16,7 +16,7 @@ from autotune.schemas.estimate import Estimate
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 
-PLAN_SCHEMA_VERSION = 1
+PLAN_SCHEMA_VERSION: Literal[1] = 1
 
 
 class ClusterChoice(StrictModel):

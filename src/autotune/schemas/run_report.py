@@ -45,7 +45,9 @@ class RunReport(StrictModel):
         default=None, ge=0, description="Training tokens per second over all ranks (steady-state steps)."
     )
     step_time_s_measured: float | None = Field(
-        default=None, ge=0, description="Median wall time of one optimizer step, seconds (first step excluded)."
+        default=None,
+        ge=0,
+        description="Median wall time of one optimizer step, seconds (first step excluded).",
     )
     micro_step_time_s_measured: float | None = Field(
         default=None, ge=0, description="Median forward+backward time of one micro batch, seconds."

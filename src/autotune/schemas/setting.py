@@ -24,7 +24,15 @@ OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adamw-8bit", "paged-adamw-8bit")
 PRECISIONS: tuple[Precision, ...] = ("bf16", "bf16-mixed", "fp16-mixed", "fp32")
 
 ALL_LINEAR = "all-linear"
-LINEAR_MODULES: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+LINEAR_MODULES: tuple[str, ...] = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+)
 
 DESCRIPTIONS: dict[str, str] = {
     "method": "Fine-tuning method: full (all weights), lora (bf16 base + adapters), qlora (NF4 base + adapters).",
@@ -50,6 +58,13 @@ DESCRIPTIONS: dict[str, str] = {
     "dataset_tokens": "Training tokens in the dataset (alternative to num_samples).",
     "epochs": "Passes over the dataset.",
 }
+
+
+def combination_error(method: str | None, precision: str | None) -> str | None:
+    """The reason a method/precision pair cannot run, or None (one rule, used by settings and overrides)."""
+    if method == "qlora" and precision == "fp32":
+        return "method=qlora needs a 16-bit compute precision (bf16, bf16-mixed or fp16-mixed), not fp32"
+    return None
 
 
 class TrainingSetting(FrozenModel):
@@ -93,8 +108,9 @@ class TrainingSetting(FrozenModel):
 
     @model_validator(mode="after")
     def _check_combination(self) -> TrainingSetting:
-        if self.method == "qlora" and self.precision in ("fp32",):
-            raise ValueError("method=qlora needs a 16-bit compute precision (bf16, bf16-mixed or fp16-mixed)")
+        error = combination_error(self.method, self.precision)
+        if error:
+            raise ValueError(error)
         return self
 
     @property

@@ -1,0 +1,183 @@
+"""``autotune calibrate``: refit the cost model from your own runs and show the error before and after.
+
+Inputs are run directories written by ``autotune launch`` (``run_report.json`` + ``plan.yaml``), CSV files
+of measurements (docs/calibration.md) and measurement-set YAML files. The calibration is written to the
+user config dir by default, where ``plan`` and ``estimate`` pick it up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from autotune.cli._shared import coefficients_from_option
+from autotune.cli.app import app
+from autotune.cli.render import console
+from autotune.costmodel.calibration import save_coefficients
+from autotune.costmodel.fitting import CaseResult
+from autotune.costmodel.recalibrate import Collected, Recalibration, collect, recalibrate
+from autotune.costmodel.validation import ErrorSummary, summarize
+from autotune.errors import ConfigError
+from autotune.launcher.plan_io import load_plan
+from autotune.profiles.user_config import user_calibration_path
+
+OutputOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "-o",
+        "--output",
+        help="Calibration YAML to write (default: calibration.yaml in the user config dir, "
+        "$AUTOTUNE_CONFIG_DIR or ~/.config/autotune, which plan and estimate then use).",
+    ),
+]
+SeedsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--with-seeds/--without-seeds",
+        help="Pool your rows with the shipped seed rows (anchors what your rows do not exercise), or fit "
+        "your rows alone.",
+    ),
+]
+NameOpt = Annotated[Optional[str], typer.Option("--name", help="Calibration name (default: the file name).")]
+StartOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--calibration",
+        help="Start the refit from this calibration (default: the one plan uses: yours if any, else the shipped).",
+    ),
+]
+
+
+def resolve_output(output: Path | None) -> Path:
+    """The file to write; refuses an existing one before anything is measured or fitted.
+
+    Raises:
+        ConfigError: the file exists (nothing is overwritten).
+    """
+    path = output if output is not None else user_calibration_path()
+    if path.exists():
+        hint = "" if output is not None else " (your current calibration; remove it to replace it)"
+        raise ConfigError(f"{path} exists{hint}: choose another path with -o (nothing was overwritten)")
+    return path
+
+
+def fit_and_write(
+    collected: Collected, output: Path, *, with_seeds: bool, name: str | None, start_file: Path | None
+) -> Recalibration:
+    """Refit from ``collected`` (starting at the calibration in use) and write the YAML to ``output``.
+
+    Raises:
+        ConfigError: no measurements (after skipping unusable runs), or ``output`` exists.
+    """
+    if not collected.cases:
+        skipped = f" ({len(collected.skipped)} run(s) skipped, see above)" if collected.skipped else ""
+        raise ConfigError(f"no measurements to calibrate from{skipped}")
+    start, start_name = coefficients_from_option(start_file)
+    result = recalibrate(
+        collected.cases,
+        start,
+        start_name=start_name,
+        sources=collected.sources,
+        with_seeds=with_seeds,
+        name=name or output.stem,
+    )
+    save_coefficients(result.coefficients, output)
+    return result
+
+
+def _gib(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def _pct(before: float | None, after: float | None) -> str:
+    if before is None or after is None:
+        return "—"
+    return f"{before * 100:.1f}% → {after * 100:.1f}%"
+
+
+def rows_table(before: Sequence[CaseResult], after: Sequence[CaseResult]) -> Table:
+    """Your rows: measured, predicted before and after the refit (memory GiB, time s)."""
+    table = Table(title="Your measurements: measured vs predicted before → after", title_justify="left")
+    for column in ("row", "GPU", "setting", "memory", "before", "after", "time", "before", "after", "fits"):
+        table.add_column(column, justify="left" if column in ("row", "GPU", "setting") else "right")
+    for old, new in zip(before, after, strict=True):
+        m = old.case.measurement
+        fits = f"{'OOM' if m.oom else 'ran'}: {'fits' if old.estimate.fits else 'OOM'} → "
+        fits += "fits" if new.estimate.fits else "OOM"
+        table.add_row(
+            m.id,
+            m.gpu,
+            f"{m.setting.short()}, seq {m.workload.seq_len}",
+            "OOM" if m.oom else _gib(old.measured_memory_gib),
+            _gib(old.predicted_memory_gib),
+            _gib(new.predicted_memory_gib),
+            _seconds(old.measured_time_s) + (f" ({old.time_kind})" if old.time_kind else ""),
+            _seconds(old.predicted_time_s),
+            _seconds(new.predicted_time_s),
+            fits,
+        )
+    return table
+
+
+def summary_lines(label: str, before: ErrorSummary, after: ErrorSummary) -> list[str]:
+    """MAPE and verdicts before → after, one line."""
+    return [
+        f"{label}: memory MAPE {_pct(before.memory_mape_known_kind, after.memory_mape_known_kind)} "
+        f"({after.memory_rows} rows), time MAPE {_pct(before.time_mape, after.time_mape)} "
+        f"({after.time_rows} rows), fits/OOM verdicts correct {before.verdicts_correct}/{before.verdicts_total}"
+        f" → {after.verdicts_correct}/{after.verdicts_total}"
+    ]
+
+
+def render_recalibration(result: Recalibration, output: Path, default_output: bool) -> None:
+    """Print the rows table, the error summaries and where the calibration went."""
+    console.print(rows_table(result.before, result.after))
+    lines = summary_lines("your rows", summarize(result.before), summarize(result.after))
+    lines += summary_lines("seed rows", summarize(result.seeds_before), summarize(result.seeds_after))
+    for line in lines:
+        console.print(line)
+    use = (
+        "plan and estimate now use it (--calibration FILE overrides)"
+        if default_output
+        else f"use it with --calibration {output}"
+    )
+    console.print(f"[green]wrote[/] {output} (calibration '{result.coefficients.name}'); {use}")
+
+
+def print_collected(collected: Collected) -> None:
+    """One line per skipped run and per note."""
+    for line in collected.skipped:
+        console.print(f"[yellow]skipped:[/] {line}")
+    for line in collected.notes:
+        console.print(f"[yellow]note:[/] {line}")
+
+
+@app.command("calibrate")
+def calibrate_command(
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RUN_DIR_OR_CSV...",
+            help="Run directories written by autotune launch, CSV files of measurements (docs/calibration.md) "
+            "or measurement-set YAML files.",
+        ),
+    ],
+    output: OutputOpt = None,
+    with_seeds: SeedsOpt = False,
+    name: NameOpt = None,
+    calibration: StartOpt = None,
+) -> None:
+    """Refit the cost model's coefficients from your runs and write a calibration file."""
+    target = resolve_output(output)
+    collected = collect(inputs, load_plan)
+    print_collected(collected)
+    result = fit_and_write(collected, target, with_seeds=with_seeds, name=name, start_file=calibration)
+    render_recalibration(result, target, default_output=output is None)

@@ -1,0 +1,138 @@
+"""``autotune sweep``: the feasibility / throughput map of each method over sequence lengths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from autotune.cli import options as opt
+from autotune.cli.app import app
+from autotune.cli.plan_cmd import request_from_options
+from autotune.cli.render import console, print_json
+from autotune.errors import InvalidRequestError
+from autotune.planner.request import PlanRequest
+from autotune.planner.sweep import SweepCell, SweepResult, sweep
+
+METHODS = ("full", "lora", "qlora")
+DEFAULT_SEQ_LENS = "512,1024,2048,4096,8192"
+
+
+def parse_int_list(value: str, option: str) -> list[int]:
+    """'512,1024, 2048' → [512, 1024, 2048].
+
+    Raises:
+        InvalidRequestError: an empty list, an empty item, or an item that is not a positive integer.
+    """
+    items = [item.strip() for item in value.split(",")]
+    if not any(items):
+        raise InvalidRequestError(f"{option}: give a comma-separated list of positive integers, e.g. 512,1024")
+    numbers = []
+    for item in items:
+        if not item.isdigit() or int(item) <= 0:
+            raise InvalidRequestError(
+                f"{option}: {item!r} is not a positive integer (give e.g. 512,1024,2048; got {value!r})"
+            )
+        numbers.append(int(item))
+    return numbers
+
+
+def parse_methods(value: str) -> list[str]:
+    """'full,lora' → ['full', 'lora'] (order kept, duplicates dropped).
+
+    Raises:
+        InvalidRequestError: an empty list or a name other than full, lora, qlora.
+    """
+    items = [item.strip() for item in value.split(",")]
+    bad = [item for item in items if item not in METHODS]
+    if bad or not items:
+        raise InvalidRequestError(f"--methods: {bad[0] if bad else value!r} is not one of {', '.join(METHODS)}")
+    return list(dict.fromkeys(items))
+
+
+def _cell_text(cell: SweepCell) -> str:
+    if cell.estimate is not None and cell.setting is not None:
+        e = cell.estimate
+        return (
+            f"[green]✓[/] {e.peak_memory_gib:.1f} GiB · {e.tokens_per_s:,.0f} tok/s\n"
+            f"[dim]{cell.setting.short()}[/]"
+        )
+    mark = "[yellow]–[/]" if cell.status == "unsupported" else "[red]✗[/]"
+    return f"{mark} {cell.short_reason}"
+
+
+def sweep_table(result: SweepResult) -> Table:
+    """Rows = sequence lengths, columns = methods; each cell: peak memory, tokens/s and setting, or why not."""
+    table = Table(
+        title=(
+            f"{result.model} on {result.world_size}× {result.gpu} ({result.gpu_memory_gib:.0f} GiB), "
+            f"global batch {result.global_batch_size}, objective {result.objective}"
+        ),
+        title_justify="left",
+        show_lines=True,
+    )
+    table.add_column("seq_len", justify="right", style="cyan")
+    for method in result.methods:
+        table.add_column(method)
+    for seq_len in result.seq_lens:
+        table.add_row(str(seq_len), *(_cell_text(result.cell(m, seq_len)) for m in result.methods))
+    return table
+
+
+@app.command("sweep")
+def sweep_command(
+    model: opt.ModelArg,
+    gpu: opt.GpuOpt,
+    num_gpus: opt.NumGpusOpt = 1,
+    num_nodes: opt.NumNodesOpt = 1,
+    host_memory_gib: opt.HostMemoryOpt = None,
+    seq_len: Annotated[
+        str, typer.Option("--seq-len", help="Comma-separated sequence lengths (tokens) to plan for.")
+    ] = DEFAULT_SEQ_LENS,
+    global_batch_size: opt.GlobalBatchOpt = 32,
+    methods: Annotated[
+        str, typer.Option("--methods", help="Comma-separated methods to force, from full, lora, qlora.")
+    ] = ",".join(METHODS),
+    objective: opt.ObjectiveOpt = "quality",
+    calibration: opt.CalibrationOpt = None,
+    plot: Annotated[
+        Optional[Path], typer.Option("--plot", help="Also draw tokens/s and peak memory vs seq_len to this PNG.")
+    ] = None,
+    json_: opt.JsonOpt = False,
+) -> None:
+    """Plan MODEL for each method × sequence length: what fits, how fast, or why not."""
+    seq_lens = parse_int_list(seq_len, "--seq-len")
+    chosen = parse_methods(methods)
+    notes: list[str] = []
+
+    def make_request(method: str, length: int) -> PlanRequest:
+        request, request_notes = request_from_options(
+            model=model,
+            gpu=gpu,
+            num_gpus=num_gpus,
+            num_nodes=num_nodes,
+            host_memory_gib=host_memory_gib,
+            seq_len=length,
+            global_batch_size=global_batch_size,
+            objective=objective,
+            calibration=calibration,
+            method=method,
+        )
+        notes.extend(note for note in request_notes if note not in notes)
+        return request
+
+    result = sweep(make_request, chosen, seq_lens)
+    if plot is not None:
+        from autotune.cli.plots import sweep_png
+
+        sweep_png(result, plot)
+    if json_:
+        print_json({**result.as_dict(), "notes": notes, "plot": None if plot is None else str(plot)})
+        return
+    for note in notes:
+        console.print(f"[yellow]note:[/] {note}")
+    console.print(sweep_table(result))
+    if plot is not None:
+        console.print(f"[green]wrote[/] {plot}")

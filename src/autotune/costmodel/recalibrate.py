@@ -1,0 +1,442 @@
+"""Recalibration from the user's own runs (``autotune calibrate`` / ``autotune probe``).
+
+Three kinds of input become :class:`~autotune.costmodel.fitting.Case` objects:
+  * a run directory written by ``autotune launch``: ``RUN/run_report.json`` (measured peak allocated
+    memory, median micro-step and step times) plus ``RUN/plan.yaml`` for the model and cluster;
+  * a CSV file of measurements, one row per run (format in docs/calibration.md, :data:`CSV_COLUMNS`);
+  * a measurement-set YAML (the format of the shipped seed tables).
+
+Then :func:`recalibrate` refits the coefficients with :func:`~autotune.costmodel.fitting.fit_coefficients`
+starting from the calibration in use, on the user's rows alone or pooled with the seed rows.
+
+Assumptions (and why):
+  * A CPU run (``memory_kind: cpu-rss``) measures the host process's resident set, not a GPU's memory or
+    time, so it cannot calibrate a GPU prediction: it is skipped with a note.
+  * A run that failed with an out-of-memory error is an OOM row (validated, not fitted; see fitting.py).
+  * The GPU measured is the device the run used when its name is in the catalog (the report's ``gpu`` is
+    the planned card, which need not be the device), else the planned card.
+  * Error bands are never narrowed by a recalibration: each family's band is the wider of the starting
+    band (from held-out residuals of many rows) and the in-sample band of the refit. A handful of rows that
+    the fit has just matched say little about the error on rows it has not seen.
+  * Without the seeds, ``matmul_efficiency['default']`` (the prior for GPUs without their own value) keeps
+    its starting value: fit_coefficients would set it to the mean of the user's GPUs only.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from autotune.costmodel.fitting import Case, CaseResult, evaluate, fit_coefficients, prepare_cases
+from autotune.errors import AutotuneError, ConfigError
+from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.profiles.measurements import all_measurements, load_measurement_set
+from autotune.schemas._base import StrictModel
+from autotune.schemas.calibration import CostCoefficients, Measurement, MemoryKind
+from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.plan import PlanFile
+from autotune.schemas.run_report import RunReport
+from autotune.schemas.setting import Method, Optimizer, Precision, Sharding, TrainingSetting, Workload
+
+RUN_REPORT_FILE = "run_report.json"
+PLAN_FILE = "plan.yaml"
+OOM_MARKERS = ("outofmemoryerror", "out of memory")
+"""Substrings (lower case) of a failed run's message that mean the run ran out of GPU memory
+(``torch.OutOfMemoryError`` / "CUDA out of memory. Tried to allocate ..." / "HIP out of memory")."""
+
+PlanLoader = Callable[[Path], PlanFile]
+"""``autotune.launcher.plan_io.load_plan`` (injected: the cost model does not import the launcher)."""
+
+
+class UnusableRunError(ConfigError):
+    """A run report that cannot calibrate a GPU prediction (CPU run, failed run); the message says why."""
+
+
+@dataclass
+class Collected:
+    """The user's measurements, ready to fit, and what was left out (one line each)."""
+
+    cases: list[Case] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def load_run_report(run_dir: str | Path) -> RunReport:
+    """Read ``RUN/run_report.json``.
+
+    Raises:
+        ConfigError: no report in the directory, or a malformed one (one line naming the file).
+    """
+    path = Path(run_dir) / RUN_REPORT_FILE
+    if not path.is_file():
+        raise ConfigError(f"{run_dir}: no {RUN_REPORT_FILE} (is it a run directory written by autotune launch?)")
+    try:
+        return RunReport.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read it: {error}") from None
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise ConfigError(f"{path}: not a valid run report: {where}: {first['msg']}") from None
+
+
+def _positive(value: float | None) -> float | None:
+    return value if value is not None and value > 0 else None
+
+
+def _device_gpu_key(device: str) -> str | None:
+    """Catalog key of the device named in 'cuda:0 (NVIDIA GeForce RTX 4090)', or None if not in the catalog."""
+    if "(" not in device or not device.endswith(")"):
+        return None
+    name = device[device.index("(") + 1 : -1]
+    try:
+        return resolve_gpu(name)[0].key
+    except AutotuneError:
+        return None
+
+
+def measurement_from_run_report(report: RunReport, run_dir: str | Path) -> Measurement:
+    """One measurement from a run report: id = the run directory's name, source = its path.
+
+    Memory is ``peak_memory_gib_measured`` (kind ``allocated``, i.e. ``torch.cuda.max_memory_allocated``,
+    max over ranks); times are the median micro-step and optimizer-step times. A run that failed out of
+    memory becomes an OOM row. The cluster is one node of ``world_size`` GPUs (:func:`case_from_run`
+    takes the node layout from the plan when there is one).
+
+    Raises:
+        UnusableRunError: a CPU run (``cpu-rss`` measures the host process, not a GPU), a run that failed
+            for another reason than memory, or one without any measured figure.
+    """
+    run = Path(run_dir)
+    if report.memory_kind != "allocated":
+        raise UnusableRunError(
+            f"{run}: a CPU run ({report.memory_kind} measures the host process, not a GPU): it cannot "
+            "calibrate GPU memory or GPU time"
+        )
+    oom = report.status == "failed" and any(marker in report.message.lower() for marker in OOM_MARKERS)
+    if report.status == "failed" and not oom:
+        raise UnusableRunError(f"{run}: the run failed ({report.message[:120]}): nothing measured to calibrate")
+    memory = None if oom else _positive(report.peak_memory_gib_measured)
+    micro = None if oom else _positive(report.micro_step_time_s_measured)
+    step = None if oom else _positive(report.step_time_s_measured)
+    if not oom and memory is None and micro is None and step is None:
+        raise UnusableRunError(f"{run}: the report has no measured memory or time")
+    gpu = report.gpu
+    notes = f"{report.status} run of {report.steps}/{report.max_steps} steps on {report.device}"
+    device_key = _device_gpu_key(report.device)
+    if device_key is not None and device_key != report.gpu:
+        gpu = device_key
+        notes += f"; planned for {report.gpu}, measured on {device_key}"
+    return Measurement(
+        id=run.resolve().name,
+        source=str(run.resolve()),
+        model=report.model,
+        gpu=gpu,
+        num_gpus_per_node=report.world_size,
+        setting=report.setting,
+        workload=report.workload,
+        oom=oom,
+        peak_memory_gib=memory,
+        memory_kind="allocated",
+        micro_step_time_s=micro,
+        step_time_s=step,
+        notes=notes,
+    )
+
+
+def case_from_run(report: RunReport, run_dir: str | Path, plan: PlanFile | None) -> Case:
+    """The fitting case of a run: its measurement with the plan's model (and node layout when it matches).
+
+    The plan's ModelSpec is the architecture that ran; without a plan the report's model must be a
+    catalog key.
+
+    Raises:
+        UnusableRunError: see :func:`measurement_from_run_report`.
+        ConfigError: the model is not in the catalog and the run directory has no plan.yaml.
+    """
+    measurement = measurement_from_run_report(report, run_dir)
+    gpu, _ = resolve_gpu(measurement.gpu)
+    if plan is None:
+        try:
+            model = resolve_model_profile(report.model)
+        except AutotuneError:
+            raise ConfigError(
+                f"{run_dir}: model '{report.model}' is not a catalog model and {PLAN_FILE} is missing "
+                "(the plan holds the architecture that ran)"
+            ) from None
+        return Case(measurement, model, ClusterSpec(gpu=gpu, num_gpus_per_node=report.world_size))
+    cluster = plan.cluster
+    if cluster.num_gpus_per_node * cluster.num_nodes == report.world_size:
+        measurement = measurement.model_copy(
+            update={"num_gpus_per_node": cluster.num_gpus_per_node, "num_nodes": cluster.num_nodes}
+        )
+        spec = ClusterSpec(
+            gpu=gpu,
+            num_gpus_per_node=cluster.num_gpus_per_node,
+            num_nodes=cluster.num_nodes,
+            host_memory_gib_per_node=cluster.host_memory_gib_per_node,
+        )
+    else:
+        spec = ClusterSpec(gpu=gpu, num_gpus_per_node=report.world_size)
+    return Case(measurement, plan.model, spec)
+
+
+# --- CSV ---------------------------------------------------------------------------------------------
+
+class CsvRow(StrictModel):
+    """One CSV row (one run); columns are these field names. Empty cells take the default."""
+
+    model: str = Field(description="Model catalog key or alias.")
+    gpu: str = Field(description="GPU catalog key or alias.")
+    num_gpus: int = Field(default=1, ge=1, le=64, description="GPUs (one node).")
+    method: Method
+    seq_len: int = Field(ge=8, le=1_048_576)
+    micro_batch_size: int = Field(default=1, ge=1)
+    grad_accum: int = Field(default=1, ge=1)
+    grad_ckpt: bool = True
+    sharding: Sharding | None = Field(default=None, description="Default: none on one GPU, ddp on several.")
+    optimizer: Optimizer = "adamw"
+    precision: Precision | None = Field(default=None, description="Default: bf16 if the GPU has it, else fp16-mixed.")
+    lora_rank: int = Field(default=16, ge=1)
+    peak_memory_gib: float | None = Field(default=None, gt=0)
+    memory_kind: MemoryKind | None = Field(default=None, description="Required with peak_memory_gib.")
+    micro_step_time_s: float | None = Field(default=None, gt=0)
+    step_time_s: float | None = Field(default=None, gt=0)
+    oom: bool = False
+
+
+CSV_COLUMNS: tuple[str, ...] = tuple(CsvRow.model_fields)
+CSV_REQUIRED: tuple[str, ...] = tuple(name for name, info in CsvRow.model_fields.items() if info.is_required())
+
+
+def _row_error(path: Path, row: int, line: int, column: str, message: str) -> ConfigError:
+    return ConfigError(f"{path}: row {row} (line {line}), column {column}: {message}")
+
+
+def _csv_measurement(path: Path, row: int, line: int, cells: dict[str, str]) -> Measurement:
+    """Validate one row's non-empty cells and build its measurement (errors name file, row and column)."""
+    try:
+        parsed = CsvRow.model_validate(cells)
+    except ValidationError as error:
+        first = error.errors()[0]
+        column = str(first["loc"][0]) if first["loc"] else "?"
+        given = f" (got {first['input']!r})" if first["type"] != "missing" else ""
+        raise _row_error(path, row, line, column, first["msg"] + given) from None
+    try:
+        gpu, _ = resolve_gpu(parsed.gpu)
+    except AutotuneError as error:
+        raise _row_error(path, row, line, "gpu", str(error)) from None
+    try:
+        model = resolve_model_profile(parsed.model).key
+    except AutotuneError as error:
+        raise _row_error(path, row, line, "model", str(error)) from None
+    if parsed.peak_memory_gib is not None and parsed.memory_kind is None:
+        raise _row_error(path, row, line, "memory_kind", "required with peak_memory_gib: allocated, reserved, "
+                         "nvidia-smi or unknown (what the number measures)")
+    if parsed.oom and (parsed.peak_memory_gib or parsed.micro_step_time_s or parsed.step_time_s):
+        raise _row_error(path, row, line, "oom", "an OOM row has no peak_memory_gib or times (leave them empty)")
+    try:
+        setting = TrainingSetting(
+            method=parsed.method,
+            micro_batch_size=parsed.micro_batch_size,
+            grad_accum=parsed.grad_accum,
+            grad_ckpt=parsed.grad_ckpt,
+            sharding=parsed.sharding or ("ddp" if parsed.num_gpus > 1 else "none"),
+            optimizer=parsed.optimizer,
+            precision=parsed.precision or ("bf16" if gpu.supports_bf16 else "fp16-mixed"),
+            lora_rank=parsed.lora_rank,
+        )
+    except ValidationError as error:
+        message = error.errors()[0]["msg"].removeprefix("Value error, ")
+        raise _row_error(path, row, line, "method/precision", message) from None
+    global_batch = parsed.micro_batch_size * parsed.grad_accum * parsed.num_gpus
+    return Measurement(
+        id=f"{path.stem}-row{row}",
+        source=f"{path} row {row}",
+        model=model,
+        gpu=gpu.key,
+        num_gpus_per_node=parsed.num_gpus,
+        setting=setting,
+        workload=Workload(seq_len=parsed.seq_len, global_batch_size=global_batch),
+        oom=parsed.oom,
+        peak_memory_gib=parsed.peak_memory_gib,
+        memory_kind=parsed.memory_kind or "unknown",
+        micro_step_time_s=parsed.micro_step_time_s,
+        step_time_s=parsed.step_time_s,
+    )
+
+
+def measurements_from_csv(path: str | Path) -> list[Measurement]:
+    """Read a CSV of measurements (header row, then one row per run; see :class:`CsvRow`).
+
+    Raises:
+        ConfigError: missing/unreadable file, no header, an unknown or missing required column, a row with
+            more cells than the header, or a bad value (one line naming the file, row and column).
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ConfigError(f"{file}: file not found") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{file}: cannot read it: {error}") from None
+    reader = csv.DictReader(text.splitlines(), skipinitialspace=True)
+    header = [name.strip() for name in reader.fieldnames or []]
+    if not header:
+        raise ConfigError(f"{file}: empty CSV (expected a header row: {', '.join(CSV_COLUMNS)})")
+    for name in header:
+        if name not in CSV_COLUMNS:
+            close = difflib.get_close_matches(name, CSV_COLUMNS, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise ConfigError(f"{file}: unknown column '{name}' ({hint}valid columns: {', '.join(CSV_COLUMNS)})")
+    missing = [name for name in CSV_REQUIRED if name not in header]
+    if missing:
+        raise ConfigError(f"{file}: missing required column(s) {', '.join(missing)}")
+    reader.fieldnames = header
+    measurements = []
+    for row, record in enumerate(reader, start=1):
+        if None in record:
+            raise _row_error(file, row, reader.line_num, "?", f"more cells than the {len(header)} columns")
+        cells: dict[str, Any] = {k: v.strip() for k, v in record.items() if v is not None and v.strip()}
+        if cells:
+            measurements.append(_csv_measurement(file, row, reader.line_num, cells))
+    return measurements
+
+
+# --- collecting ---------------------------------------------------------------------------------------
+
+def collect(paths: Sequence[str | Path], load_plan: PlanLoader) -> Collected:
+    """Cases from run directories, CSV files and measurement-set YAML files, in the order given.
+
+    Run reports that cannot calibrate a GPU (see :func:`measurement_from_run_report`) are listed in
+    ``skipped``; duplicate ids get a ``-2``, ``-3``... suffix.
+
+    Raises:
+        ConfigError: a path that does not exist, is neither a directory nor a .csv / .yaml file, or whose
+            content is invalid.
+    """
+    collected = Collected()
+    for item in paths:
+        path = Path(item)
+        if path.is_dir():
+            report = load_run_report(path)
+            plan = load_plan(path / PLAN_FILE) if (path / PLAN_FILE).is_file() else None
+            try:
+                case = case_from_run(report, path, plan)
+            except UnusableRunError as error:
+                collected.skipped.append(str(error))
+                continue
+            if case.measurement.gpu != report.gpu:
+                collected.notes.append(
+                    f"{path}: planned for {report.gpu}, ran on {report.device}: calibrates {case.measurement.gpu}"
+                )
+            collected.cases.append(case)
+        elif path.is_file() and path.suffix.lower() == ".csv":
+            collected.cases += prepare_cases(measurements_from_csv(path))
+        elif path.is_file() and path.suffix.lower() in (".yaml", ".yml"):
+            collected.cases += prepare_cases(load_measurement_set(path).measurements)
+        elif not path.exists():
+            raise ConfigError(f"{path}: not found (give run directories, .csv or measurement-set .yaml files)")
+        else:
+            raise ConfigError(f"{path}: not a run directory, a .csv or a measurement-set .yaml file")
+        collected.sources.append(str(path.resolve()))
+    collected.cases = _unique_ids(collected.cases)
+    return collected
+
+
+def _unique_ids(cases: list[Case]) -> list[Case]:
+    seen: dict[str, int] = {}
+    unique = []
+    for case in cases:
+        count = seen[case.measurement.id] = seen.get(case.measurement.id, 0) + 1
+        if count > 1:
+            measurement = case.measurement.model_copy(update={"id": f"{case.measurement.id}-{count}"})
+            case = Case(measurement, case.model, case.cluster)
+        unique.append(case)
+    return unique
+
+
+# --- fitting ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Recalibration:
+    """A refit with the user's rows predicted before (starting coefficients) and after (refit)."""
+
+    coefficients: CostCoefficients
+    before: list[CaseResult]
+    after: list[CaseResult]
+    seeds_before: list[CaseResult]
+    seeds_after: list[CaseResult]
+
+
+def widest_bands(start: dict[str, float], fitted: dict[str, float]) -> dict[str, float]:
+    """Per family, the wider of the starting and the refit band (a recalibration never narrows a band)."""
+    return {key: max(start.get(key, 0.0), fitted.get(key, 0.0)) for key in {**start, **fitted}}
+
+
+def provenance(
+    cases: Sequence[Case], sources: Sequence[str], start_name: str, with_seeds: bool, when: _dt.datetime
+) -> str:
+    """The calibration's ``source``: when, from what, which GPUs, starting from which calibration."""
+    gpus: dict[str, int] = {}
+    for case in cases:
+        gpus[case.measurement.gpu] = gpus.get(case.measurement.gpu, 0) + 1
+    listed = ", ".join(f"{key} ({count} rows)" for key, count in sorted(gpus.items()))
+    seeds = f" pooled with the {len(all_measurements())} seed rows" if with_seeds else " (seed rows not included)"
+    return (
+        f"autotune calibrate at {when.isoformat(timespec='seconds')}: refit of calibration '{start_name}' on "
+        f"{len(cases)} user measurements{seeds}; GPUs: {listed}; from: {'; '.join(sources)}"
+    )
+
+
+def recalibrate(
+    cases: Sequence[Case],
+    start: CostCoefficients,
+    *,
+    start_name: str,
+    sources: Sequence[str],
+    with_seeds: bool,
+    name: str,
+    when: _dt.datetime | None = None,
+) -> Recalibration:
+    """Refit ``start`` on the user's ``cases`` (plus the seed rows with ``with_seeds``).
+
+    The fit is :func:`~autotune.costmodel.fitting.fit_coefficients` (Nelder–Mead on log errors) started at
+    ``start``; see the module docstring for the ``default`` efficiency and the bands.
+
+    Raises:
+        ConfigError: ``cases`` is empty.
+    """
+    if not cases:
+        raise ConfigError("no measurements to calibrate from")
+    when = when or _dt.datetime.now(_dt.timezone.utc)
+    seed_cases = prepare_cases(all_measurements())
+    fit_cases = [*cases, *seed_cases] if with_seeds else list(cases)
+    source = provenance(cases, sources, start_name, with_seeds, when)
+    fitted = fit_coefficients(fit_cases, start=start, name=name, source=source)
+    efficiencies = dict(fitted.matmul_efficiency)
+    if not with_seeds:
+        efficiencies["default"] = start.matmul_efficiency["default"]
+    fitted = fitted.model_copy(
+        update={
+            "matmul_efficiency": efficiencies,
+            "memory_error_band": widest_bands(start.memory_error_band, fitted.memory_error_band),
+            "memory_headroom_band": widest_bands(start.memory_headroom_band, fitted.memory_headroom_band),
+            "time_error_band": widest_bands(start.time_error_band, fitted.time_error_band),
+        }
+    )
+    return Recalibration(
+        coefficients=fitted,
+        before=evaluate(cases, start),
+        after=evaluate(cases, fitted),
+        seeds_before=evaluate(seed_cases, start),
+        seeds_after=evaluate(seed_cases, fitted),
+    )

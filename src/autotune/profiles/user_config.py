@@ -1,0 +1,42 @@
+"""The user's autotune config directory and the calibration file kept in it.
+
+Where it is, first match wins:
+  1. ``$AUTOTUNE_CONFIG_DIR`` (tests and CI point it at a temporary directory);
+  2. ``$XDG_CONFIG_HOME/autotune`` when ``XDG_CONFIG_HOME`` is set to an absolute path (the XDG Base
+     Directory Specification ignores relative values);
+  3. ``~/.config/autotune`` (the specification's default for ``XDG_CONFIG_HOME``).
+
+``autotune calibrate`` writes ``calibration.yaml`` there by default, and ``plan`` / ``estimate`` /
+``validate`` use that file when it exists (``--calibration FILE`` still wins; without the file the
+shipped calibration is used).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CONFIG_DIR_ENV = "AUTOTUNE_CONFIG_DIR"
+USER_CALIBRATION_FILE = "calibration.yaml"
+
+
+def config_dir() -> Path:
+    """The user config directory (see the module docstring); it need not exist."""
+    override = os.environ.get(CONFIG_DIR_ENV)
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "autotune"
+    return Path.home() / ".config" / "autotune"
+
+
+def user_calibration_path() -> Path:
+    """Where ``autotune calibrate`` writes by default: ``config_dir() / calibration.yaml``."""
+    return config_dir() / USER_CALIBRATION_FILE
+
+
+def find_user_calibration() -> Path | None:
+    """The user calibration file if it exists, else None."""
+    path = user_calibration_path()
+    return path if path.is_file() else None

@@ -1,0 +1,136 @@
+"""Cost-model behaviour: hand-derived values and invariants (hypothesis)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autotune.costmodel.activations import logits_peak_bytes
+from autotune.costmodel.estimate import estimate_setting
+from autotune.costmodel.precision import dtype_bytes
+from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.schemas import ClusterSpec, CostCoefficients, TrainingSetting, Workload
+from autotune.units import GIB, nf4_bytes_per_param
+
+PRIOR = CostCoefficients()
+LLAMA3_8B = resolve_model_profile("llama3-8b")
+H100, _ = resolve_gpu("h100-80gb")
+RTX4090, _ = resolve_gpu("rtx-4090")
+
+
+def estimate(setting: TrainingSetting, seq_len: int = 2048, gpus: int = 1, gpu=H100, model=LLAMA3_8B):
+    cluster = ClusterSpec(gpu=gpu, num_gpus_per_node=gpus)
+    workload = Workload(seq_len=seq_len, global_batch_size=setting.micro_batch_size * setting.grad_accum * gpus)
+    return estimate_setting(model, cluster, workload, setting, PRIOR)
+
+
+def test_full_finetune_model_states_are_8_bytes_per_param_in_pure_bf16():
+    # 8,030,261,248 params × (2 weights + 2 grads + 4 AdamW) bytes = 59.83 GiB (the issue's example figure)
+    e = estimate(TrainingSetting(method="full", micro_batch_size=1, grad_accum=2))
+    states = sum(e.memory_breakdown_gib[k] for k in ("weights", "gradients", "optimizer states"))
+    assert states == pytest.approx(8_030_261_248 * 8 / GIB, rel=1e-3)
+    assert states == pytest.approx(59.83, abs=0.01)
+
+
+def test_full_finetune_peaks_at_optimizer_step_with_foreach_temporary():
+    e = estimate(TrainingSetting(method="full", micro_batch_size=1, grad_accum=1))
+    assert e.peak_phase == "optimizer step"
+    assert e.memory_breakdown_gib["optimizer step buffers"] == pytest.approx(8_030_261_248 * 2 / GIB, rel=1e-3)
+
+
+def test_qlora_weights_use_nf4_for_decoder_linears_only():
+    e = estimate(TrainingSetting(method="qlora", micro_batch_size=1))
+    from autotune.costmodel.params import count_params
+
+    counts = count_params(LLAMA3_8B)
+    expected = counts.decoder_linear_params * nf4_bytes_per_param(True) + counts.non_linear_params * 2
+    assert e.memory_breakdown_gib["weights"] == pytest.approx(expected / GIB, rel=1e-3)
+    lora = estimate(TrainingSetting(method="lora", micro_batch_size=1))
+    assert e.memory_breakdown_gib["weights"] < lora.memory_breakdown_gib["weights"] / 2
+
+
+def test_logits_peak_matches_hand_count_for_fp32_upcast_loss():
+    # E = 2 × 8192 × 128256 logits; transformers' loss holds 12 bytes per logit at the start of backward.
+    setting = TrainingSetting(method="lora", micro_batch_size=2)
+    dtypes = dtype_bytes(setting, H100)
+    tokens = 2 * 8192
+    assert logits_peak_bytes(LLAMA3_8B, setting, dtypes, tokens) == 12 * tokens * 128256
+
+
+def test_seed_001_llama3_lora_peak_is_within_ten_percent_with_priors():
+    # seed 001, H100 table, Llama 3 8B LoRA: 36 GiB reserved (r 8, all linears, 2 × 8192, native CE).
+    setting = TrainingSetting(
+        method="lora", micro_batch_size=2, grad_accum=32, lora_rank=8, lora_alpha=16, loss_impl="native"
+    )
+    e = estimate(setting, seq_len=8192)
+    assert e.peak_reserved_gib == pytest.approx(36, rel=0.10)
+
+
+def test_compile_shortens_steps():
+    base = TrainingSetting(method="lora", micro_batch_size=1, grad_accum=4)
+    compiled = base.model_copy(update={"compile": True})
+    assert estimate(compiled).step_time_s < estimate(base).step_time_s
+    assert estimate(compiled).compile_time_s > 0
+
+
+def test_offload_moves_states_to_host():
+    on_gpu = estimate(TrainingSetting(method="full", micro_batch_size=1, grad_accum=2))
+    offloaded = estimate(TrainingSetting(method="full", micro_batch_size=1, grad_accum=2, sharding="zero3-offload"))
+    assert offloaded.peak_memory_gib < on_gpu.peak_memory_gib / 4
+    assert offloaded.host_memory_gib > 59  # fp32 master + grads + Adam states live in host RAM
+    assert on_gpu.host_memory_gib == 0
+
+
+methods = st.sampled_from(["full", "lora", "qlora"])
+seq_lens = st.sampled_from([256, 512, 1024, 2048, 4096, 8192])
+micro = st.sampled_from([1, 2, 4, 8])
+
+
+@settings(max_examples=60, deadline=None)
+@given(method=methods, seq_len=seq_lens, mbs=micro, ckpt=st.booleans())
+def test_memory_grows_with_seq_len_and_micro_batch(method, seq_len, mbs, ckpt):
+    setting = TrainingSetting(method=method, micro_batch_size=mbs, grad_accum=2, grad_ckpt=ckpt)
+    base = estimate(setting, seq_len=seq_len).peak_memory_gib
+    assert estimate(setting, seq_len=seq_len * 2).peak_memory_gib >= base
+    bigger = setting.model_copy(update={"micro_batch_size": mbs * 2})
+    assert estimate(bigger, seq_len=seq_len).peak_memory_gib >= base
+
+
+@settings(max_examples=60, deadline=None)
+@given(method=methods, seq_len=seq_lens, mbs=micro)
+def test_checkpointing_never_raises_activation_memory(method, seq_len, mbs):
+    without = TrainingSetting(method=method, micro_batch_size=mbs, grad_accum=2, grad_ckpt=False)
+    with_ckpt = without.model_copy(update={"grad_ckpt": True})
+    a = estimate(without, seq_len=seq_len).memory_breakdown_gib.get("activations", 0.0)
+    b = estimate(with_ckpt, seq_len=seq_len).memory_breakdown_gib.get("activations", 0.0)
+    assert b <= a + 1e-9
+    assert estimate(with_ckpt, seq_len=seq_len).peak_memory_gib <= estimate(without, seq_len=seq_len).peak_memory_gib
+
+
+@settings(max_examples=40, deadline=None)
+@given(method=methods, sharding=st.sampled_from(["fsdp", "zero3"]), gpus=st.sampled_from([2, 4]))
+def test_sharded_memory_shrinks_with_more_gpus(method, sharding, gpus):
+    setting = TrainingSetting(method=method, micro_batch_size=1, grad_accum=4, sharding=sharding)
+    assert estimate(setting, gpus=gpus * 2).peak_memory_gib < estimate(setting, gpus=gpus).peak_memory_gib
+
+
+@settings(max_examples=40, deadline=None)
+@given(method=methods, seq_len=seq_lens)
+def test_time_grows_with_tokens_and_faster_gpu_is_faster(method, seq_len):
+    # Short micro-steps are CPU-dispatch-bound (time flat in tokens and GPU); longer ones are GPU-bound.
+    setting = TrainingSetting(method=method, micro_batch_size=1, grad_accum=2)
+    short, long_ = estimate(setting, seq_len=seq_len), estimate(setting, seq_len=seq_len * 2)
+    on_4090 = estimate(setting, seq_len=seq_len, gpu=RTX4090)
+    assert long_.micro_step_time_s >= short.micro_step_time_s
+    assert short.micro_step_time_s <= on_4090.micro_step_time_s
+    if seq_len >= 2048:
+        assert long_.micro_step_time_s > short.micro_step_time_s
+        assert short.micro_step_time_s < on_4090.micro_step_time_s
+
+
+def test_reserved_is_at_least_allocated_and_breakdown_sums_to_peak():
+    for method in ("full", "lora", "qlora"):
+        e = estimate(TrainingSetting(method=method, micro_batch_size=2, grad_accum=2))
+        assert e.peak_reserved_gib >= e.peak_memory_gib
+        assert sum(e.memory_breakdown_gib.values()) == pytest.approx(e.peak_memory_gib, abs=0.01)
