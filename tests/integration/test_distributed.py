@@ -3,26 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from trainer_helpers import PlanWriter, mean, read_report, text_rows, trainer_env, write_jsonl
+from trainer_helpers import PlanWriter, mean, read_report, run_torchrun, text_rows, write_jsonl
 
 STEPS = 12
-
-
-def _torchrun(*argv: str, timeout_s: float = 420) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "0",
-         "-m", "autotune.trainer", *argv],
-        capture_output=True,
-        text=True,
-        env=trainer_env(),
-        timeout=timeout_s,
-        check=False,
-    )
 
 
 @pytest.mark.slow
@@ -39,7 +25,7 @@ def test_zero3_two_processes(write_plan: PlanWriter, tmp_path: Path) -> None:
     }))
     data = write_jsonl(tmp_path / "text.jsonl", text_rows())
     out = tmp_path / "run"
-    proc = _torchrun(
+    proc = run_torchrun(
         "--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu",
         "--max-steps", str(STEPS), "--save-steps", "100", "--learning-rate", "1e-2",
         "--deepspeed-config", str(ds_config),
@@ -58,7 +44,7 @@ def test_fsdp_on_cpu_is_stopped_by_the_guard(write_plan: PlanWriter, tmp_path: P
     plan = write_plan(num_gpus=2, method="full", sharding="fsdp", micro_batch_size=2)
     data = write_jsonl(tmp_path / "text.jsonl", text_rows(16))
     out = tmp_path / "run"
-    proc = _torchrun("--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu", "--max-steps", "4")
+    proc = run_torchrun("--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu", "--max-steps", "4")
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert errors, proc.stderr[-5000:]

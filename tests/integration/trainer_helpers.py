@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -152,14 +153,27 @@ def trainer_env() -> dict[str, str]:
 
 def run_trainer(*argv: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
     """Run ``python -m autotune.trainer ARGV`` and return the completed process (text output)."""
-    return subprocess.run(
-        [sys.executable, "-m", "autotune.trainer", *argv],
-        capture_output=True,
-        text=True,
-        env=trainer_env(),
-        timeout=timeout_s,
-        check=False,
+    return run_command([sys.executable, "-m", "autotune.trainer", *argv], timeout_s)
+
+
+def run_torchrun(*argv: str, nproc: int = 2, timeout_s: float = 420) -> subprocess.CompletedProcess[str]:
+    """Run the core under ``torchrun --standalone --nproc_per_node NPROC`` (CPU, gloo)."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
+    return run_command([*command, "-m", "autotune.trainer", *argv], timeout_s)
+
+
+def run_command(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in its own session; on timeout kill the whole group (torchrun's workers too)."""
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=trainer_env(), start_new_session=True
     )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        raise AssertionError(f"timed out after {timeout_s} s: {' '.join(command)}\n{stderr[-3000:]}") from None
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
 def read_report(output_dir: Path) -> Any:

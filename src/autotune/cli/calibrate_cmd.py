@@ -104,27 +104,26 @@ def _pct(before: float | None, after: float | None) -> str:
 
 
 def rows_table(before: Sequence[CaseResult], after: Sequence[CaseResult]) -> Table:
-    """Your rows: measured, predicted before and after the refit (memory GiB, time s)."""
-    table = Table(title="Your measurements: measured vs predicted before → after", title_justify="left")
-    for column in ("row", "GPU", "setting", "memory", "before", "after", "time", "before", "after", "fits"):
-        table.add_column(column, justify="left" if column in ("row", "GPU", "setting") else "right")
+    """Your rows: measured, and predicted before → after the refit (memory GiB, time s, fits verdict)."""
+    table = Table(title="Your measurements: measured | predicted before → after", title_justify="left")
+    for column in ("row", "memory GiB", "predicted", "time s", "predicted", "fits"):
+        table.add_column(column, justify="left" if column in ("row", "fits") else "right")
     for old, new in zip(before, after, strict=True):
         m = old.case.measurement
-        fits = f"{'OOM' if m.oom else 'ran'}: {'fits' if old.estimate.fits else 'OOM'} → "
-        fits += "fits" if new.estimate.fits else "OOM"
+        verdict = "OOM" if m.oom else "ran"
         table.add_row(
             m.id,
-            m.gpu,
-            f"{m.setting.short()}, seq {m.workload.seq_len}",
             "OOM" if m.oom else _gib(old.measured_memory_gib),
-            _gib(old.predicted_memory_gib),
-            _gib(new.predicted_memory_gib),
-            _seconds(old.measured_time_s) + (f" ({old.time_kind})" if old.time_kind else ""),
-            _seconds(old.predicted_time_s),
-            _seconds(new.predicted_time_s),
-            fits,
+            f"{_gib(old.predicted_memory_gib)} → {_gib(new.predicted_memory_gib)}",
+            _seconds(old.measured_time_s) + (f" {old.time_kind}" if old.time_kind else ""),
+            f"{_seconds(old.predicted_time_s)} → {_seconds(new.predicted_time_s)}",
+            f"{verdict}: {_fits(old)} → {_fits(new)}",
         )
     return table
+
+
+def _fits(result: CaseResult) -> str:
+    return "fits" if result.estimate.fits else "OOM"
 
 
 def summary_lines(label: str, before: ErrorSummary, after: ErrorSummary) -> list[str]:
@@ -140,10 +139,21 @@ def summary_lines(label: str, before: ErrorSummary, after: ErrorSummary) -> list
 def render_recalibration(result: Recalibration, output: Path, default_output: bool) -> None:
     """Print the rows table, the error summaries and where the calibration went."""
     console.print(rows_table(result.before, result.after))
+    for old in result.before:
+        m = old.case.measurement
+        console.print(f"  {m.id}: {m.gpu} ×{m.num_gpus_per_node * m.num_nodes}, {m.model}, seq {m.workload.seq_len}, "
+                      f"{m.setting.short()}")
+    seeds_before, seeds_after = summarize(result.seeds_before), summarize(result.seeds_after)
     lines = summary_lines("your rows", summarize(result.before), summarize(result.after))
-    lines += summary_lines("seed rows", summarize(result.seeds_before), summarize(result.seeds_after))
+    lines += summary_lines("seed rows", seeds_before, seeds_after)
     for line in lines:
         console.print(line)
+    lost = seeds_before.verdicts_correct - seeds_after.verdicts_correct
+    if lost > 0:
+        console.print(
+            f"[yellow]note:[/] {lost} more seed rows get a wrong fits/OOM verdict: the refit follows your stack "
+            "and hardware; --with-seeds keeps the coefficients your rows do not pin down anchored to the seeds"
+        )
     use = (
         "plan and estimate now use it (--calibration FILE overrides)"
         if default_output

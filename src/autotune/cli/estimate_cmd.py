@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -10,7 +11,7 @@ from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.app import app
 from autotune.cli.plan_cmd import parse_lora_targets
-from autotune.cli.render import print_json, render_estimate
+from autotune.cli.render import console, print_json, render_estimate
 from autotune.cli.resolve import resolve_cluster, resolve_model, validated
 from autotune.costmodel.estimate import estimate_setting
 from autotune.schemas.setting import TrainingSetting, Workload
@@ -39,9 +40,16 @@ def estimate_command(
     dataset_tokens: opt.DatasetTokensOpt = None,
     epochs: opt.EpochsOpt = 1.0,
     calibration: opt.CalibrationOpt = None,
+    plot: Annotated[
+        Optional[Path], typer.Option("--plot", help="Also draw the memory breakdown to this PNG (needs matplotlib).")
+    ] = None,
     json_: opt.JsonOpt = False,
 ) -> None:
     """Predict peak memory per GPU and step time for one setting."""
+    if plot is not None:
+        from autotune.cli.plots import check_plot_path
+
+        check_plot_path(plot)  # fail before any work
     spec, _ = resolve_model(model)
     cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
     coefficients, _ = coefficients_from_option(calibration)
@@ -69,7 +77,14 @@ def estimate_command(
         epochs=epochs,
     )
     estimate = estimate_setting(spec, cluster, workload, setting, coefficients)
+    if plot is not None:
+        from autotune.cli.plots import memory_breakdown_png
+
+        title = f"{spec.key} on {cluster.world_size}× {cluster.gpu.key}, seq_len {seq_len}: peak memory per GPU"
+        memory_breakdown_png([(setting.short(), estimate)], plot, title=title)
     if json_:
         print_json({**estimate.model_dump(mode="json"), "setting": setting.model_dump(mode="json"), "notes": notes})
         return
     render_estimate(estimate, setting, notes)
+    if plot is not None:
+        console.print(f"[green]wrote[/] {plot}")

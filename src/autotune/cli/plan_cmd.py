@@ -121,9 +121,17 @@ def plan_command(
     epochs: opt.EpochsOpt = 1.0,
     calibration: opt.CalibrationOpt = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the plan YAML here.")] = None,
+    plot: Annotated[
+        Optional[Path],
+        typer.Option("--plot", help="Also draw the memory of the chosen setting and runner-ups to this PNG."),
+    ] = None,
     json_: opt.JsonOpt = False,
 ) -> None:
     """Find the best setting that fits MODEL on your GPUs; every option fixes one choice."""
+    if plot is not None:
+        from autotune.cli.plots import check_plot_path
+
+        check_plot_path(plot)  # before anything is written
     started = time.perf_counter()
     plan_file, result, notes = plan_from_options(**options_from_params(dict(ctx.params)))
     elapsed = time.perf_counter() - started
@@ -131,6 +139,17 @@ def plan_command(
         from autotune.launcher.plan_io import save_plan
 
         save_plan(plan_file, output)
+    if plot is not None:
+        from autotune.cli.plots import memory_breakdown_png
+
+        bars = [(f"chosen: {plan_file.setting.short()}", plan_file.prediction)]
+        bars += [(alt.setting.short(), alt.prediction) for alt in plan_file.alternatives]
+        cluster = plan_file.cluster
+        title = (
+            f"{plan_file.model.key} on {cluster.num_nodes * cluster.num_gpus_per_node}× {cluster.gpu}, "
+            f"seq_len {plan_file.workload.seq_len}: chosen setting and runner-ups"
+        )
+        memory_breakdown_png(bars, plot, title=title)
     if json_:
         data = plan_file.model_dump(mode="json")
         print_json(
@@ -147,3 +166,5 @@ def plan_command(
     render_plan(plan_file, notes, result.searched, elapsed)
     if output is not None:
         console.print(f"[green]wrote[/] {output}  (run it: autotune launch {output} --dataset DATA --output-dir RUN)")
+    if plot is not None:
+        console.print(f"[green]wrote[/] {plot}")

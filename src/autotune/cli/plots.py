@@ -47,6 +47,9 @@ PART_COLOURS = {
 """One colour per memory part, the same in every picture; the dict order is the stacking order."""
 CONTEXT_COLOUR = "#D0D0D0"
 HEADROOM_COLOUR = "#FFFFFF"
+SWEEP_MEMORY_AXIS_CAPACITIES = 2.2
+"""The sweep's memory axis ends at this many GPU capacities (or the highest fitting peak); needs beyond it
+are drawn as arrows at the top edge with their value."""
 METHOD_COLOURS = {"full": "#C44E52", "lora": "#4C72B0", "qlora": "#55A868"}
 FALLBACK_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
@@ -176,6 +179,13 @@ class SweepSeries:
     tokens_per_s: list[float | None]
     peak_memory_gib: list[float | None]
     closest_need_gib: list[float | None]
+    closest_host_ram_only: list[bool]
+    status: list[str]
+
+    @property
+    def unsupported(self) -> bool:
+        """The GPU cannot run this method at any length (e.g. QLoRA without bitsandbytes)."""
+        return all(status == "unsupported" for status in self.status)
 
 
 def sweep_series(result: SweepResult) -> list[SweepSeries]:
@@ -190,6 +200,8 @@ def sweep_series(result: SweepResult) -> list[SweepSeries]:
                 tokens_per_s=[c.estimate.tokens_per_s if c.estimate else None for c in cells],
                 peak_memory_gib=[c.estimate.peak_memory_gib if c.estimate else None for c in cells],
                 closest_need_gib=[c.closest_need_gib for c in cells],
+                closest_host_ram_only=[c.closest_short_of == ("host RAM",) for c in cells],
+                status=[c.status for c in cells],
             )
         )
     return series
@@ -199,11 +211,14 @@ def sweep_series(result: SweepResult) -> list[SweepSeries]:
 
 
 def check_plot_path(path: Path) -> Path:
-    """Refuse a target that is not a new ``.png`` in an existing directory (checked before any work).
+    """Refuse a target that is not a new ``.png`` in an existing directory, or a missing matplotlib; commands
+    call this before any work so that nothing is half done.
 
     Raises:
-        InvalidRequestError: wrong suffix or the file exists. ConfigError: the directory does not exist.
+        AutotuneError: matplotlib is not installed. InvalidRequestError: wrong suffix or the file exists.
+        ConfigError: the directory does not exist.
     """
+    _matplotlib_figure_classes()
     path = Path(path)
     if path.suffix.lower() != ".png":
         raise InvalidRequestError(f"--plot {path}: the picture is a PNG; give a path ending in .png")
@@ -214,8 +229,8 @@ def check_plot_path(path: Path) -> Path:
     return path
 
 
-def _new_figure(width_in: float, height_in: float) -> Any:
-    """A matplotlib Figure on an Agg canvas.
+def _matplotlib_figure_classes() -> tuple[Any, Any]:
+    """(Figure, FigureCanvasAgg), imported here only.
 
     Raises:
         AutotuneError: matplotlib is not installed (one line with the install command).
@@ -226,8 +241,14 @@ def _new_figure(width_in: float, height_in: float) -> Any:
         from matplotlib.figure import Figure
     except ImportError as error:
         raise AutotuneError(MISSING_MATPLOTLIB) from error
-    figure = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(figure)
+    return Figure, FigureCanvasAgg
+
+
+def _new_figure(width_in: float, height_in: float) -> Any:
+    """A matplotlib Figure on an Agg canvas (no display, no pyplot state)."""
+    figure_class, canvas_class = _matplotlib_figure_classes()
+    figure = figure_class(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
+    canvas_class(figure)
     return figure
 
 
@@ -255,7 +276,7 @@ def memory_breakdown_png(estimates: Sequence[tuple[str, Estimate]], path: Path, 
     check_plot_path(path)
     bars = memory_bars(estimates)
     n = len(bars.labels)
-    figure = _new_figure(max(6.0, 1.7 * n + 3.2), 5.2)
+    figure = _new_figure(max(7.5, 1.7 * n + 3.2), 5.2)
     ax = figure.add_subplot()
     x = list(range(n))
     top = max([*bars.needs_gib, *bars.capacity_gib])
@@ -283,7 +304,7 @@ def memory_breakdown_png(estimates: Sequence[tuple[str, Estimate]], path: Path, 
     ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(0, top * 1.18)
     ax.set_ylabel("GiB per GPU")
-    ax.set_title(title or "Peak memory per GPU (allocated), with CUDA context and headroom")
+    figure.suptitle(textwrap.fill(title or "Peak memory per GPU (allocated), with CUDA context and headroom", 60))
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return _save(figure, path)
@@ -378,31 +399,41 @@ def _scatter_legend(figure: Any, ax: Any, gpu_colour: Mapping[str, str]) -> None
 
 def sweep_png(result: SweepResult, path: Path, title: str | None = None) -> Path:
     """Tokens/s and peak memory per GPU vs sequence length, one line per method; where nothing fits the
-    line has a gap, a cross marks it on the throughput axis and the closest setting's need is drawn as a
-    hollow marker on the memory panel, against the GPU memory line.
+    line has a gap and a cross marks it under the throughput curve, and the memory panel shows the closest
+    setting's GPU memory need as a hollow marker (a square when only host RAM is short; an arrow at the top
+    edge with the value when off the axis), against the GPU memory line.
 
     Raises:
         AutotuneError: matplotlib missing; InvalidRequestError / ConfigError: bad target path.
     """
     check_plot_path(path)
     series = sweep_series(result)
-    figure = _new_figure(12.0, 5.0)
+    figure = _new_figure(12.5, 5.0)
     speed_ax, mem_ax = figure.subplots(1, 2)
-    for s in series:
+    fitting_peaks = [v for s in series for v in s.peak_memory_gib if v is not None]
+    mem_top = max([result.gpu_memory_gib * SWEEP_MEMORY_AXIS_CAPACITIES, *fitting_peaks]) * 1.05
+    for index, s in enumerate(series):
         colour = colour_for(s.method, METHOD_COLOURS)
         speed = [math.nan if v is None else v for v in s.tokens_per_s]
         peak = [math.nan if v is None else v for v in s.peak_memory_gib]
-        speed_ax.plot(s.seq_lens, speed, marker="o", color=colour, label=s.method)
-        mem_ax.plot(s.seq_lens, peak, marker="o", color=colour, label=f"{s.method}: peak of the best setting")
-        gaps = [n for n, v in zip(s.seq_lens, s.tokens_per_s, strict=True) if v is None]
-        speed_ax.plot(gaps, [0.0] * len(gaps), linestyle="", marker="x", markersize=9, markeredgewidth=2,
-                      color=colour, clip_on=False, zorder=4)
-        closest = [(n, v) for n, v in zip(s.seq_lens, s.closest_need_gib, strict=True) if v is not None]
-        if closest:
-            mem_ax.plot([n for n, _ in closest], [v for _, v in closest], linestyle=":", marker="o",
-                        markerfacecolor="none", color=colour, label=f"{s.method}: nothing fits (closest needs)")
-    mem_ax.axhline(result.gpu_memory_gib, color="#B00020", linestyle="--", linewidth=1.2,
-                   label=f"GPU memory {result.gpu_memory_gib:.0f} GiB")
+        speed_ax.plot(s.seq_lens, speed, marker="o", color=colour)
+        mem_ax.plot(s.seq_lens, peak, marker="o", color=colour)
+        gaps = [n for n, status in zip(s.seq_lens, s.status, strict=True) if status == "infeasible"]
+        speed_ax.plot(gaps, [0.03 + 0.04 * index] * len(gaps), linestyle="", marker="x", markersize=9,
+                      markeredgewidth=2, color=colour, transform=speed_ax.get_xaxis_transform(), zorder=4)
+        for n, need, host_only in zip(s.seq_lens, s.closest_need_gib, s.closest_host_ram_only, strict=True):
+            if need is None:
+                continue
+            marker = "s" if host_only else "o"
+            if need > mem_top:  # off the axis: an arrow at the top edge with the number
+                mem_ax.plot([n], [mem_top], marker="^", markerfacecolor="none", markeredgewidth=1.5, color=colour,
+                            clip_on=False, zorder=4)
+                mem_ax.annotate(f"{need:.0f} GiB", (n, mem_top), xytext=(-8, -4 - 10 * index),
+                                textcoords="offset points", fontsize=7, color=colour, va="top", ha="right")
+                continue
+            mem_ax.plot([n], [need], marker=marker, markerfacecolor="none", markeredgewidth=1.5, color=colour)
+    mem_ax.set_ylim(0, mem_top)
+    mem_ax.axhline(result.gpu_memory_gib, color="#B00020", linestyle="--", linewidth=1.2)
     for ax in (speed_ax, mem_ax):
         ax.set_xscale("log", base=2)
         ax.set_xticks(list(result.seq_lens), [str(n) for n in result.seq_lens])
@@ -410,16 +441,37 @@ def sweep_png(result: SweepResult, path: Path, title: str | None = None) -> Path
         ax.set_xlabel("sequence length (tokens)")
         ax.grid(True, color="#EEEEEE")
     speed_ax.set_ylim(bottom=0)
-    mem_ax.set_ylim(bottom=0)
-    speed_ax.set_ylabel(f"tokens/s (all {result.world_size} GPU(s))")
+    gpus = "1 GPU" if result.world_size == 1 else f"all {result.world_size} GPUs"
+    speed_ax.set_ylabel(f"tokens/s ({gpus})")
     speed_ax.set_title("Throughput of the best setting (× = nothing fits)", fontsize=10)
     mem_ax.set_ylabel("GiB per GPU")
     mem_ax.set_title("Peak memory per GPU", fontsize=10)
-    speed_ax.legend(fontsize=8, frameon=False)
-    mem_ax.legend(fontsize=8, frameon=False, loc="best")
+    _sweep_legend(figure, series, result.gpu_memory_gib)
     figure.suptitle(
         title
         or f"{result.model} on {result.world_size}× {result.gpu}, global batch {result.global_batch_size}, "
         f"objective {result.objective}"
     )
     return _save(figure, path)
+
+
+def _sweep_legend(figure: Any, series: Sequence[SweepSeries], gpu_memory_gib: float) -> None:
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=colour_for(s.method, METHOD_COLOURS), marker="o") for s in series]
+    labels = [s.method + (" (not supported on this GPU)" if s.unsupported else "") for s in series]
+    handles += [
+        Line2D([], [], color="#555555", marker="o"),
+        Line2D([], [], color="#555555", marker="o", markerfacecolor="none", linestyle=""),
+        Line2D([], [], color="#555555", marker="s", markerfacecolor="none", linestyle=""),
+        Line2D([], [], color="#555555", marker="x", markeredgewidth=2, linestyle=""),
+        Line2D([], [], color="#B00020", linestyle="--"),
+    ]
+    labels += [
+        "best setting: peak allocated",
+        "nothing fits: closest setting's GPU need\n(peak + context + headroom)",
+        "same, short of host RAM only (offload)",
+        "nothing fits",
+        f"GPU memory {gpu_memory_gib:.0f} GiB",
+    ]
+    figure.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False)

@@ -105,6 +105,10 @@ def sweep_command(
     """Plan MODEL for each method × sequence length: what fits, how fast, or why not."""
     seq_lens = parse_int_list(seq_len, "--seq-len")
     chosen = parse_methods(methods)
+    if plot is not None:
+        from autotune.cli.plots import check_plot_path
+
+        check_plot_path(plot)  # fail before any work
     notes: list[str] = []
 
     def make_request(method: str, length: int) -> PlanRequest:

@@ -48,6 +48,21 @@ ProgressFunction = Callable[[str, int, int], None]
 _FAMILY_PATTERN = re.compile(r"^([a-z]+)(\d+)?(?:\.\d+)?$")
 
 
+def parse_groupings(text: str) -> list[GroupBy]:
+    """'gpu,family' → ['gpu', 'family'] (in the order of ``GROUPINGS``).
+
+    Raises:
+        InvalidRequestError: no grouping, or a name that is not one of ``GROUPINGS``.
+    """
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in GROUPINGS]
+    if unknown or not names:
+        raise InvalidRequestError(
+            f"cross-validation groupings {text!r}: use one or more of {', '.join(GROUPINGS)}, comma-separated"
+        )
+    return [g for g in GROUPINGS if g in names]
+
+
 def model_family(model_key: str) -> str:
     """Model family from a catalog key: the name and major version of its first dash-separated part.
 
@@ -161,8 +176,7 @@ class CVReport:
             "groups": self.groups,
             "label": self.label,
             "folds": [
-                {"group": f.group, "held_out": len(f.held_out_ids), "training": len(f.training_ids)}
-                for f in self.folds
+                {"group": f.group, "held_out": len(f.held_out_ids), "training": len(f.training_ids)} for f in self.folds
             ],
             "in_sample": self.in_sample_summary().as_dict(),
             "held_out": held_out.as_dict(),
@@ -241,9 +255,7 @@ def cross_validate(
     )
 
 
-def held_out_bands(
-    report: CVReport, *more: CVReport
-) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+def held_out_bands(report: CVReport, *more: CVReport) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """(memory_band, headroom_band, time_band) from the held-out residuals of one or more reports.
 
     Built exactly like ``fitting.error_bands`` (90th percentile of |error| per family, families with ≥ 3

@@ -18,6 +18,8 @@ Assumptions (and why):
   * Error bands are never narrowed by a recalibration: each family's band is the wider of the starting
     band (from held-out residuals of many rows) and the in-sample band of the refit. A handful of rows that
     the fit has just matched say little about the error on rows it has not seen.
+  * ``allocator_overhead_fraction`` keeps its starting value unless a fitted row measured reserved or
+    nvidia-smi memory: peak allocated does not depend on it, so the fit's value would be arbitrary.
   * Without the seeds, ``matmul_efficiency['default']`` (the prior for GPUs without their own value) keeps
     its starting value: fit_coefficients would set it to the mean of the user's GPUs only.
 """
@@ -50,6 +52,9 @@ PLAN_FILE = "plan.yaml"
 OOM_MARKERS = ("outofmemoryerror", "out of memory")
 """Substrings (lower case) of a failed run's message that mean the run ran out of GPU memory
 (``torch.OutOfMemoryError`` / "CUDA out of memory. Tried to allocate ..." / "HIP out of memory")."""
+
+RESERVED_KINDS = ("reserved", "nvidia-smi")
+"""Memory kinds whose prediction depends on ``allocator_overhead_fraction`` (see fitting._predicted_memory)."""
 
 PlanLoader = Callable[[Path], PlanFile]
 """``autotune.launcher.plan_io.load_plan`` (injected: the cost model does not import the launcher)."""
@@ -425,9 +430,13 @@ def recalibrate(
     efficiencies = dict(fitted.matmul_efficiency)
     if not with_seeds:
         efficiencies["default"] = start.matmul_efficiency["default"]
+    overhead = fitted.allocator_overhead_fraction
+    if not any(c.measurement.memory_kind in RESERVED_KINDS and c.measurement.peak_memory_gib for c in fit_cases):
+        overhead = start.allocator_overhead_fraction  # nothing measured it: the fit's value is arbitrary
     fitted = fitted.model_copy(
         update={
             "matmul_efficiency": efficiencies,
+            "allocator_overhead_fraction": overhead,
             "memory_error_band": widest_bands(start.memory_error_band, fitted.memory_error_band),
             "memory_headroom_band": widest_bands(start.memory_headroom_band, fitted.memory_headroom_band),
             "time_error_band": widest_bands(start.time_error_band, fitted.time_error_band),

@@ -33,7 +33,8 @@ class SweepCell:
     ``status``: ``fits`` (``setting`` / ``estimate`` are the best fitting setting), ``infeasible`` (nothing
     fits; ``closest_*`` describe the candidate nearest to fitting, when there was any candidate) or
     ``unsupported`` (the GPU cannot run the method at all, e.g. QLoRA without bitsandbytes).
-    ``reason`` is the planner's full message, ``short_reason`` a few words for a table cell.
+    ``reason`` is the planner's full message, ``short_reason`` a few words for a table cell;
+    ``closest_short_of`` names what the closest candidate lacks: 'GPU memory' and/or 'host RAM'.
     """
 
     method: str
@@ -45,6 +46,7 @@ class SweepCell:
     short_reason: str | None = None
     closest_setting: TrainingSetting | None = None
     closest_need_gib: float | None = None
+    closest_short_of: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -70,6 +72,7 @@ class SweepCell:
             "short_reason": self.short_reason,
             "closest_setting_short": None if self.closest_setting is None else self.closest_setting.short(),
             "closest_need_gib": self.closest_need_gib,
+            "closest_short_of": list(self.closest_short_of),
         }
 
 
@@ -133,13 +136,23 @@ def _overshoot(scored: Scored, host_memory_gib: float | None) -> float:
     return ratio
 
 
-def short_reason(estimate: Estimate, host_memory_gib: float | None) -> str:
-    """A few words saying what does not fit, e.g. 'needs 46.6 GiB/GPU > 24 GiB'."""
-    parts = []
-    need = gpu_memory_need_gib(estimate)
-    if need > estimate.gpu_memory_gib:
-        parts.append(f"needs {need:.1f} GiB/GPU > {estimate.gpu_memory_gib:.0f} GiB")
+def short_of(estimate: Estimate, host_memory_gib: float | None) -> tuple[str, ...]:
+    """What a setting lacks: 'GPU memory' (need > GPU memory) and/or 'host RAM' (offload > host RAM)."""
+    lacks = []
+    if gpu_memory_need_gib(estimate) > estimate.gpu_memory_gib:
+        lacks.append("GPU memory")
     if host_memory_gib and estimate.host_memory_gib > host_memory_gib:
+        lacks.append("host RAM")
+    return tuple(lacks)
+
+
+def short_reason(estimate: Estimate, host_memory_gib: float | None) -> str:
+    """A few words saying what does not fit, e.g. 'needs 46.6 GiB/GPU > 24 GiB; host RAM 105 > 48 GiB'."""
+    parts = []
+    lacks = short_of(estimate, host_memory_gib)
+    if "GPU memory" in lacks:
+        parts.append(f"needs {gpu_memory_need_gib(estimate):.1f} GiB/GPU > {estimate.gpu_memory_gib:.0f} GiB")
+    if "host RAM" in lacks:
         parts.append(f"host RAM {estimate.host_memory_gib:.0f} > {host_memory_gib:.0f} GiB")
     return "; ".join(parts) if parts else "does not fit"
 
@@ -150,7 +163,8 @@ def plan_cell(request: PlanRequest, method: str) -> SweepCell:
     try:
         result = search(request)
     except InvalidRequestError as error:  # a forced choice the hardware cannot run
-        return SweepCell(method, seq_len, "unsupported", reason=str(error), short_reason=_first_clause(str(error)))
+        short = _first_clause(str(error)).removeprefix(f"--method {method} ")
+        return SweepCell(method, seq_len, "unsupported", reason=str(error), short_reason=short)
     except InfeasibleError as error:
         host = request.cluster.host_memory_gib_per_node
         scored = evaluate_candidates(request)
@@ -165,6 +179,7 @@ def plan_cell(request: PlanRequest, method: str) -> SweepCell:
             short_reason=short_reason(closest.estimate, host),
             closest_setting=closest.setting,
             closest_need_gib=gpu_memory_need_gib(closest.estimate),
+            closest_short_of=short_of(closest.estimate, host),
         )
     return SweepCell(method, seq_len, "fits", setting=result.best.setting, estimate=result.best.estimate)
 

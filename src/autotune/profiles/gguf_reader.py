@@ -234,7 +234,7 @@ def read_gguf_header(path: str | Path) -> GgufHeader:
             return _read_header(stream)
     except OSError as exc:
         raise ConfigError(f"{gguf_path}: cannot read file ({exc})") from exc
-    except _TruncatedError:
+    except (_TruncatedError, struct.error):  # struct.error: the file shrank while being read
         raise ConfigError(f"{gguf_path}: truncated GGUF file (ends inside the header)") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{gguf_path}: invalid UTF-8 in a GGUF string ({exc.reason})") from None
@@ -246,7 +246,7 @@ def read_gguf_header(path: str | Path) -> GgufHeader:
 
 _QKV_BIASES: Final[frozenset[str]] = frozenset({"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_qkv.bias"})
 _MLP_BIASES: Final[frozenset[str]] = frozenset(
-    {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "ffn_gate_exps.bias", "ffn_up_exps.bias"}
+    f"ffn_{proj}{exps}.bias" for proj in ("gate", "up", "down") for exps in ("", "_exps")
 )
 _GENERIC_TOP_COUNTED: Final[frozenset[str]] = frozenset(
     {"token_embd.weight", "output.weight", "output_norm.weight", "output_norm.bias"}
@@ -273,9 +273,7 @@ class _Metadata:
         self.path = path
         self.arch = arch
         self.block_tensors = frozenset(
-            name.split(".", 2)[2]
-            for name in header.tensor_names
-            if name.startswith("blk.") and name.count(".") >= 2
+            name.split(".", 2)[2] for name in header.tensor_names if name.startswith("blk.") and name.count(".") >= 2
         )
 
     def error(self, problem: str) -> ConfigError:
@@ -374,13 +372,9 @@ def _generic_fields(meta: _Metadata, cfg: _Config) -> dict[str, Any]:
     if cfg.has("num_local_experts"):
         fields["num_experts"] = cfg.raw["num_local_experts"]
         fields["num_experts_per_token"] = cfg.raw["num_experts_per_tok"]
-        fields["intermediate_size"] = (
-            meta.opt_int("expert_feed_forward_length") or fields["intermediate_size"]
-        )
+        fields["intermediate_size"] = meta.opt_int("expert_feed_forward_length") or fields["intermediate_size"]
         notes.append("MoE: all experts held in memory; each token assumed to use expert_used_count experts")
-    top = sorted(
-        n for n in meta.header.tensor_names if not n.startswith("blk.") and n not in _GENERIC_TOP_COUNTED
-    )
+    top = sorted(n for n in meta.header.tensor_names if not n.startswith("blk.") and n not in _GENERIC_TOP_COUNTED)
     uncounted = top + sorted(f"blk.N.{n}" for n in meta.block_tensors - _GENERIC_BLOCK_COUNTED)
     if uncounted:
         notes.append(f"tensors not counted: {', '.join(uncounted)}")
