@@ -53,6 +53,12 @@ def _pct(value: float | None, signed: bool = False) -> str:
     return f"{value * 100:+.0f}%" if signed else f"{value * 100:.1f}%"
 
 
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds:.3g} s"
+
+
 def _verdict_cells(counts: VerdictCounts) -> str:
     return (
         f"{counts.oom_caught}/{counts.oom_total} | {counts.ran_fit}/{counts.ran_total} | "
@@ -118,7 +124,7 @@ def markdown(reports: Sequence[CVReport], shipped: Sequence[CaseResult], worst: 
     ]
     for report in reports:
         lines.append(f"| {report.label} (fold's own bands) | {_verdict_cells(verdict_counts(report.held_out))} |")
-    lines.append(f"| shipped calibration (held-out bands) | {_verdict_cells(verdict_counts(shipped))} |")
+    lines.append(f"| shipped calibration (seeds.yaml as shipped) | {_verdict_cells(verdict_counts(shipped))} |")
     wrong = _wrong(shipped)
     lines += ["", "Wrong verdicts with the shipped calibration: " + ("; ".join(wrong) if wrong else "none") + "."]
     lines += [
@@ -135,7 +141,7 @@ def markdown(reports: Sequence[CVReport], shipped: Sequence[CaseResult], worst: 
                     measured, predicted = f"{row.measured_memory_gib:.1f} GiB", f"{row.predicted_memory_gib:.1f} GiB"
                     error, kind = row.memory_error, row.memory_kind
                 else:
-                    measured, predicted = f"{row.measured_time_s:.4g} s", f"{row.predicted_time_s:.4g} s"
+                    measured, predicted = _duration(row.measured_time_s), _duration(row.predicted_time_s)
                     error, kind = row.time_error, row.time_kind or "—"
                 lines.append(
                     f"| {SHORT_LABELS[report.label]} | {row.id} | {quantity} ({kind}) "

@@ -15,20 +15,36 @@ STEPS = 12
 def test_zero3_two_processes(write_plan: PlanWriter, tmp_path: Path) -> None:
     plan = write_plan(num_gpus=2, method="full", sharding="zero3", micro_batch_size=2, grad_accum=1)
     ds_config = tmp_path / "deepspeed_config.json"
-    ds_config.write_text(json.dumps({
-        "train_micro_batch_size_per_gpu": "auto",
-        "gradient_accumulation_steps": "auto",
-        "train_batch_size": "auto",
-        "gradient_clipping": "auto",
-        "zero_optimization": {"stage": 3},
-        "bf16": {"enabled": "auto"},
-    }))
+    ds_config.write_text(
+        json.dumps(
+            {
+                "train_micro_batch_size_per_gpu": "auto",
+                "gradient_accumulation_steps": "auto",
+                "train_batch_size": "auto",
+                "gradient_clipping": "auto",
+                "zero_optimization": {"stage": 3},
+                "bf16": {"enabled": "auto"},
+            }
+        )
+    )
     data = write_jsonl(tmp_path / "text.jsonl", text_rows())
     out = tmp_path / "run"
     proc = run_torchrun(
-        "--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu",
-        "--max-steps", str(STEPS), "--save-steps", "100", "--learning-rate", "1e-2",
-        "--deepspeed-config", str(ds_config),
+        "--plan",
+        str(plan),
+        "--dataset",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--cpu",
+        "--max-steps",
+        str(STEPS),
+        "--save-steps",
+        "100",
+        "--learning-rate",
+        "1e-2",
+        "--deepspeed-config",
+        str(ds_config),
     )
     assert proc.returncode == 0, proc.stderr[-5000:]
     report = read_report(out)
@@ -44,7 +60,9 @@ def test_fsdp_on_cpu_is_stopped_by_the_guard(write_plan: PlanWriter, tmp_path: P
     plan = write_plan(num_gpus=2, method="full", sharding="fsdp", micro_batch_size=2)
     data = write_jsonl(tmp_path / "text.jsonl", text_rows(16))
     out = tmp_path / "run"
-    proc = run_torchrun("--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu", "--max-steps", "4")
+    proc = run_torchrun(
+        "--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu", "--max-steps", "4"
+    )
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert errors, proc.stderr[-5000:]

@@ -29,7 +29,9 @@ def test_existing_run_is_not_overwritten(write_plan: PlanWriter, tmp_path: Path)
     (out / "checkpoints" / "checkpoint-3" / "trainer_state.json").write_text('{"global_step": 3}')
     (out / "run_report.json").write_text(json.dumps({"status": "interrupted"}))
     before = _snapshot(out)
-    proc = run_trainer("--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu", "--max-steps", "2")
+    proc = run_trainer(
+        "--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu", "--max-steps", "2"
+    )
     assert proc.returncode == 2
     line = _one_error_line(proc.stderr)
     assert "already holds a run" in line and "--resume" in line
@@ -41,7 +43,9 @@ def test_dataset_with_wrong_columns_is_refused(write_plan: PlanWriter, tmp_path:
     plan = write_plan(method="lora")
     data = write_jsonl(tmp_path / "wrong.jsonl", [{"question": "q", "answer": "a"}] * 4)
     out = tmp_path / "run"
-    proc = run_trainer("--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu", "--max-steps", "2")
+    proc = run_trainer(
+        "--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu", "--max-steps", "2"
+    )
     assert proc.returncode == 2
     line = _one_error_line(proc.stderr)
     assert str(data) in line and "answer" in line and "question" in line  # the file and the columns found
@@ -64,6 +68,8 @@ def test_forced_format_names_missing_columns(write_plan: PlanWriter, tmp_path: P
 
 @pytest.mark.slow
 def test_missing_plan_file(tmp_path: Path) -> None:
-    proc = run_trainer("--plan", str(tmp_path / "nope.yaml"), "--dataset", "x.jsonl", "--output-dir", str(tmp_path / "o"))
+    proc = run_trainer(
+        "--plan", str(tmp_path / "nope.yaml"), "--dataset", "x.jsonl", "--output-dir", str(tmp_path / "o")
+    )
     assert proc.returncode == 2
     assert "nope.yaml" in _one_error_line(proc.stderr)

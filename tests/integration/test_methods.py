@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from trainer_helpers import (
     PlanWriter,
     chat_rows,
@@ -45,8 +44,19 @@ def test_lora_instruction_run_learns(write_plan: PlanWriter, tmp_path: Path) -> 
     data = write_jsonl(tmp_path / "instr.jsonl", instruction_rows())
     out = tmp_path / "run"
     proc = run_trainer(
-        "--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu",
-        "--max-steps", str(STEPS), "--learning-rate", "1e-2", "--save-steps", "100",
+        "--plan",
+        str(plan),
+        "--dataset",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--cpu",
+        "--max-steps",
+        str(STEPS),
+        "--learning-rate",
+        "1e-2",
+        "--save-steps",
+        "100",
     )
     assert proc.returncode == 0, proc.stderr
     _assert_learned(out, STEPS)
@@ -57,12 +67,25 @@ def test_lora_instruction_run_learns(write_plan: PlanWriter, tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_qlora_text_run_learns(write_plan: PlanWriter, tmp_path: Path) -> None:
-    plan = write_plan(method="qlora", precision="bf16", lora_rank=8, lora_alpha=16, lora_dropout=0.0, micro_batch_size=4)
+    plan = write_plan(
+        method="qlora", precision="bf16", lora_rank=8, lora_alpha=16, lora_dropout=0.0, micro_batch_size=4
+    )
     data = write_jsonl(tmp_path / "text.jsonl", text_rows())
     out = tmp_path / "run"
     proc = run_trainer(
-        "--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu",
-        "--max-steps", str(STEPS), "--learning-rate", "1e-2", "--save-steps", "100",
+        "--plan",
+        str(plan),
+        "--dataset",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--cpu",
+        "--max-steps",
+        str(STEPS),
+        "--learning-rate",
+        "1e-2",
+        "--save-steps",
+        "100",
     )
     assert proc.returncode == 0, proc.stderr
     _assert_learned(out, STEPS)
@@ -75,11 +98,24 @@ def test_full_chat_run_with_accumulation_learns(write_plan: PlanWriter, tmp_path
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows())
     out = tmp_path / "run"
     proc = run_trainer(
-        "--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu",
-        "--max-steps", str(STEPS), "--learning-rate", "5e-3", "--save-steps", "100",
+        "--plan",
+        str(plan),
+        "--dataset",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--cpu",
+        "--max-steps",
+        str(STEPS),
+        "--learning-rate",
+        "5e-3",
+        "--save-steps",
+        "100",
     )
     assert proc.returncode == 0, proc.stderr
     _assert_learned(out, STEPS)
     report = read_report(out)
-    assert report.tokens_seen == STEPS * 2 * 2 * 32  # packed: every sequence is exactly seq_len tokens
+    # Packed: every sequence is exactly seq_len (32) tokens; the last step of an epoch may hold fewer sequences.
+    assert report.tokens_seen % 32 == 0
+    assert (STEPS - 2) * 2 * 2 * 32 <= report.tokens_seen <= STEPS * 2 * 2 * 32
     assert (out / "final" / "model.safetensors").is_file()

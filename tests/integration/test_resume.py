@@ -22,8 +22,19 @@ def test_interrupt_then_resume(write_plan: PlanWriter, tmp_path: Path, sig: sign
     data = write_jsonl(tmp_path / "text.jsonl", text_rows())
     out = tmp_path / "run"
     argv = [
-        "--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu",
-        "--max-steps", str(MAX_STEPS), "--save-steps", "5", "--learning-rate", "1e-2",
+        "--plan",
+        str(plan),
+        "--dataset",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--cpu",
+        "--max-steps",
+        str(MAX_STEPS),
+        "--save-steps",
+        "5",
+        "--learning-rate",
+        "1e-2",
     ]
     proc = subprocess.Popen(
         [sys.executable, "-m", "autotune.trainer", *argv],

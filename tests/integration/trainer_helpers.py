@@ -17,8 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from autotune.launcher.plan_io import save_plan
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import ClusterChoice, PlanFile
@@ -29,9 +28,15 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-WORDS = "red green blue yellow black white orange purple pink brown gray cyan".split()
-TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "max_position_embeddings": 256}
+WORDS = ["red", "green", "blue", "yellow", "black", "white", "orange", "purple", "pink", "brown", "gray", "cyan"]
+TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 256,
+}
 
 
 def pattern_text(index: int, length: int = 24) -> str:
@@ -200,5 +205,4 @@ def build_plan_file(model_dir: Path, path: Path, num_gpus: int = 1, seq_len: int
         setting=setting,
         prediction=rough_prediction(),
     )
-    path.write_text(yaml.safe_dump(plan.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
-    return path
+    return save_plan(plan, path)

@@ -152,6 +152,17 @@ def test_malformed_config_json(capsys, tmp_path: Path):
     assert code == 2 and "config.json" in err and len(err.strip().splitlines()) == 1
 
 
+def test_launch_model_plans_first_and_dry_run_writes_nothing(capsys, tmp_path: Path):
+    out = tmp_path / "run"
+    code, stdout, _ = run(capsys, "launch", "llama3-8b", "--gpu", "4090", "--seq-len", "1024", "--dataset",
+                          str(tmp_path / "d.jsonl"), "--output-dir", str(out), "--dry-run")
+    assert code == 0
+    assert "planned:" in stdout and "autotune.trainer" in stdout
+    assert not out.exists()
+    code, _, err = run(capsys, "launch", "llama3-8b", "--dataset", "d", "--output-dir", str(out), "--dry-run")
+    assert code == 2 and "--gpu" in err and len(err.strip().splitlines()) == 1
+
+
 def test_planning_does_not_import_the_training_stack():
     """`autotune plan` runs in a subprocess; none of the heavy packages may be imported."""
     script = (

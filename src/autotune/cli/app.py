@@ -31,7 +31,9 @@ def _register_commands() -> None:
 
 def report_error(message: str) -> None:
     """Print one red line on stderr (no traceback)."""
-    _stderr.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    from rich.markup import escape
+
+    _stderr.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def main(argv: list[str] | None = None) -> None:

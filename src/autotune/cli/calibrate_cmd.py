@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -26,7 +26,7 @@ from autotune.launcher.plan_io import load_plan
 from autotune.profiles.user_config import user_calibration_path
 
 OutputOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "-o",
         "--output",
@@ -42,9 +42,9 @@ SeedsOpt = Annotated[
         "your rows alone.",
     ),
 ]
-NameOpt = Annotated[Optional[str], typer.Option("--name", help="Calibration name (default: the file name).")]
+NameOpt = Annotated[str | None, typer.Option("--name", help="Calibration name (default: the file name).")]
 StartOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "--calibration",
         help="Start the refit from this calibration (default: the one plan uses: yours if any, else the shipped).",
@@ -107,7 +107,7 @@ def rows_table(before: Sequence[CaseResult], after: Sequence[CaseResult]) -> Tab
     """Your rows: measured, and predicted before → after the refit (memory GiB, time s, fits verdict)."""
     table = Table(title="Your measurements: measured | predicted before → after", title_justify="left")
     for column in ("row", "memory GiB", "predicted", "time s", "predicted", "fits"):
-        table.add_column(column, justify="left" if column in ("row", "fits") else "right")
+        table.add_column(column, justify="left" if column in ("row", "fits") else "right", overflow="fold")
     for old, new in zip(before, after, strict=True):
         m = old.case.measurement
         verdict = "OOM" if m.oom else "ran"
@@ -141,8 +141,10 @@ def render_recalibration(result: Recalibration, output: Path, default_output: bo
     console.print(rows_table(result.before, result.after))
     for old in result.before:
         m = old.case.measurement
-        console.print(f"  {m.id}: {m.gpu} ×{m.num_gpus_per_node * m.num_nodes}, {m.model}, seq {m.workload.seq_len}, "
-                      f"{m.setting.short()}")
+        console.print(
+            f"  {m.id}: {m.gpu} ×{m.num_gpus_per_node * m.num_nodes}, {m.model}, seq {m.workload.seq_len}, "
+            f"{m.setting.short()}"
+        )
     seeds_before, seeds_after = summarize(result.seeds_before), summarize(result.seeds_after)
     lines = summary_lines("your rows", summarize(result.before), summarize(result.after))
     lines += summary_lines("seed rows", seeds_before, seeds_after)

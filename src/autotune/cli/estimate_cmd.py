@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -41,7 +41,7 @@ def estimate_command(
     epochs: opt.EpochsOpt = 1.0,
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
-        Optional[Path], typer.Option("--plot", help="Also draw the memory breakdown to this PNG (needs matplotlib).")
+        Path | None, typer.Option("--plot", help="Also draw the memory breakdown to this PNG (needs matplotlib).")
     ] = None,
     json_: opt.JsonOpt = False,
 ) -> None:

@@ -84,6 +84,14 @@ def parse_plan_args(model: str, args: list[str]) -> dict[str, Any]:
     group = typer.main.get_command(app)
     command = group.commands["plan"]  # type: ignore[attr-defined]
     context = command.make_context("autotune launch", [model, *args])
+    given = [name for name in PLAN_OUTPUT_PARAMS if context.params.get(name) not in (None, False)]
+    if given:
+        from autotune.errors import InvalidRequestError
+
+        raise InvalidRequestError(
+            f"{', '.join(sorted(given))}: output options of 'autotune plan' do not apply to launch; "
+            "run 'autotune plan ... -o plan.yaml' first"
+        )
     return options_from_params(dict(context.params))
 
 
@@ -122,7 +130,7 @@ def plan_command(
     calibration: opt.CalibrationOpt = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the plan YAML here.")] = None,
     plot: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--plot", help="Also draw the memory of the chosen setting and runner-ups to this PNG."),
     ] = None,
     json_: opt.JsonOpt = False,

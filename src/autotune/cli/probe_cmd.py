@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -41,7 +41,9 @@ from autotune.profiles.catalog import resolve_gpu
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.setting import TrainingSetting, Workload
 
 GpuDetector = Callable[[], list[str]]
 """Returns the names of this machine's GPUs (empty when there are none)."""
@@ -97,8 +99,8 @@ def neighbour_plans(plan: PlanFile, coefficients: CostCoefficients) -> list[Plan
     if setting.micro_batch_size % 2 == 0:
         pairs.append((setting.micro_batch_size // 2, setting.grad_accum * 2))
 
-    def estimate(*args: object) -> Estimate:
-        return estimate_setting(*args, coefficients=coefficients)  # type: ignore[arg-type]
+    def estimate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, setting: TrainingSetting) -> Estimate:
+        return estimate_setting(model, cluster, workload, setting, coefficients)
 
     return [
         apply_overrides(
@@ -142,12 +144,21 @@ def _moved_table(plan: PlanFile, before: Estimate, after: Estimate, measured: di
     def cell(value: float | None, unit: str) -> str:
         return "—" if value is None else f"{value:.3g} {unit}"
 
-    table.add_row("peak allocated", cell(before.peak_memory_gib, "GiB"), cell(after.peak_memory_gib, "GiB"),
-                  cell(measured.get("memory"), "GiB"))
-    table.add_row("micro-step", cell(before.micro_step_time_s, "s"), cell(after.micro_step_time_s, "s"),
-                  cell(measured.get("micro"), "s"))
-    table.add_row("optimizer step", cell(before.step_time_s, "s"), cell(after.step_time_s, "s"),
-                  cell(measured.get("step"), "s"))
+    table.add_row(
+        "peak allocated",
+        cell(before.peak_memory_gib, "GiB"),
+        cell(after.peak_memory_gib, "GiB"),
+        cell(measured.get("memory"), "GiB"),
+    )
+    table.add_row(
+        "micro-step",
+        cell(before.micro_step_time_s, "s"),
+        cell(after.micro_step_time_s, "s"),
+        cell(measured.get("micro"), "s"),
+    )
+    table.add_row(
+        "optimizer step", cell(before.step_time_s, "s"), cell(after.step_time_s, "s"), cell(measured.get("step"), "s")
+    )
     table.add_row("fits", "yes" if before.fits else "no", "yes" if after.fits else "no", "")
     return table
 
@@ -186,8 +197,9 @@ def probe(
         for index, probed in enumerate(plans):
             s = probed.setting
             out = base / f"probe-{index}-mbs{s.micro_batch_size}-ga{s.grad_accum}"
-            options = LaunchOptions(dataset=dataset, output_dir=str(out.absolute()), max_steps=steps,
-                                    save_steps=steps + 1, logging_steps=1)
+            options = LaunchOptions(
+                dataset=dataset, output_dir=str(out.absolute()), max_steps=steps, save_steps=steps + 1, logging_steps=1
+            )
             console.print(f"[bold]probe {index + 1}/{len(plans)}:[/] {s.short()} ({steps} steps) → {out}")
             code = (runner or launch_run)(build_launch_spec(probed, options), out)
             if (out / RUN_REPORT_FILE).is_file():
@@ -202,11 +214,17 @@ def probe(
             shutil.rmtree(base, ignore_errors=True)
     render_recalibration(result, target, default_output=output is None)
     gpu_key = next((c.measurement.gpu for c in collected.cases), plan.cluster.gpu)
-    cluster = ClusterSpec(gpu=resolve_gpu(gpu_key)[0], num_gpus_per_node=plan.cluster.num_gpus_per_node,
-                          host_memory_gib_per_node=plan.cluster.host_memory_gib_per_node)
+    cluster = ClusterSpec(
+        gpu=resolve_gpu(gpu_key)[0],
+        num_gpus_per_node=plan.cluster.num_gpus_per_node,
+        host_memory_gib_per_node=plan.cluster.host_memory_gib_per_node,
+    )
     planned = next((r.case.measurement for r in result.after if r.case.measurement.setting == plan.setting), None)
-    measured = {} if planned is None else {
-        "memory": planned.peak_memory_gib, "micro": planned.micro_step_time_s, "step": planned.step_time_s}
+    measured = (
+        {}
+        if planned is None
+        else {"memory": planned.peak_memory_gib, "micro": planned.micro_step_time_s, "step": planned.step_time_s}
+    )
     before = estimate_setting(plan.model, cluster, plan.workload, plan.setting, start)
     after = estimate_setting(plan.model, cluster, plan.workload, plan.setting, result.coefficients)
     console.print(_moved_table(plan, before, after, measured))
@@ -226,9 +244,18 @@ def probe_command(
     name: NameOpt = None,
     calibration: StartOpt = None,
     runs_dir: Annotated[
-        Optional[Path], typer.Option("--runs-dir", help="Keep the probe runs here (default: a temporary dir).")
+        Path | None, typer.Option("--runs-dir", help="Keep the probe runs here (default: a temporary dir).")
     ] = None,
 ) -> None:
     """Run a few real steps of a plan (and its neighbours) on this machine's GPU, then recalibrate."""
-    probe(plan_file, dataset, steps=steps, neighbours=neighbours, output=output, with_seeds=with_seeds,
-          name=name, calibration=calibration, runs_dir=runs_dir)
+    probe(
+        plan_file,
+        dataset,
+        steps=steps,
+        neighbours=neighbours,
+        output=output,
+        with_seeds=with_seeds,
+        name=name,
+        calibration=calibration,
+        runs_dir=runs_dir,
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -55,10 +55,7 @@ def parse_methods(value: str) -> list[str]:
 def _cell_text(cell: SweepCell) -> str:
     if cell.estimate is not None and cell.setting is not None:
         e = cell.estimate
-        return (
-            f"[green]✓[/] {e.peak_memory_gib:.1f} GiB · {e.tokens_per_s:,.0f} tok/s\n"
-            f"[dim]{cell.setting.short()}[/]"
-        )
+        return f"[green]✓[/] {e.peak_memory_gib:.1f} GiB · {e.tokens_per_s:,.0f} tok/s\n[dim]{cell.setting.short()}[/]"
     mark = "[yellow]–[/]" if cell.status == "unsupported" else "[red]✗[/]"
     return f"{mark} {cell.short_reason}"
 
@@ -98,7 +95,7 @@ def sweep_command(
     objective: opt.ObjectiveOpt = "quality",
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
-        Optional[Path], typer.Option("--plot", help="Also draw tokens/s and peak memory vs seq_len to this PNG.")
+        Path | None, typer.Option("--plot", help="Also draw tokens/s and peak memory vs seq_len to this PNG.")
     ] = None,
     json_: opt.JsonOpt = False,
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,6 +16,7 @@ from autotune.cli.render import console, print_json
 from autotune.costmodel.fitting import evaluate, prepare_cases
 from autotune.costmodel.validation import summarize
 from autotune.profiles.measurements import all_measurements, load_measurement_set
+from autotune.schemas.calibration import Measurement
 
 
 def _pct(value: float | None) -> str:
@@ -28,13 +30,41 @@ def validate_command(
     ] = None,
     calibration: opt.CalibrationOpt = None,
     worst: Annotated[int, typer.Option("--worst", help="How many worst rows to list.")] = 5,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Also draw predicted vs measured to this PNG (needs matplotlib).")
+    ] = None,
     json_: opt.JsonOpt = False,
+    cv: Annotated[
+        bool,
+        typer.Option(
+            "--cv",
+            help="Cross-validate instead: fit from the priors without each GPU / model family, predict the "
+            "held-out rows, print in-sample vs held-out error (slow: one fit of several seconds per group).",
+        ),
+    ] = False,
+    cv_by: Annotated[
+        str, typer.Option("--cv-by", help="With --cv: groupings to hold out, comma-separated: gpu, family, source.")
+    ] = "gpu,family",
 ) -> None:
     """Compare the cost model's predictions with every measured row (the seed tables by default)."""
+    if cv:
+        cv_rows = load_measurement_set(measurements).measurements if measurements else all_measurements()
+        _cross_validate(cv_rows, cv_by, worst, json_)
+        return
+    if plot is not None:
+        from autotune.cli.plots import check_plot_path
+
+        check_plot_path(plot)  # fail before any work
     coefficients, name = coefficients_from_option(calibration)
     rows = load_measurement_set(measurements).measurements if measurements else all_measurements()
     results = evaluate(prepare_cases(rows), coefficients)
     summary = summarize(results)
+    if plot is not None:
+        from autotune.cli.plot_data import oom_needs
+        from autotune.cli.plots import validation_scatter_png
+
+        title = f"Predicted vs measured: {len(results)} rows, calibration '{name}'"
+        validation_scatter_png(summary.rows, plot, oom_needs(results), title=title)
     if json_:
         print_json({"calibration": name, "summary": summary.as_dict(), "rows": [r.as_dict() for r in summary.rows]})
         return
@@ -56,3 +86,77 @@ def validate_command(
         )
     console.print(table)
     console.print(summary.text(worst))
+    if plot is not None:
+        console.print(f"[green]wrote[/] {plot}")
+
+
+def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool) -> None:
+    """``validate --cv``: in-sample vs held-out MAPE per GPU and method, verdicts, worst held-out rows."""
+    from rich.console import Console
+
+    from autotune.costmodel.crossval import (
+        comparison,
+        cross_validate,
+        fit_from_priors,
+        parse_groupings,
+        verdict_counts,
+        worst_rows,
+    )
+
+    groupings = parse_groupings(cv_by)
+    progress_console = Console(stderr=True, highlight=False)
+    started = time.perf_counter()
+
+    def progress(label: str, index: int, total: int) -> None:
+        progress_console.print(f"[dim]fitting {label} ({index}/{total}, {time.perf_counter() - started:.0f} s)[/]")
+
+    cases = prepare_cases(rows)
+    progress("all rows (in-sample)", 1, 1)
+    full = fit_from_priors(cases, "in-sample")
+    reports = [cross_validate(cases, g, full_fit=full, progress=progress) for g in groupings]
+    if json_:
+        print_json({report.groups: report.as_dict(worst) for report in reports})
+        return
+    short = {"leave-one-GPU-out": "LOGO", "leave-one-family-out": "LOFO", "leave-one-source-out": "LOSO"}
+    labels = [r.label for r in reports]
+    table = Table(
+        title=f"MAPE in-sample vs held-out ({len(cases)} rows; "
+        + ", ".join(f"{short[r.label]} = {r.label}, {len(r.folds)} folds" for r in reports)
+        + ")"
+    )
+    table.add_column("group", no_wrap=True)
+    for quantity in ("memory", "time"):
+        table.add_column(f"{quantity} rows", justify="right")
+        table.add_column("in-sample", justify="right")
+        for label in labels:
+            table.add_column(short[label], justify="right")
+    for line in comparison(reports):
+        table.add_row(
+            line.group,
+            str(line.memory_rows),
+            _mape(line.memory_in_sample),
+            *(_mape(line.memory_held_out[label]) for label in labels),
+            str(line.time_rows),
+            _mape(line.time_in_sample),
+            *(_mape(line.time_held_out[label]) for label in labels),
+        )
+    console.print(table)
+    console.print("memory: rows of known kind only; a held-out GPU is predicted with the 'default' efficiency")
+    verdicts = Table(title="OOM / fits verdicts")
+    for column in ("predictions", "OOM rows predicted not to fit", "ran rows predicted to fit"):
+        verdicts.add_column(column, justify="left" if column == "predictions" else "right")
+    for name, results in [("in-sample", reports[0].in_sample)] + [(r.label, r.held_out) for r in reports]:
+        counts = verdict_counts(results)
+        verdicts.add_row(name, f"{counts.oom_caught}/{counts.oom_total}", f"{counts.ran_fit}/{counts.ran_total}")
+    console.print(verdicts)
+    for report in reports:
+        for quantity in ("memory", "time"):
+            listed = ", ".join(
+                f"{r.id} {getattr(r, quantity + '_error') * 100:+.0f}%" for r in worst_rows(report, worst, quantity)
+            )
+            if listed:
+                console.print(f"worst held-out {quantity} ({short[report.label]}): {listed}")
+
+
+def _mape(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"

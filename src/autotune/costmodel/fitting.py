@@ -214,31 +214,28 @@ def fit_coefficients(
         c for c in cases if c.measurement.peak_memory_gib is not None and c.measurement.memory_kind != "unknown"
     ]
 
-    def memory_objective(point: Sequence[float]) -> float:
-        activation, logits, overhead = (math.exp(v) for v in point)
-        trial = _with(
-            start,
-            activation_factor=activation,
-            logits_factor=logits,
-            allocator_overhead_fraction=overhead - 1,
-        )
-        return memory_loss(evaluate(memory_cases, trial))
+    # The allocator's fragmentation is only identifiable from rows that measured reserved memory.
+    fit_overhead = any(c.measurement.memory_kind in ("reserved", "nvidia-smi") for c in memory_cases)
+
+    def memory_update(point: Sequence[float]) -> dict[str, float]:
+        values = [math.exp(v) for v in point]
+        update = {"activation_factor": values[0], "logits_factor": values[1]}
+        if fit_overhead:
+            update["allocator_overhead_fraction"] = max(0.0, values[2] - 1)
+        return update
 
     fitted = start
     if memory_cases:
-        origin = [
-            math.log(start.activation_factor),
-            math.log(start.logits_factor),
-            math.log(1 + start.allocator_overhead_fraction),
-        ]
-        best, _ = nelder_mead(memory_objective, origin, step=0.2, max_evaluations=400)
-        activation, logits, overhead = (math.exp(v) for v in best)
-        fitted = _with(
-            fitted,
-            activation_factor=activation,
-            logits_factor=logits,
-            allocator_overhead_fraction=max(0.0, overhead - 1),
+        origin = [math.log(start.activation_factor), math.log(start.logits_factor)]
+        if fit_overhead:
+            origin.append(math.log(1 + start.allocator_overhead_fraction))
+        best, _ = nelder_mead(
+            lambda point: memory_loss(evaluate(memory_cases, _with(start, **memory_update(point)))),
+            origin,
+            step=0.2,
+            max_evaluations=400,
         )
+        fitted = _with(fitted, **memory_update(best))
 
     time_results = evaluate(cases, fitted)
     time_cases = [r.case for r in time_results if r.measured_time_s is not None]

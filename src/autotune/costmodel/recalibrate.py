@@ -21,7 +21,9 @@ Assumptions (and why):
   * ``allocator_overhead_fraction`` keeps its starting value unless a fitted row measured reserved or
     nvidia-smi memory: peak allocated does not depend on it, so the fit's value would be arbitrary.
   * Without the seeds, ``matmul_efficiency['default']`` (the prior for GPUs without their own value) keeps
-    its starting value: fit_coefficients would set it to the mean of the user's GPUs only.
+    its starting value: fit_coefficients would set it to the mean of the user's GPUs only. And a shared
+    time factor (LoRA / QLoRA overhead) that the user's rows cannot tell apart from their GPU's efficiency
+    keeps its starting value; only the GPUs' efficiencies are refit (:func:`unidentified_time_factors`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import difflib
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +39,16 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from autotune.costmodel.fitting import Case, CaseResult, evaluate, fit_coefficients, prepare_cases
+from autotune.costmodel._optimize import nelder_mead
+from autotune.costmodel.fitting import (
+    Case,
+    CaseResult,
+    error_bands,
+    evaluate,
+    fit_coefficients,
+    prepare_cases,
+    time_loss,
+)
 from autotune.errors import AutotuneError, ConfigError
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.profiles.measurements import all_measurements, load_measurement_set
@@ -196,6 +208,7 @@ def case_from_run(report: RunReport, run_dir: str | Path, plan: PlanFile | None)
 
 # --- CSV ---------------------------------------------------------------------------------------------
 
+
 class CsvRow(StrictModel):
     """One CSV row (one run); columns are these field names. Empty cells take the default."""
 
@@ -244,8 +257,13 @@ def _csv_measurement(path: Path, row: int, line: int, cells: dict[str, str]) -> 
     except AutotuneError as error:
         raise _row_error(path, row, line, "model", str(error)) from None
     if parsed.peak_memory_gib is not None and parsed.memory_kind is None:
-        raise _row_error(path, row, line, "memory_kind", "required with peak_memory_gib: allocated, reserved, "
-                         "nvidia-smi or unknown (what the number measures)")
+        raise _row_error(
+            path,
+            row,
+            line,
+            "memory_kind",
+            "required with peak_memory_gib: allocated, reserved, nvidia-smi or unknown (what the number measures)",
+        )
     if parsed.oom and (parsed.peak_memory_gib or parsed.micro_step_time_s or parsed.step_time_s):
         raise _row_error(path, row, line, "oom", "an OOM row has no peak_memory_gib or times (leave them empty)")
     try:
@@ -318,6 +336,7 @@ def measurements_from_csv(path: str | Path) -> list[Measurement]:
 
 # --- collecting ---------------------------------------------------------------------------------------
 
+
 def collect(paths: Sequence[str | Path], load_plan: PlanLoader) -> Collected:
     """Cases from run directories, CSV files and measurement-set YAML files, in the order given.
 
@@ -371,6 +390,7 @@ def _unique_ids(cases: list[Case]) -> list[Case]:
 
 # --- fitting ------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Recalibration:
     """A refit with the user's rows predicted before (starting coefficients) and after (refit)."""
@@ -385,6 +405,51 @@ class Recalibration:
 def widest_bands(start: dict[str, float], fitted: dict[str, float]) -> dict[str, float]:
     """Per family, the wider of the starting and the refit band (a recalibration never narrows a band)."""
     return {key: max(start.get(key, 0.0), fitted.get(key, 0.0)) for key in {**start, **fitted}}
+
+
+SHARED_TIME_FACTORS: dict[str, Callable[[TrainingSetting], bool]] = {
+    "adapter_time_factor": lambda setting: setting.uses_adapters,
+    "qlora_time_factor": lambda setting: setting.method == "qlora",
+}
+"""Time multipliers shared by every GPU, and the settings they apply to."""
+
+
+def unidentified_time_factors(cases: Sequence[Case]) -> list[str]:
+    """Shared time factors that the timed rows cannot tell apart from the GPUs' matmul efficiencies.
+
+    A factor is identified when some GPU has timed rows with and without it (e.g. LoRA and full fine-tuning on
+    one card); when every row it applies to is alone on its GPU, the GPU's efficiency explains the same times,
+    and a fit would move the factor for every GPU on the strength of one card.
+    """
+    timed = [c for c in cases if c.measurement.micro_step_time_s or c.measurement.step_time_s]
+    names = []
+    for name, applies in SHARED_TIME_FACTORS.items():
+        by_gpu: dict[str, set[bool]] = {}
+        for case in timed:
+            by_gpu.setdefault(case.cluster.gpu.key, set()).add(applies(case.measurement.setting))
+        if any(True in kinds for kinds in by_gpu.values()) and not any(len(k) == 2 for k in by_gpu.values()):
+            names.append(name)
+    return names
+
+
+def refit_efficiencies(cases: Sequence[Case], coefficients: CostCoefficients) -> CostCoefficients:
+    """Refit only the matmul efficiencies of the GPUs with timed rows (same objective and optimizer as
+    :func:`~autotune.costmodel.fitting.fit_coefficients`: mean squared log time error, Nelder–Mead)."""
+    time_cases = [r.case for r in evaluate(cases, coefficients) if r.measured_time_s is not None]
+    keys = sorted({c.cluster.gpu.key for c in time_cases})
+    if not keys:
+        return coefficients
+    default = coefficients.matmul_efficiency["default"]
+
+    def unpack(point: Sequence[float]) -> CostCoefficients:
+        efficiencies = dict(coefficients.matmul_efficiency)
+        for key, value in zip(keys, point, strict=True):
+            efficiencies[key] = min(1.0, math.exp(value))
+        return coefficients.model_copy(update={"matmul_efficiency": efficiencies})
+
+    origin = [math.log(coefficients.matmul_efficiency.get(key, default)) for key in keys]
+    best, _ = nelder_mead(lambda p: time_loss(evaluate(time_cases, unpack(p))), origin, step=0.3, max_evaluations=1500)
+    return unpack(best)
 
 
 def provenance(
@@ -427,19 +492,23 @@ def recalibrate(
     fit_cases = [*cases, *seed_cases] if with_seeds else list(cases)
     source = provenance(cases, sources, start_name, with_seeds, when)
     fitted = fit_coefficients(fit_cases, start=start, name=name, source=source)
-    efficiencies = dict(fitted.matmul_efficiency)
     if not with_seeds:
-        efficiencies["default"] = start.matmul_efficiency["default"]
-    overhead = fitted.allocator_overhead_fraction
+        fitted = fitted.model_copy(
+            update={"matmul_efficiency": {**fitted.matmul_efficiency, "default": start.matmul_efficiency["default"]}}
+        )
+        unidentified = unidentified_time_factors(fit_cases)
+        if unidentified:
+            restored = fitted.model_copy(update={name_: getattr(start, name_) for name_ in unidentified})
+            fitted = refit_efficiencies(fit_cases, restored)
     if not any(c.measurement.memory_kind in RESERVED_KINDS and c.measurement.peak_memory_gib for c in fit_cases):
-        overhead = start.allocator_overhead_fraction  # nothing measured it: the fit's value is arbitrary
+        # Nothing measured reserved memory: the fit's allocator overhead is arbitrary.
+        fitted = fitted.model_copy(update={"allocator_overhead_fraction": start.allocator_overhead_fraction})
+    memory_band, headroom_band, time_band = error_bands(evaluate(fit_cases, fitted))
     fitted = fitted.model_copy(
         update={
-            "matmul_efficiency": efficiencies,
-            "allocator_overhead_fraction": overhead,
-            "memory_error_band": widest_bands(start.memory_error_band, fitted.memory_error_band),
-            "memory_headroom_band": widest_bands(start.memory_headroom_band, fitted.memory_headroom_band),
-            "time_error_band": widest_bands(start.time_error_band, fitted.time_error_band),
+            "memory_error_band": widest_bands(start.memory_error_band, memory_band),
+            "memory_headroom_band": widest_bands(start.memory_headroom_band, headroom_band),
+            "time_error_band": widest_bands(start.time_error_band, time_band),
         }
     )
     return Recalibration(

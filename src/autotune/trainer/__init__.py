@@ -2,8 +2,8 @@
 
 It is the only package that imports the training stack (torch, transformers, peft, bitsandbytes,
 accelerate, deepspeed, datasets). Modules, one concept each: ``args`` (command line → plain values),
-``plan_loader`` (plan file), ``model`` (weights, LoRA / QLoRA), ``data`` (datasets → token blocks),
-``optim`` (optimizer and schedule names), ``callbacks`` (progress, signals, timing), ``guard`` (what runs
-is what was planned), ``report`` (``run_report.json``), ``train`` (wires them together).
+``model`` (weights, LoRA / QLoRA), ``data`` (datasets → token blocks), ``hf_args`` (TrainingArguments),
+``optim`` (optimizer and schedule names), ``callbacks`` (progress, signals, timing), ``memory`` (peak
+memory), ``guard`` (what runs is what was planned), ``report`` (``run_report.json``), ``train`` (wires them together).
 This ``__init__`` stays light: importing ``autotune.trainer`` does not import torch.
 """

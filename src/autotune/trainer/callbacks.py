@@ -63,13 +63,17 @@ class MetricsCallback(TrainerCallback):
         self._step_begin_s: float | None = None
         self._last_step_end_s: float | None = None
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         self.metrics.first_step = state.global_step
         self.metrics.last_step = state.global_step
         self.metrics.tokens_at_start = state.num_input_tokens_seen
         self.metrics.tokens_at_end = state.num_input_tokens_seen
 
-    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         self._step_begin_s = time.perf_counter()
 
     def on_pre_optimizer_step(
@@ -112,19 +116,24 @@ class ProgressCallback(TrainerCallback):
         self._task: Any = None
         self._fields: dict[str, str] = {"loss": "-", "lr": "-", "tps": "-", "mem": "-"}
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         if not state.is_world_process_zero or not self.console.is_terminal:
             return
         self._progress = Progress(
             TextColumn("[bold]train"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]} · lr {task.fields[lr]} · {task.fields[tps]} tok/s · peak {task.fields[mem]}"),
+            TextColumn(
+                "loss {task.fields[loss]} · lr {task.fields[lr]} · {task.fields[tps]} tok/s · peak {task.fields[mem]}"
+            ),
             TimeRemainingColumn(),
             console=self.console,
         )
         self._progress.start()
-        self._task = self._progress.add_task("train", total=state.max_steps, completed=state.global_step, **self._fields)
+        self._task = self._progress.add_task("train", total=state.max_steps, completed=state.global_step)
+        self._refresh(state.global_step)
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         tps = self.metrics.tokens_per_s()
@@ -132,8 +141,7 @@ class ProgressCallback(TrainerCallback):
             self._fields["tps"] = f"{tps:,.0f}"
         peak_gib, _, _ = peak_memory()
         self._fields["mem"] = f"{peak_gib:.2f} GiB"
-        if self._progress is not None:
-            self._progress.update(self._task, completed=state.global_step, **self._fields)
+        self._refresh(state.global_step)
 
     def on_log(
         self,
@@ -149,7 +157,7 @@ class ProgressCallback(TrainerCallback):
         if "learning_rate" in logs:
             self._fields["lr"] = f"{logs['learning_rate']:.2e}"
         if self._progress is not None:
-            self._progress.update(self._task, **self._fields)
+            self._refresh(state.global_step)
         else:
             self.console.print(
                 f"step {state.global_step}/{state.max_steps} loss {self._fields['loss']} lr {self._fields['lr']} "
@@ -157,8 +165,18 @@ class ProgressCallback(TrainerCallback):
                 markup=False,
             )
 
-    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         self.stop()
+
+    def _refresh(self, step: int) -> None:
+        if self._progress is None:
+            return
+        fields = self._fields
+        self._progress.update(
+            self._task, completed=step, loss=fields["loss"], lr=fields["lr"], tps=fields["tps"], mem=fields["mem"]
+        )
 
     def stop(self) -> None:
         """Stop the live display (also called when training raises)."""

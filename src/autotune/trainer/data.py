@@ -65,7 +65,9 @@ def load_raw_dataset(dataset: str) -> Any:
             raise ConfigError(f"dataset {dataset} is a directory: give a .jsonl, .json, .parquet or .txt file")
         loader = _LOADERS.get(path.suffix.lower())
         if loader is None:
-            raise ConfigError(f"dataset {dataset}: unsupported file type {path.suffix!r} (use .jsonl, .json, .parquet or .txt)")
+            raise ConfigError(
+                f"dataset {dataset}: unsupported file type {path.suffix!r} (use .jsonl, .json, .parquet or .txt)"
+            )
         try:
             return datasets.load_dataset(loader, data_files=str(path), split="train", keep_in_memory=True)
         except Exception as error:  # datasets raises many types for a malformed file
@@ -75,7 +77,9 @@ def load_raw_dataset(dataset: str) -> Any:
     try:
         return datasets.load_dataset(dataset, split="train")
     except Exception as error:
-        raise ConfigError(f"dataset {dataset} is neither a local file nor a reachable hub dataset: {_first_line(error)}") from error
+        raise ConfigError(
+            f"dataset {dataset} is neither a local file nor a reachable hub dataset: {_first_line(error)}"
+        ) from error
 
 
 def detect_format(columns: list[str], requested: str, name: str) -> str:
@@ -121,9 +125,7 @@ def tokenize_instruction(example: dict[str, Any], tokenizer: PreTrainedTokenizer
     )
     prompt_ids = _encode(tokenizer, prompt, first=True)
     answer_ids = _encode(tokenizer, output, first=False) + _eos(tokenizer)
-    return TokenizedExample(
-        input_ids=prompt_ids + answer_ids, labels=[IGNORE_INDEX] * len(prompt_ids) + answer_ids
-    )
+    return TokenizedExample(input_ids=prompt_ids + answer_ids, labels=[IGNORE_INDEX] * len(prompt_ids) + answer_ids)
 
 
 def tokenize_chat(example: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> TokenizedExample:
@@ -140,7 +142,9 @@ def tokenize_chat(example: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -
     messages = example["messages"]
     if getattr(tokenizer, "chat_template", None) is None:
         raise ConfigError("chat data needs a tokenizer with a chat template, and this tokenizer has none")
-    if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in messages):
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and "role" in m and "content" in m for m in messages
+    ):
         raise ConfigError("chat data: every 'messages' entry must be a list of {role, content} objects")
     segments: list[tuple[str, bool]] = []  # (text, learned)
     rendered = ""
@@ -199,15 +203,28 @@ def build_train_dataset(
         ids = [tok for ex in examples for tok in ex.input_ids]
         labels = [lab for ex in examples for lab in ex.labels]
         starts = range(0, max(len(ids) - seq_len, 0) + 1, seq_len) if len(ids) >= seq_len else [0]
-        rows = {"input_ids": [ids[s : s + seq_len] for s in starts], "labels": [labels[s : s + seq_len] for s in starts]}
+        rows = {
+            "input_ids": [ids[s : s + seq_len] for s in starts],
+            "labels": [labels[s : s + seq_len] for s in starts],
+        }
     else:
-        rows = {"input_ids": [ex.input_ids[:seq_len] for ex in examples], "labels": [ex.labels[:seq_len] for ex in examples]}
+        rows = {
+            "input_ids": [ex.input_ids[:seq_len] for ex in examples],
+            "labels": [ex.labels[:seq_len] for ex in examples],
+        }
     keep = [i for i, labs in enumerate(rows["labels"]) if any(lab != IGNORE_INDEX for lab in labs)]
     if not keep:
         raise ConfigError(f"dataset {name}: no learnable tokens after tokenizing as {fmt} (seq_len {seq_len})")
     rows = {key: [values[i] for i in keep] for key, values in rows.items()}
-    logger.info("dataset %s: %d %s examples → %d sequences (%s, seq_len %d)", name, len(examples), fmt,
-                len(keep), "packed" if pack else "truncated", seq_len)
+    logger.info(
+        "dataset %s: %d %s examples → %d sequences (%s, seq_len %d)",
+        name,
+        len(examples),
+        fmt,
+        len(keep),
+        "packed" if pack else "truncated",
+        seq_len,
+    )
     return datasets.Dataset.from_dict(rows)
 
 

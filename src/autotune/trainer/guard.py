@@ -40,7 +40,8 @@ def check_runtime(trainer: Any, plan: PlanFile) -> None:
     if global_batch != plan.workload.global_batch_size:
         raise RuntimeGuardError(
             f"micro_batch_size {setting.micro_batch_size} × grad_accum {setting.grad_accum} × {world_size} ranks "
-            f"= {global_batch} sequences per step, but the plan's global_batch_size is {plan.workload.global_batch_size}"
+            f"= {global_batch} sequences per step, but the plan's global_batch_size is "
+            f"{plan.workload.global_batch_size}"
         )
     _check_sharding(trainer, plan)
     _check_method(trainer.model, plan)
@@ -81,8 +82,8 @@ def _check_sharding(trainer: Any, plan: PlanFile) -> None:
         stage = int(stage_of())
         if stage != planned_stage:
             raise RuntimeGuardError(
-                f"the plan says sharding={sharding} (ZeRO stage {planned_stage}) but DeepSpeed runs ZeRO stage {stage}; "
-                "use the DeepSpeed JSON written for this plan"
+                f"the plan says sharding={sharding} (ZeRO stage {planned_stage}) but DeepSpeed runs ZeRO "
+                f"stage {stage}; use the DeepSpeed JSON written for this plan"
             )
         offloaded = bool(engine.zero_offload_optimizer() or engine.zero_offload_param())
         if (sharding == "zero3-offload") != offloaded:
@@ -92,11 +93,11 @@ def _check_sharding(trainer: Any, plan: PlanFile) -> None:
         return
     if actual in ("FSDP", "DEEPSPEED"):
         raise RuntimeGuardError(f"the plan says sharding={sharding} but the run uses {actual}")
-    if sharding == "ddp" and int(trainer.args.world_size) > 1:
-        if not isinstance(trainer.model_wrapped, torch.nn.parallel.DistributedDataParallel):
-            raise RuntimeGuardError(
-                f"the plan says sharding=ddp but the model is not wrapped in DistributedDataParallel ({actual})"
-            )
+    wrapped_in_ddp = isinstance(trainer.model_wrapped, torch.nn.parallel.DistributedDataParallel)
+    if sharding == "ddp" and int(trainer.args.world_size) > 1 and not wrapped_in_ddp:
+        raise RuntimeGuardError(
+            f"the plan says sharding=ddp but the model is not wrapped in DistributedDataParallel ({actual})"
+        )
 
 
 def _has_fsdp_modules(model: Any) -> bool:
@@ -132,7 +133,9 @@ def _check_method(model: torch.nn.Module, plan: PlanFile) -> None:
 
         adapters = sum(1 for module in model.modules() if isinstance(module, LoraLayer))
         if adapters == 0 or not trainable:
-            raise RuntimeGuardError(f"the plan says method={setting.method} but the model has no trainable LoRA adapters")
+            raise RuntimeGuardError(
+                f"the plan says method={setting.method} but the model has no trainable LoRA adapters"
+            )
         others = [name for name in trainable if "lora_" not in name]
         if others:
             raise RuntimeGuardError(

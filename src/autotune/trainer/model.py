@@ -105,9 +105,7 @@ def load_tokenizer(source: ModelSource) -> PreTrainedTokenizerBase:
         ConfigError: the source has no tokenizer, or neither a pad nor an eos token.
     """
     try:
-        tokenizer = AutoTokenizer.from_pretrained(
-            source.path, gguf_file=source.gguf_file, trust_remote_code=False
-        )
+        tokenizer = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file, trust_remote_code=False)
     except (OSError, ValueError) as error:
         raise ConfigError(f"cannot load a tokenizer from {_describe(source)}: {_first_line(error)}") from error
     if tokenizer.pad_token is None:
@@ -175,9 +173,7 @@ def _drop_dequantized_gguf_quantizer(model: PreTrainedModel) -> None:
     quantizer = getattr(model, "hf_quantizer", None)
     if quantizer is None:
         return
-    packed = [
-        name for name, module in model.named_modules() if "gguf" in type(module).__name__.lower()
-    ]
+    packed = [name for name, module in model.named_modules() if "gguf" in type(module).__name__.lower()]
     if packed:
         raise ConfigError(
             f"the GGUF weights stayed packed in {len(packed)} modules (e.g. {packed[0]}); they cannot be trained"
@@ -206,7 +202,7 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
     targets: str | list[str] = "all-linear" if setting.lora_targets == (ALL_LINEAR,) else list(setting.lora_targets)
     config = LoraConfig(
         r=setting.lora_rank,
-        lora_alpha=setting.lora_alpha,
+        lora_alpha=setting.lora_alpha,  # type: ignore[arg-type]  # peft annotates int; scaling = alpha / r is float
         lora_dropout=setting.lora_dropout,
         target_modules=targets,
         bias="none",

@@ -15,6 +15,7 @@ import transformers
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from autotune.errors import AutotuneError, ConfigError
+from autotune.launcher.plan_io import load_plan
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.run_report import RunStatus
 from autotune.trainer.args import TrainerArgs
@@ -30,7 +31,6 @@ from autotune.trainer.model import (
     load_tokenizer,
     resolve_source,
 )
-from autotune.trainer.plan_loader import load_plan
 from autotune.trainer.report import build_report, describe_device, write_report
 
 logger = logging.getLogger("autotune.trainer")
@@ -75,7 +75,9 @@ class _GuardCallback(TrainerCallback):
         self.plan = plan
         self.trainer: Trainer | None = None
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         assert self.trainer is not None
         check_runtime(self.trainer, self.plan)
 
@@ -119,7 +121,9 @@ def run(args: TrainerArgs) -> None:
         device_map = {"": int(os.environ.get("LOCAL_RANK", "0"))}
     model = apply_method(load_model(source, setting, precision, device_map), setting)
     trainable, total = count_parameters(model)
-    logger.info("model %s (%s): %s of %s parameters train", plan.model.key, setting.short(), f"{trainable:,}", f"{total:,}")
+    logger.info(
+        "model %s (%s): %s of %s parameters train", plan.model.key, setting.short(), f"{trainable:,}", f"{total:,}"
+    )
 
     metrics = RunMetrics()
     progress = ProgressCallback(metrics)

@@ -102,12 +102,6 @@ def test_plan_options_with_a_plan_file_are_refused(
     assert "--gpu 4090" in _error_line(capsys)
 
 
-def test_model_target_is_not_planned_here_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run_cli("launch", "llama3-8b", "--dataset", "d", "--output-dir", str(tmp_path / "o"), "--dry-run")
-    assert code == 2
-    assert "autotune plan llama3-8b" in _error_line(capsys)
-
-
 def test_bad_option_value_names_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ("--dataset", "d", "--output-dir", str(tmp_path / "o"), "--dataset-format", "csv", "--dry-run")
     assert run_cli("launch", str(plan_file(tmp_path)), *args) == 2

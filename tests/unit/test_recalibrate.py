@@ -1,0 +1,286 @@
+"""Run reports and CSV rows → measurements, and the recalibration fit (autotune.costmodel.recalibrate)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune.cli.plan_cmd import request_from_options
+from autotune.costmodel.calibration import default_coefficients
+from autotune.costmodel.recalibrate import (
+    CSV_COLUMNS,
+    UnusableRunError,
+    case_from_run,
+    collect,
+    measurement_from_run_report,
+    measurements_from_csv,
+    recalibrate,
+    unidentified_time_factors,
+    widest_bands,
+)
+from autotune.errors import ConfigError
+from autotune.launcher.plan_io import load_plan, save_plan
+from autotune.planner import build_plan_file, search
+from autotune.schemas.plan import PlanFile
+from autotune.schemas.run_report import RunReport
+
+NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+
+
+def make_plan(**overrides: Any) -> PlanFile:
+    """A real plan (cost model + planner) for Llama 3.2 1B LoRA on one RTX 4090."""
+    options: dict[str, Any] = {
+        "model": "llama3.2-1b",
+        "gpu": "rtx-4090",
+        "seq_len": 1024,
+        "global_batch_size": 16,
+        "method": "lora",
+        "micro_batch_size": 2,
+        "grad_ckpt": True,
+        "compile": False,
+        "sharding": "none",
+    }
+    options.update(overrides)
+    request, _ = request_from_options(**options)
+    return build_plan_file(request, search(request))
+
+
+def make_report(plan: PlanFile, memory_scale: float = 1.0, time_scale: float = 1.0, **fields: Any) -> RunReport:
+    """A report of a GPU run measuring ``scale`` × the plan's prediction."""
+    p = plan.prediction
+    values: dict[str, Any] = {
+        "status": "completed",
+        "steps": 10,
+        "max_steps": 10,
+        "losses": [2.0, 1.9],
+        "loss_steps": [1, 2],
+        "tokens_seen": 163840,
+        "peak_memory_gib_measured": p.peak_memory_gib * memory_scale,
+        "peak_reserved_gib_measured": p.peak_reserved_gib * memory_scale,
+        "memory_kind": "allocated",
+        "step_time_s_measured": p.step_time_s * time_scale,
+        "micro_step_time_s_measured": p.micro_step_time_s * time_scale,
+        "peak_memory_gib": p.peak_memory_gib,
+        "peak_reserved_gib": p.peak_reserved_gib,
+        "tokens_per_s": p.tokens_per_s,
+        "step_time_s": p.step_time_s,
+        "micro_step_time_s": p.micro_step_time_s,
+        "model": plan.model.key,
+        "model_source": plan.model_source,
+        "gpu": plan.cluster.gpu,
+        "world_size": 1,
+        "device": "cuda:0 (NVIDIA GeForce RTX 4090)",
+        "setting": plan.setting,
+        "workload": plan.workload,
+        "started_at": NOW,
+        "finished_at": NOW,
+        "autotune_version": "0.1.0",
+    }
+    values.update(fields)
+    return RunReport.model_validate(values)
+
+
+def write_run(run_dir: Path, plan: PlanFile | None, report: RunReport) -> Path:
+    """A run directory as ``autotune launch`` leaves it: plan.yaml (optional) and run_report.json."""
+    run_dir.mkdir(parents=True)
+    if plan is not None:
+        save_plan(plan, run_dir / "plan.yaml")
+    (run_dir / "run_report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def plan() -> PlanFile:
+    return make_plan()
+
+
+# --- run reports -----------------------------------------------------------------------------------
+
+
+def test_gpu_report_becomes_an_allocated_measurement(plan: PlanFile, tmp_path: Path) -> None:
+    report = make_report(plan, memory_scale=1.2, time_scale=1.5)
+    m = measurement_from_run_report(report, tmp_path / "run-a")
+    assert m.id == "run-a" and m.source == str((tmp_path / "run-a").resolve())
+    assert m.memory_kind == "allocated"
+    assert m.peak_memory_gib == pytest.approx(plan.prediction.peak_memory_gib * 1.2)
+    assert m.micro_step_time_s == pytest.approx(plan.prediction.micro_step_time_s * 1.5)
+    assert m.step_time_s == pytest.approx(plan.prediction.step_time_s * 1.5)
+    assert (m.model, m.gpu, m.num_gpus_per_node) == ("llama3.2-1b", "rtx-4090", 1)
+    assert m.setting == plan.setting and m.workload == plan.workload and not m.oom
+
+
+def test_cpu_report_is_refused_with_the_reason(plan: PlanFile, tmp_path: Path) -> None:
+    report = make_report(plan, memory_kind="cpu-rss", peak_reserved_gib_measured=None, device="cpu")
+    with pytest.raises(UnusableRunError, match="CPU run") as error:
+        measurement_from_run_report(report, tmp_path / "cpu-run")
+    assert "\n" not in str(error.value)
+
+
+def test_collect_skips_cpu_runs_with_one_line_and_keeps_gpu_runs(plan: PlanFile, tmp_path: Path) -> None:
+    cpu = write_run(tmp_path / "cpu", plan, make_report(plan, memory_kind="cpu-rss", device="cpu"))
+    gpu = write_run(tmp_path / "gpu", plan, make_report(plan))
+    collected = collect([cpu, gpu], load_plan)
+    assert [c.measurement.id for c in collected.cases] == ["gpu"]
+    assert len(collected.skipped) == 1 and "cpu" in collected.skipped[0] and "GPU" in collected.skipped[0]
+
+
+def test_out_of_memory_failure_is_an_oom_row_other_failures_are_skipped(plan: PlanFile, tmp_path: Path) -> None:
+    oom = make_report(plan, status="failed", message="OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB")
+    m = measurement_from_run_report(oom, tmp_path / "oom")
+    assert m.oom and m.peak_memory_gib is None and m.micro_step_time_s is None
+    other = make_report(plan, status="failed", message="ValueError: dataset has no 'text' column")
+    with pytest.raises(UnusableRunError, match="failed"):
+        measurement_from_run_report(other, tmp_path / "bad")
+
+
+def test_device_decides_the_gpu_measured(plan: PlanFile, tmp_path: Path) -> None:
+    report = make_report(plan, device="cuda:0 (NVIDIA H100 80GB HBM3)")
+    m = measurement_from_run_report(report, tmp_path / "r")
+    assert m.gpu == "h100-80gb" and "planned for rtx-4090" in m.notes
+
+
+def test_local_model_needs_the_plan_file(plan: PlanFile, tmp_path: Path) -> None:
+    local_model = plan.model.model_copy(update={"key": "my-finetune", "hf_repo_id": None})
+    local_plan = plan.model_copy(update={"model": local_model})
+    report = make_report(local_plan)
+    case = case_from_run(report, tmp_path / "r", local_plan)
+    assert case.model == local_model and case.cluster.gpu.key == "rtx-4090"
+    with pytest.raises(ConfigError, match=r"my-finetune.*plan\.yaml"):
+        case_from_run(report, tmp_path / "r", None)
+    run = write_run(tmp_path / "with-plan", local_plan, report)
+    assert collect([run], load_plan).cases[0].model.key == "my-finetune"
+
+
+def test_plan_cluster_layout_is_used_when_world_size_matches(tmp_path: Path) -> None:
+    ddp = make_plan(num_gpus=2, sharding="ddp", host_memory_gib=128)
+    case = case_from_run(make_report(ddp, world_size=2), tmp_path / "r", ddp)
+    assert case.cluster.world_size == 2 and case.cluster.host_memory_gib_per_node == 128
+    assert case.measurement.num_gpus_per_node == 2
+
+
+def test_directory_without_report_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"no run_report\.json"):
+        collect([tmp_path / "empty"], load_plan)
+    with pytest.raises(ConfigError, match="not found"):
+        collect([tmp_path / "missing"], load_plan)
+
+
+# --- CSV -------------------------------------------------------------------------------------------
+
+
+def write_csv(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "runs.csv"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_csv_rows_become_measurements_with_defaults(tmp_path: Path) -> None:
+    path = write_csv(
+        tmp_path,
+        "model,gpu,method,seq_len,micro_batch_size,grad_accum,peak_memory_gib,memory_kind,micro_step_time_s,oom\n"
+        "llama3.1-8b,4090,qlora,2048,2,8,14.5,allocated,1.25,\n"
+        "llama3.1-8b,v100-32gb,lora,4096,4,1,,,,true\n",
+    )
+    first, second = measurements_from_csv(path)
+    assert (first.model, first.gpu, first.setting.method) == ("llama3.1-8b", "rtx-4090", "qlora")
+    assert first.setting.sharding == "none" and first.setting.precision == "bf16"
+    assert first.workload.global_batch_size == 16 and first.peak_memory_gib == 14.5
+    assert first.memory_kind == "allocated" and first.micro_step_time_s == 1.25 and not first.oom
+    assert second.oom and second.peak_memory_gib is None
+    assert second.setting.precision == "fp16-mixed"  # V100 has no bf16
+    assert first.id == "runs-row1" and "row 2" in second.source
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("model,gpu,method,seq_len,batch\nllama3.1-8b,4090,lora,2048,2\n", r"unknown column 'batch'"),
+        ("model,gpu,method\nllama3.1-8b,4090,lora\n", r"missing required column\(s\) seq_len"),
+        (
+            "model,gpu,method,seq_len\nllama3.1-8b,4090,lora,2048\nllama3.1-8b,4090,lora,long\n",
+            r"row 2 \(line 3\), column seq_len: .*'long'",
+        ),
+        ("model,gpu,method,seq_len\nllama3.1-8b,4090,dora,2048\n", r"row 1 \(line 2\), column method"),
+        ("model,gpu,method,seq_len,peak_memory_gib\nllama3.1-8b,4090,lora,2048,12\n", r"column memory_kind"),
+        (
+            "model,gpu,method,seq_len,peak_memory_gib,memory_kind,oom\nllama3.1-8b,4090,lora,2048,12,allocated,yes\n",
+            r"column oom",
+        ),
+        ("model,gpu,method,seq_len\nllama-99b,4090,lora,2048\n", r"column model: unknown model"),
+        ("model,gpu,method,seq_len\nllama3.1-8b,4090,lora,2048,7\n", r"row 1 \(line 2\).*more cells"),
+        ("model,gpu,method,seq_len,precision\nllama3.1-8b,4090,qlora,2048,fp32\n", r"column method/precision"),
+    ],
+)
+def test_csv_errors_name_file_row_and_column(tmp_path: Path, text: str, expected: str) -> None:
+    path = write_csv(tmp_path, text)
+    with pytest.raises(ConfigError, match=expected) as error:
+        measurements_from_csv(path)
+    message = str(error.value)
+    assert message.startswith(str(path)) and "\n" not in message
+
+
+def test_csv_columns_are_the_documented_ones() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "calibration.md").read_text(encoding="utf-8")
+    for column in CSV_COLUMNS:
+        assert f"`{column}`" in doc
+
+
+# --- fitting ---------------------------------------------------------------------------------------
+
+
+def test_widest_bands_never_narrow() -> None:
+    assert widest_bands({"lora": 0.2, "default": 0.3}, {"lora": 0.1, "full": 0.4, "default": 0.5}) == {
+        "lora": 0.2,
+        "full": 0.4,
+        "default": 0.5,
+    }
+
+
+def test_recalibrate_without_seeds_matches_a_shifted_row_and_keeps_unmeasured_coefficients(
+    plan: PlanFile, tmp_path: Path
+) -> None:
+    run = write_run(tmp_path / "run", plan, make_report(plan, memory_scale=1.2, time_scale=1.5))
+    collected = collect([run], load_plan)
+    start = default_coefficients()
+    result = recalibrate(
+        collected.cases, start, start_name="seeds", sources=collected.sources, with_seeds=False, name="mine", when=NOW
+    )
+    fitted = result.coefficients
+    assert fitted.name == "mine"
+    assert (
+        "2026-01-02T03:04:05" in fitted.source and "rtx-4090" in fitted.source and str(run.resolve()) in fitted.source
+    )
+    # GPUs without rows keep their efficiency, and the prior for unknown GPUs stays the start's.
+    assert fitted.matmul_efficiency["default"] == start.matmul_efficiency["default"]
+    assert fitted.matmul_efficiency["a100-80gb"] == start.matmul_efficiency["a100-80gb"]
+    # One LoRA row on one GPU cannot tell LoRA overhead from the GPU's speed: only the GPU's efficiency moves.
+    assert fitted.adapter_time_factor == start.adapter_time_factor
+    assert fitted.matmul_efficiency["rtx-4090"] < start.matmul_efficiency["default"]  # slower than the prior
+    # Only allocated memory was measured: the allocator overhead is not identified and stays.
+    assert fitted.allocator_overhead_fraction == start.allocator_overhead_fraction
+    for family, band in start.memory_error_band.items():
+        assert fitted.memory_error_band[family] >= band
+    (before,), (after,) = result.before, result.after
+    assert before.memory_error == pytest.approx(1 / 1.2 - 1, rel=1e-3)
+    assert before.time_error == pytest.approx(1 / 1.5 - 1, rel=1e-3)
+    assert abs(after.memory_error) < 0.02 and abs(after.time_error) < 0.02
+
+
+def test_shared_time_factor_is_identified_only_with_and_without_it_on_one_gpu(tmp_path: Path) -> None:
+    lora = make_plan()
+    full = make_plan(method="full", micro_batch_size=1)
+    lora_case = case_from_run(make_report(lora), tmp_path / "a", lora)
+    full_case = case_from_run(make_report(full), tmp_path / "b", full)
+    h100_full = case_from_run(make_report(full, device="cuda:0 (NVIDIA H100 80GB HBM3)"), tmp_path / "c", full)
+    assert unidentified_time_factors([lora_case]) == ["adapter_time_factor"]
+    assert unidentified_time_factors([lora_case, h100_full]) == ["adapter_time_factor"]  # different GPUs
+    assert unidentified_time_factors([lora_case, full_case]) == []
+
+
+def test_recalibrate_needs_measurements() -> None:
+    with pytest.raises(ConfigError, match="no measurements"):
+        recalibrate([], default_coefficients(), start_name="seeds", sources=[], with_seeds=False, name="x")
