@@ -56,7 +56,9 @@ def _pct(value: float | None, signed: bool = False) -> str:
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "—"
-    return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds:.3g} s"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.2f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.3g} s"
 
 
 def _verdict_cells(counts: VerdictCounts) -> str:

@@ -193,7 +193,9 @@ def find_sweeps(measurements: Sequence[Measurement]) -> tuple[list[Sweep], list[
 
 
 Predictor = Callable[[Sweep, Candidate, int | None], Prediction]
-"""``predict(sweep, candidate, samples)``: ``samples`` None = rank by time per sample (dataset → ∞)."""
+"""``predict(sweep, candidate, samples)``. For a sweep that states its dataset ``samples`` is None (use the
+row's own workload); for one that does not, ``samples`` is the nominal dataset size, or None for the limit of
+an infinite dataset (rank by time per sample)."""
 
 
 def judge(sweep: Sweep, predict: Predictor) -> Outcome:

@@ -91,9 +91,7 @@ def _hms_s(text: str) -> float:
 
 def test_every_shipped_file_is_a_valid_set_named_after_its_file() -> None:
     directory = resources.files("autotune.profiles").joinpath("measurements")
-    stems = {
-        entry.name.removesuffix(".yaml") for entry in directory.iterdir() if entry.name.endswith(".yaml")
-    }
+    stems = {entry.name.removesuffix(".yaml") for entry in directory.iterdir() if entry.name.endswith(".yaml")}
     assert stems == EXPECTED_SETS
     assert set(_sets()) == EXPECTED_SETS
     for measurement_set in list_measurement_sets():
@@ -121,9 +119,7 @@ def test_oom_rows_carry_no_memory_or_time() -> None:
 
 def test_global_batch_is_micro_times_accumulation_times_gpus() -> None:
     for row in all_measurements():
-        expected = (
-            row.setting.micro_batch_size * row.setting.grad_accum * row.num_gpus_per_node * row.num_nodes
-        )
+        expected = row.setting.micro_batch_size * row.setting.grad_accum * row.num_gpus_per_node * row.num_nodes
         assert row.workload.global_batch_size == expected, row.id
 
 
@@ -156,9 +152,7 @@ def test_001_every_row_matches_its_seed_row() -> None:
         assert sorted(_row_number(row, "row") for row in rows) == list(range(1, len(seed_rows) + 1))
         for row in rows:
             assert SEED_001 in row.source and heading in row.source
-            name_cell, method_cell, gpu_cell, memory_cell, seconds_cell = seed_rows[
-                _row_number(row, "row") - 1
-            ]
+            name_cell, method_cell, gpu_cell, memory_cell, seconds_cell = seed_rows[_row_number(row, "row") - 1]
             model_text = re.match(r"\[(.*?)\]", name_cell).group(1)  # type: ignore[union-attr]
             marker = name_cell.rsplit(")", 1)[-1].strip()
             assert row.model == MODEL_NAMES_001[model_text], row.id

@@ -85,9 +85,7 @@ def test_key_differing_from_file_name_is_an_error_naming_the_file(tmp_path: Path
         ("vendor: nvidia", "vendor: [nvidia", "not valid YAML"),
     ],
 )
-def test_invalid_profile_is_an_error_naming_the_file(
-    tmp_path: Path, old: str, new: str, message: str
-) -> None:
+def test_invalid_profile_is_an_error_naming_the_file(tmp_path: Path, old: str, new: str, message: str) -> None:
     text = (PROFILES / "gpus" / "l4.yaml").read_text(encoding="utf-8")
     assert old in text
     _write(tmp_path, "l4.yaml", text.replace(old, new))
@@ -409,9 +407,7 @@ def test_similar_model_names_stay_distinct() -> None:
     assert resolve_model_profile("qwen2.5-32b").key == "qwen2.5-32b"
 
 
-@pytest.mark.parametrize(
-    ("typed", "suggested"), [("llama4-8b", "llama3-8b"), ("mistral-7b-v0.2", "mistral-7b")]
-)
+@pytest.mark.parametrize(("typed", "suggested"), [("llama4-8b", "llama3-8b"), ("mistral-7b-v0.2", "mistral-7b")])
 def test_unknown_model_suggests_close_names_and_config_path(typed: str, suggested: str) -> None:
     with pytest.raises(UnknownNameError) as info:
         resolve_model_profile(typed)

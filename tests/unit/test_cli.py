@@ -154,8 +154,20 @@ def test_malformed_config_json(capsys, tmp_path: Path):
 
 def test_launch_model_plans_first_and_dry_run_writes_nothing(capsys, tmp_path: Path):
     out = tmp_path / "run"
-    code, stdout, _ = run(capsys, "launch", "llama3-8b", "--gpu", "4090", "--seq-len", "1024", "--dataset",
-                          str(tmp_path / "d.jsonl"), "--output-dir", str(out), "--dry-run")
+    code, stdout, _ = run(
+        capsys,
+        "launch",
+        "llama3-8b",
+        "--gpu",
+        "4090",
+        "--seq-len",
+        "1024",
+        "--dataset",
+        str(tmp_path / "d.jsonl"),
+        "--output-dir",
+        str(out),
+        "--dry-run",
+    )
     assert code == 0
     assert "planned:" in stdout and "autotune.trainer" in stdout
     assert not out.exists()

@@ -133,9 +133,7 @@ def test_family_specific_fields() -> None:
 
 def test_llama_attention_bias_covers_all_four_projections(tmp_path: Path) -> None:
     plain = count_params(model_spec_from_config(write_config(tmp_path, small_config(), "a")))
-    biased_spec = model_spec_from_config(
-        write_config(tmp_path, small_config(attention_bias=True, mlp_bias=True), "b")
-    )
+    biased_spec = model_spec_from_config(write_config(tmp_path, small_config(attention_bias=True, mlp_bias=True), "b"))
     assert biased_spec.attention_bias and biased_spec.o_proj_bias and biased_spec.mlp_bias
     # per layer: q 64 + k 32 + v 32 + o 64 biases, gate 128 + up 128 + down 64 biases; 2 layers.
     assert count_params(biased_spec).total_params - plain.total_params == 2 * (192 + 320)
@@ -328,9 +326,7 @@ VARIANTS: list[tuple[dict[str, Any], int]] = [
     (small_config(model_type="phi3", num_key_value_heads=1, pad_token_id=0, eos_token_id=0), 0),
     (small_config(model_type="mixtral", num_local_experts=4, num_experts_per_tok=2), 0),
     (
-        small_config(
-            model_type="falcon", bias=True, multi_query=False, parallel_attn=False, ffn_hidden_size=96
-        ),
+        small_config(model_type="falcon", bias=True, multi_query=False, parallel_attn=False, ffn_hidden_size=96),
         0,
     ),
     (small_config(model_type="falcon", new_decoder_architecture=True, num_kv_heads=2), 0),

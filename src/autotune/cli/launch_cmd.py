@@ -50,14 +50,11 @@ LAUNCH_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 @app.command(
     "launch",
     context_settings=LAUNCH_CONTEXT,
-    help="Run a plan with the shared training core: PLAN.yaml (from `autotune plan -o`) "
-    "or MODEL [plan options].",
+    help="Run a plan with the shared training core: PLAN.yaml (from `autotune plan -o`) or MODEL [plan options].",
 )
 def launch(
     ctx: typer.Context,
-    target: Annotated[
-        str, typer.Argument(metavar="PLAN.yaml|MODEL", help="A plan file, or a model to plan first.")
-    ],
+    target: Annotated[str, typer.Argument(metavar="PLAN.yaml|MODEL", help="A plan file, or a model to plan first.")],
     dataset: Annotated[str, typer.Option("--dataset", help=_help("dataset"))],
     output_dir: Annotated[Path, typer.Option("--output-dir", help=_help("output_dir"))],
     dataset_format: Annotated[str, typer.Option("--dataset-format", help=_help("dataset_format"))] = "auto",
@@ -70,23 +67,17 @@ def launch(
     resume: Annotated[bool, typer.Option("--resume", help=_help("resume"))] = False,
     sets: Annotated[
         list[str] | None,
-        typer.Option(
-            "--set", metavar="KEY=VALUE", help="Override a plan field, e.g. micro_batch_size=2 (repeatable)."
-        ),
+        typer.Option("--set", metavar="KEY=VALUE", help="Override a plan field, e.g. micro_batch_size=2 (repeatable)."),
     ] = None,
     slurm: Annotated[bool, typer.Option("--slurm", help=_help("slurm"))] = False,
     node_rank: Annotated[int, typer.Option("--node-rank", help=_help("node_rank"))] = 0,
-    main_process_ip: Annotated[
-        str | None, typer.Option("--main-process-ip", help=_help("main_process_ip"))
-    ] = None,
+    main_process_ip: Annotated[str | None, typer.Option("--main-process-ip", help=_help("main_process_ip"))] = None,
     main_process_port: Annotated[
         int | None, typer.Option("--main-process-port", help=_help("main_process_port"))
     ] = None,
     save_steps: Annotated[int | None, typer.Option("--save-steps", help=_help("save_steps"))] = None,
     logging_steps: Annotated[int | None, typer.Option("--logging-steps", help=_help("logging_steps"))] = None,
-    learning_rate: Annotated[
-        float | None, typer.Option("--learning-rate", help=_help("learning_rate"))
-    ] = None,
+    learning_rate: Annotated[float | None, typer.Option("--learning-rate", help=_help("learning_rate"))] = None,
     warmup_ratio: Annotated[float | None, typer.Option("--warmup-ratio", help=_help("warmup_ratio"))] = None,
     seed: Annotated[int | None, typer.Option("--seed", help=_help("seed"))] = None,
 ) -> None:
@@ -162,9 +153,7 @@ def default_estimator() -> tuple[Estimator, GpuResolver]:
     return estimate_setting, lambda key: resolve_gpu(key)[0]
 
 
-def override_plan(
-    plan: PlanFile, sets: list[str], *, estimate: Estimator, resolve_gpu: GpuResolver
-) -> PlanFile:
+def override_plan(plan: PlanFile, sets: list[str], *, estimate: Estimator, resolve_gpu: GpuResolver) -> PlanFile:
     """Apply ``--set`` overrides, print what changed, and warn (stderr, one line) if it no longer fits."""
     new_plan = apply_overrides(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
     changes = changed_fields(plan, new_plan)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -117,7 +117,7 @@ def plan_command(
     micro_batch_size: opt.MicroBatchOpt = None,
     grad_accum: opt.GradAccumOpt = None,
     grad_ckpt: opt.GradCkptOpt = None,
-    compile_: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile.")] = None,
+    compile_: Annotated[bool | None, typer.Option("--compile/--no-compile", help="torch.compile.")] = None,
     sharding: opt.ShardingOpt = None,
     optimizer: opt.OptimizerOpt = None,
     precision: opt.PrecisionOpt = None,
@@ -128,7 +128,7 @@ def plan_command(
     dataset_tokens: opt.DatasetTokensOpt = None,
     epochs: opt.EpochsOpt = 1.0,
     calibration: opt.CalibrationOpt = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the plan YAML here.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the plan YAML here.")] = None,
     plot: Annotated[
         Path | None,
         typer.Option("--plot", help="Also draw the memory of the chosen setting and runner-ups to this PNG."),

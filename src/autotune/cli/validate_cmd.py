@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -26,7 +26,7 @@ def _pct(value: float | None) -> str:
 @app.command("validate")
 def validate_command(
     measurements: Annotated[
-        Optional[Path], typer.Option("--measurements", help="A measurement-set YAML instead of the seed tables.")
+        Path | None, typer.Option("--measurements", help="A measurement-set YAML instead of the seed tables.")
     ] = None,
     calibration: opt.CalibrationOpt = None,
     worst: Annotated[int, typer.Option("--worst", help="How many worst rows to list.")] = 5,
@@ -74,7 +74,9 @@ def validate_command(
     for row in summary.rows:
         table.add_row(
             row.id,
-            "OOM" if row.oom_measured else ("—" if row.measured_memory_gib is None else f"{row.measured_memory_gib:.1f}"),
+            "OOM"
+            if row.oom_measured
+            else ("—" if row.measured_memory_gib is None else f"{row.measured_memory_gib:.1f}"),
             "—" if row.predicted_memory_gib is None else f"{row.predicted_memory_gib:.1f}",
             _pct(row.memory_error),
             row.memory_kind,

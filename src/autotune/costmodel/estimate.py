@@ -26,17 +26,19 @@ def compile_time_s(model: ModelSpec) -> float:
     return COMPILE_FIXED_S + COMPILE_PER_LAYER_S * model.num_hidden_layers
 
 
-MODEL_STATE_PARTS = ("weights", "lora adapters", "optimizer states", "gradients")
-"""Breakdown parts that are exact byte counts (parameter counts × bytes); the rest is modelled."""
+MODELLED_PARTS = ("activations", "logits + loss")
+"""Breakdown parts that are modelled (activation and loss tensors). Every other part — weights, adapters,
+gradients, optimizer states and its step buffers, gathered units, DDP buckets, autocast copies — is a
+parameter count times bytes per parameter, exact for a given implementation."""
 
 
 def dynamic_memory_gib(breakdown_bytes: dict[str, float]) -> float:
-    """GiB of the peak that is modelled rather than counted: activations, logits, buffers, gathered units.
+    """GiB of the peak that is modelled rather than counted (``MODELLED_PARTS``).
 
-    The error band applies to this part only: model states are exact products of parameter counts and
+    The error band applies to this part only: the counted parts are exact products of parameter counts and
     bytes per parameter, so the residuals against measurements come from the modelled part.
     """
-    return sum(value for name, value in breakdown_bytes.items() if name not in MODEL_STATE_PARTS) / GIB
+    return sum(value for name, value in breakdown_bytes.items() if name in MODELLED_PARTS) / GIB
 
 
 def memory_family(setting: TrainingSetting) -> str:

@@ -35,7 +35,7 @@ from autotune.units import GIB
 
 CONTEXT_GIB = CUDA_CONTEXT_BYTES / GIB
 BAND_QUANTILE = 0.9
-OOM_PENALTY_WEIGHT = 1.0
+MIN_MODELLED_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -76,20 +76,36 @@ class CaseResult:
         return self.predicted_memory_gib / self.measured_memory_gib - 1
 
     @property
+    def modelled_memory_gib(self) -> float:
+        """The modelled (activations + logits) part of the predicted peak, GiB."""
+        return dynamic_memory_gib({k: v * GIB for k, v in self.estimate.memory_breakdown_gib.items()})
+
+    @property
+    def informs_memory_band(self) -> bool:
+        """Whether this row's memory residual says something about the modelled part: its kind is known and
+        the modelled part is at least ``MIN_MODELLED_SHARE`` of the predicted peak. (A peak made only of
+        counted states — e.g. full fine-tuning at the optimizer step — differs from a reserved measurement by
+        the allocator's caching, which it releases under memory pressure, not by a modelling error.)"""
+        return (
+            self.measured_memory_gib is not None
+            and self.case.measurement.memory_kind != "unknown"
+            and self.modelled_memory_gib >= MIN_MODELLED_SHARE * self.estimate.peak_memory_gib
+        )
+
+    @property
     def memory_error_of_modelled_part(self) -> float | None:
-        """|predicted − measured| over the modelled (non-state) part of the prediction, or None."""
+        """|predicted − measured| over the modelled part of the prediction, or None."""
         if self.measured_memory_gib is None or self.predicted_memory_gib is None:
             return None
-        dynamic = dynamic_memory_gib({k: v * GIB for k, v in self.estimate.memory_breakdown_gib.items()})
-        return abs(self.predicted_memory_gib - self.measured_memory_gib) / max(dynamic, 0.25)
+        return abs(self.predicted_memory_gib - self.measured_memory_gib) / max(self.modelled_memory_gib, 0.25)
 
     @property
     def memory_underprediction_of_modelled_part(self) -> float | None:
         """max(0, measured − predicted) over the modelled part of the prediction, or None."""
         if self.measured_memory_gib is None or self.predicted_memory_gib is None:
             return None
-        dynamic = dynamic_memory_gib({k: v * GIB for k, v in self.estimate.memory_breakdown_gib.items()})
-        return max(0.0, self.measured_memory_gib - self.predicted_memory_gib) / max(dynamic, 0.25)
+        under = max(0.0, self.measured_memory_gib - self.predicted_memory_gib)
+        return under / max(self.modelled_memory_gib, 0.25)
 
     @property
     def time_error(self) -> float | None:
@@ -166,18 +182,12 @@ def _squared_log(ratio_values: Iterable[tuple[float, float]]) -> list[float]:
 
 def memory_loss(results: Sequence[CaseResult]) -> float:
     """Mean absolute log error of memory (robust: a few rows of a stack we model poorly do not drag the
-    coefficients away from the rows we model well), plus a hinge for OOM rows predicted to fit."""
+    coefficients away from the rows we model well). Out-of-memory rows carry no figure and are not fitted."""
     terms = [
         abs(math.log(r.predicted_memory_gib / r.measured_memory_gib))
         for r in results
         if r.predicted_memory_gib is not None and r.measured_memory_gib is not None
     ]
-    for r in results:
-        if r.oom_measured:
-            needed = r.estimate.peak_memory_gib + CONTEXT_GIB
-            shortfall = math.log(r.estimate.gpu_memory_gib / needed)
-            if shortfall > 0:
-                terms.append(OOM_PENALTY_WEIGHT * shortfall**2)
     return sum(terms) / max(1, len(terms))
 
 
@@ -298,7 +308,8 @@ def error_bands(
     """90th-percentile errors per family (method, method-sharded, method-offload) and 'default'.
 
     Memory bands are relative to the modelled part of the prediction (see ``dynamic_memory_gib``) and use
-    only rows whose memory kind is known; time bands are relative to the predicted time.
+    only rows that inform it (``CaseResult.informs_memory_band``); time bands are relative to the
+    predicted time.
     """
     memory: dict[str, list[float]] = {}
     headroom: dict[str, list[float]] = {}
@@ -307,7 +318,7 @@ def error_bands(
         family = memory_family(r.case.measurement.setting)
         modelled_error = r.memory_error_of_modelled_part
         under = r.memory_underprediction_of_modelled_part
-        if modelled_error is not None and under is not None and r.case.measurement.memory_kind != "unknown":
+        if modelled_error is not None and under is not None and r.informs_memory_band:
             for key in (family, "default"):
                 memory.setdefault(key, []).append(modelled_error)
                 headroom.setdefault(key, []).append(under)

@@ -206,9 +206,7 @@ def resolve_model_profile(name: str) -> ModelSpec:
     """
     by_key, index = _model_catalog()
     if not normalize_name(name):
-        raise UnknownNameError(
-            "empty model name (autotune models lists all, or give a path to a config.json)"
-        )
+        raise UnknownNameError("empty model name (autotune models lists all, or give a path to a config.json)")
     candidates = [name.strip()]
     if "/" in candidates[0]:
         candidates.append(candidates[0].rsplit("/", 1)[-1])

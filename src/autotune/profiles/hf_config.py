@@ -89,9 +89,7 @@ class _Config:
         raise self._error(f"key {key!r} must be a number or null, got {value!r}")
 
 
-def _llama_like(
-    cfg: _Config, *, kv_default: int | None = None, head_dim_default: int | None = None
-) -> dict[str, Any]:
+def _llama_like(cfg: _Config, *, kv_default: int | None = None, head_dim_default: int | None = None) -> dict[str, Any]:
     """Shared keys of the Llama-style families; absent n_kv/head_dim use the family class default."""
     hidden = cfg.req_int("hidden_size")
     heads = cfg.req_int("num_attention_heads")
@@ -214,9 +212,7 @@ def _falcon(cfg: _Config) -> dict[str, Any]:
     bias = cfg.opt_bool("bias", False)
     notes = []
     if parallel:
-        notes.append(
-            "falcon: attention and MLP run in parallel on one input; activations modelled as sequential"
-        )
+        notes.append("falcon: attention and MLP run in parallel on one input; activations modelled as sequential")
     if cfg.opt_bool("alibi", False):
         notes.append("falcon: ALiBi attention bias (no position parameters) modelled like RoPE attention")
     return _layernorm_block(cfg, hidden, heads) | {
@@ -253,9 +249,7 @@ def _gpt_neox(cfg: _Config) -> dict[str, Any]:
         "fused_qkv": True,
         "hidden_act": cfg.opt_str("hidden_act", "gelu"),
         "decoder_layer_class": "GPTNeoXLayer",
-        "approximations": ["gpt_neox: parallel residual (attention ∥ MLP) modelled as sequential"]
-        if parallel
-        else [],
+        "approximations": ["gpt_neox: parallel residual (attention ∥ MLP) modelled as sequential"] if parallel else [],
     }
 
 
@@ -264,9 +258,7 @@ def _stablelm(cfg: _Config) -> dict[str, Any]:
     parallel = cfg.opt_bool("use_parallel_residual", False)
     notes = []
     if cfg.opt_bool("qk_layernorm", False):
-        notes.append(
-            "stablelm qk_layernorm: per-head q/k LayerNorm weights (n_q·d + n_kv·d per layer) not counted"
-        )
+        notes.append("stablelm qk_layernorm: per-head q/k LayerNorm weights (n_q·d + n_kv·d per layer) not counted")
     if parallel:
         notes.append("stablelm: parallel residual (attention ∥ MLP) modelled as sequential")
     return _layernorm_block(cfg, cfg.req_int("hidden_size"), heads) | {
@@ -446,9 +438,7 @@ def model_spec_from_config(path: str | Path) -> ModelSpec:
     name_or_path = raw.get("_name_or_path")
     repo_id = name_or_path if isinstance(name_or_path, str) and _HUB_ID.match(name_or_path) else None
     try:
-        return ModelSpec(
-            key=key, hf_repo_id=repo_id, model_type=model_type, source=str(config_path), **fields
-        )
+        return ModelSpec(key=key, hf_repo_id=repo_id, model_type=model_type, source=str(config_path), **fields)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}" for err in exc.errors()

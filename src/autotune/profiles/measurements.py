@@ -51,15 +51,12 @@ def _parse(text: str, origin: str) -> MeasurementSet:
         raise ConfigError(f"{origin}: not valid YAML: {_one_line(str(error))}") from error
     if not isinstance(data, dict):
         raise ConfigError(
-            f"{origin}: expected a mapping with keys name, source, conditions, measurements; "
-            f"got {type(data).__name__}"
+            f"{origin}: expected a mapping with keys name, source, conditions, measurements; got {type(data).__name__}"
         )
     try:
         return MeasurementSet.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(
-            f"{origin}: not a valid measurement set: {_one_line(_validation_summary(error))}"
-        ) from error
+        raise ConfigError(f"{origin}: not a valid measurement set: {_one_line(_validation_summary(error))}") from error
 
 
 def load_measurement_set(path: str | Path) -> MeasurementSet:
@@ -89,9 +86,7 @@ def load_measurement_set(path: str | Path) -> MeasurementSet:
 def _shipped_sets() -> tuple[MeasurementSet, ...]:
     """Every shipped set, parsed once per process, sorted by file name."""
     directory = resources.files(_PACKAGE).joinpath(_DIRECTORY)
-    files = sorted(
-        (entry for entry in directory.iterdir() if entry.name.endswith(".yaml")), key=lambda e: e.name
-    )
+    files = sorted((entry for entry in directory.iterdir() if entry.name.endswith(".yaml")), key=lambda e: e.name)
     return tuple(_parse(entry.read_text(encoding="utf-8"), f"{_DIRECTORY}/{entry.name}") for entry in files)
 
 

@@ -46,9 +46,17 @@ def build_report(
     device: str,
     started_at: datetime,
     finished_at: datetime,
+    reduce_over_ranks: bool = True,
 ) -> RunReport:
-    """Assemble the report; must be called on every rank (peak memory is reduced over ranks)."""
+    """Assemble the report.
+
+    With ``reduce_over_ranks`` (a run that ended normally) peak memory is the maximum over ranks and
+    this must be called on every rank; after a failure only the local figures are used, since the
+    other ranks may never reach the collective.
+    """
     peak_gib, reserved_gib, kind = peak_memory()
+    if reduce_over_ranks:
+        peak_gib, reserved_gib = max_over_ranks(peak_gib) or 0.0, max_over_ranks(reserved_gib)
     prediction = plan.prediction
     return RunReport(
         status=status,
@@ -59,8 +67,8 @@ def build_report(
         losses=metrics.losses,
         loss_steps=metrics.loss_steps,
         tokens_seen=max(metrics.tokens_at_end - metrics.tokens_at_start, 0),
-        peak_memory_gib_measured=max_over_ranks(peak_gib) or 0.0,
-        peak_reserved_gib_measured=max_over_ranks(reserved_gib),
+        peak_memory_gib_measured=peak_gib,
+        peak_reserved_gib_measured=reserved_gib,
         memory_kind="allocated" if kind == "allocated" else "cpu-rss",
         tokens_per_s_measured=metrics.tokens_per_s(),
         step_time_s_measured=metrics.median_step_time_s(),

@@ -175,7 +175,10 @@ def _finish(
     metrics: RunMetrics,
     started_at: datetime,
 ) -> None:
-    """Write the report (rank 0) and tear down the process group (runs without it may abort at exit)."""
+    """Write the report (rank 0) and tear down the process group (runs without it may abort at exit).
+
+    After a failure there is no barrier and no cross-rank reduction: other ranks may be gone.
+    """
     report = build_report(
         plan=plan,
         status=status,
@@ -188,11 +191,12 @@ def _finish(
         device=describe_device(args.cpu),
         started_at=started_at,
         finished_at=datetime.now(timezone.utc),
+        reduce_over_ranks=status != "failed",
     )
     if trainer.is_world_process_zero():
         write_report(report, args.report_path)
         logger.info("%s at step %d/%d; report in %s", status, report.steps, report.max_steps, args.report_path)
-    _teardown(barrier=True)
+    _teardown(barrier=status != "failed")
 
 
 def _teardown(barrier: bool = False) -> None:

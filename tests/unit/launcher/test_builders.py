@@ -99,9 +99,7 @@ def test_multi_node_needs_the_main_address_unless_slurm() -> None:
 
 def test_node_rank_out_of_range() -> None:
     with pytest.raises(InvalidRequestError, match="--node-rank 2"):
-        build_launch_spec(
-            make_plan(sharding="ddp", gpus=8, nodes=2), options(node_rank=2, main_process_ip="h")
-        )
+        build_launch_spec(make_plan(sharding="ddp", gpus=8, nodes=2), options(node_rank=2, main_process_ip="h"))
 
 
 def test_cpu_runs_multi_process_with_torchrun_and_only_the_files_used() -> None:
@@ -144,9 +142,7 @@ def test_slurm_command_expands_on_each_node(sharding: str) -> None:
 
 
 def test_slurm_script_on_cpu_requests_no_gpus() -> None:
-    script = build_launch_spec(make_plan(sharding="ddp", gpus=2), options(slurm=True, cpu=True)).files[
-        "launch.sbatch"
-    ]
+    script = build_launch_spec(make_plan(sharding="ddp", gpus=2), options(slurm=True, cpu=True)).files["launch.sbatch"]
     assert "--gpus-per-node" not in script and "#SBATCH --nodes=1" in script
 
 

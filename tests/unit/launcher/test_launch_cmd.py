@@ -43,14 +43,10 @@ def plan_file(tmp_path: Path, plan: PlanFile | None = None) -> Path:
     return save_plan(plan or make_plan(sharding="zero3", gpus=2), tmp_path / "plan.yaml")
 
 
-def test_dry_run_prints_the_spec_and_writes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_dry_run_prints_the_spec_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = plan_file(tmp_path)
     before = sorted(tmp_path.iterdir())
-    code = run_cli(
-        "launch", str(path), "--dataset", "org/data", "--output-dir", str(tmp_path / "run"), "--dry-run"
-    )
+    code = run_cli("launch", str(path), "--dataset", "org/data", "--output-dir", str(tmp_path / "run"), "--dry-run")
     out = capsys.readouterr().out
     assert code == 0
     assert sorted(tmp_path.iterdir()) == before
@@ -94,9 +90,7 @@ def test_existing_output_dir_is_refused(tmp_path: Path, capsys: pytest.CaptureFi
     assert list(out.iterdir()) == []
 
 
-def test_plan_options_with_a_plan_file_are_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_plan_options_with_a_plan_file_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = run_cli("launch", str(plan_file(tmp_path)), "--dataset", "d", "--output-dir", "o", "--gpu", "4090")
     assert code == 2
     assert "--gpu 4090" in _error_line(capsys)
@@ -143,9 +137,7 @@ def test_a_run_writes_the_files_and_returns_the_exit_code(
 
     def run_checker(spec: LaunchSpec, output_dir: Any, *, resume: bool, dry_run: bool) -> int:
         seen.append(spec)
-        check = (
-            "import pathlib, sys; sys.exit(3 if (pathlib.Path(sys.argv[1]) / 'plan.yaml').is_file() else 5)"
-        )
+        check = "import pathlib, sys; sys.exit(3 if (pathlib.Path(sys.argv[1]) / 'plan.yaml').is_file() else 5)"
         swapped = spec.model_copy(update={"argv": ["python", "-c", check, str(output_dir)]})
         return run_launch(swapped, output_dir, resume=resume, dry_run=dry_run)
 
@@ -167,10 +159,7 @@ def test_local_dataset_and_output_dir_become_absolute(
     seen: list[LaunchSpec] = []
     monkeypatch.setattr(launch_cmd, "render_spec", lambda spec, options, dry_run: seen.append(spec))
     assert (
-        run_cli(
-            "launch", str(plan_file(tmp_path)), "--dataset", "data.jsonl", "--output-dir", "run", "--dry-run"
-        )
-        == 0
+        run_cli("launch", str(plan_file(tmp_path)), "--dataset", "data.jsonl", "--output-dir", "run", "--dry-run") == 0
     )
     argv = seen[0].argv
     assert argv[argv.index("--dataset") + 1] == str(tmp_path / "data.jsonl")

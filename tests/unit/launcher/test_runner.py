@@ -31,9 +31,7 @@ def spec_for(out: Path, **plan_values: object) -> LaunchSpec:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    return {
-        str(path.relative_to(root)): path.read_text() for path in sorted(root.rglob("*")) if path.is_file()
-    }
+    return {str(path.relative_to(root)): path.read_text() for path in sorted(root.rglob("*")) if path.is_file()}
 
 
 def test_dry_run_writes_nothing(tmp_path: Path) -> None:

@@ -1,0 +1,118 @@
+"""One test per transcribed seed row: the shipped calibration predicts it within the stated tolerance.
+
+Tolerances (relative error of the prediction):
+  * memory, rows whose memory kind is known (allocated / reserved): ±25 %;
+  * time (micro-step, step or whole-run wall time): ±50 %;
+  * out of memory: a row that ran out of memory must be predicted not to fit, and a row that ran must be
+    predicted to fit.
+Rows we know we miss are listed in KNOWN_MISSES with the measured error and the reason; they are strict
+xfails, so a model change that fixes one makes the suite say so. Memory rows of unknown kind (seed 003, the
+7900 XTX sweep) carry no memory tolerance: their figures cannot be compared with a defined quantity.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from autotune.costmodel.calibration import default_coefficients
+from autotune.costmodel.fitting import CaseResult, evaluate, prepare_cases
+from autotune.profiles.measurements import all_measurements
+
+MEMORY_TOLERANCE = 0.25
+TIME_TOLERANCE = 0.50
+
+_FSDP1_OFFLOAD = (
+    "seed 001's FSDP1 CPUOffload(offload_params=True) trainer holds 9-15 GiB more per GPU than our sharded "
+    "units + activations + logits ({error}); the source does not say where it goes (not explained yet)"
+)
+_SEED003_TIME = (
+    "seed 003 (2023 HF Trainer, eager attention, LLaMA-1; GPU model not stated) {error}: the offload and FSDP "
+    "runs of that table scale unlike the rest of it (e.g. 13B FSDP ×4 takes 5.8× its ×8 time)"
+)
+_FULL_OFFLOAD_HEADROOM = (
+    "ran at {measured} GiB; predicted peak 43.8 GiB but the full-offload family's headroom band (1.08 × the "
+    "modelled part, from the FSDP1 rows above) pushes the need past 80 GiB"
+)
+KNOWN_MISSES: dict[tuple[str, str], str] = {
+    **{
+        (f"001-{gpu}-llama2-13b-full", "memory"): _FSDP1_OFFLOAD.format(error="predicted 16.3 vs 31 GiB, -47 %")
+        for gpu in ("a100-80gb", "h100-80gb", "rtx-pro-6000")
+    },
+    **{
+        (f"001-{gpu}-gemma-7b-full", "memory"): _FSDP1_OFFLOAD.format(error="predicted 32.6 vs 47-48 GiB, -32 %")
+        for gpu in ("a100-80gb", "h100-80gb", "rtx-pro-6000")
+    },
+    ("003-llama-13b-fsdp-mbs1-x4", "time"): _SEED003_TIME.format(error="-57 %"),
+    ("003-llama-13b-zero3-offload-mbs1-x4", "time"): _SEED003_TIME.format(error="+80 %"),
+    ("003-llama-30b-fsdp-offload-mbs1-x8", "time"): _SEED003_TIME.format(error="-76 %"),
+    ("003-llama-30b-zero3-offload-mbs1-x8", "time"): _SEED003_TIME.format(error="+53 %"),
+    ("001-a100-80gb-gemma2-9b-full", "verdict"): _FULL_OFFLOAD_HEADROOM.format(measured=58),
+    ("001-h100-80gb-gemma2-9b-full", "verdict"): _FULL_OFFLOAD_HEADROOM.format(measured=59),
+    ("000-rx-7900-xtx-block05-s4096-mbs1-ga64", "verdict"): (
+        "the seed reports 26.9 'GB' for a run that finished on a 24 GiB card, more than the card holds; "
+        "we predict 25.9 GiB, so not fitting"
+    ),
+    ("003-llama-30b-zero3-offload-mbs8-x4", "verdict"): (
+        "ran at 80 GB (kind unknown); predicted 41.6 GiB + the default headroom band (0.55 × modelled part) "
+        "exceeds 80 GiB"
+    ),
+    ("003-llama-30b-zero3-offload-mbs8-x8", "verdict"): (
+        "ran at 55 GB (kind unknown); predicted 41.9 GiB + the default headroom band exceeds 80 GiB"
+    ),
+    ("003-llama-30b-fsdp-mbs1-x8", "verdict"): (
+        "ran out of memory; we predict 75.7 GiB peak at the optimizer step (all counted states, no headroom) "
+        "+ 0.5 context < 80 GiB: within 5 %, fragmentation at that fill level is not modelled"
+    ),
+    ("003-llama-65b-fsdp-offload-mbs1-x8", "verdict"): (
+        "ran out of memory with FSDP CPU offload; we predict 12.2 GiB per GPU — the same FSDP1-offload gap as "
+        "seed 001's rows, larger here"
+    ),
+}
+"""(row id, quantity) → why the model misses it, with the measured error (from `autotune validate`)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _results() -> dict[str, CaseResult]:
+    results = evaluate(prepare_cases(all_measurements()), default_coefficients())
+    return {r.id: r for r in results}
+
+
+ROW_IDS = [m.id for m in all_measurements()]
+
+
+def _mark(row_id: str, quantity: str):  # type: ignore[no-untyped-def]
+    reason = KNOWN_MISSES.get((row_id, quantity))
+    return pytest.param(row_id, marks=pytest.mark.xfail(reason=reason, strict=True)) if reason else row_id
+
+
+@pytest.mark.parametrize("row_id", [_mark(i, "memory") for i in ROW_IDS])
+def test_memory_within_tolerance(row_id: str) -> None:
+    result = _results()[row_id]
+    if result.memory_error is None or result.case.measurement.memory_kind == "unknown":
+        pytest.skip("no memory figure of known kind in this row")
+    assert abs(result.memory_error) <= MEMORY_TOLERANCE, (
+        f"predicted {result.predicted_memory_gib:.1f} GiB vs measured {result.measured_memory_gib:.1f} GiB"
+    )
+
+
+@pytest.mark.parametrize("row_id", [_mark(i, "time") for i in ROW_IDS])
+def test_time_within_tolerance(row_id: str) -> None:
+    result = _results()[row_id]
+    if result.time_error is None:
+        pytest.skip("no comparable time in this row")
+    assert abs(result.time_error) <= TIME_TOLERANCE, (
+        f"predicted {result.predicted_time_s:.4g} s vs measured {result.measured_time_s:.4g} s ({result.time_kind})"
+    )
+
+
+@pytest.mark.parametrize("row_id", [_mark(i, "verdict") for i in ROW_IDS])
+def test_fit_verdict_matches(row_id: str) -> None:
+    result = _results()[row_id]
+    e = result.estimate
+    expected = "out of memory" if result.oom_measured else "fits"
+    assert result.oom_correct, (
+        f"measured: {expected}; predicted peak {e.peak_memory_gib:.1f} + context {e.cuda_context_gib:.1f} "
+        f"+ headroom {e.memory_headroom_gib:.1f} GiB vs {e.gpu_memory_gib:.0f} GiB"
+    )
