@@ -376,7 +376,7 @@ def test_load_measurement_set_missing_file(tmp_path: Path) -> None:
 def test_load_measurement_set_bad_yaml(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("name: [unclosed\nsource: x\n")
-    with pytest.raises(ConfigError, match="not valid YAML") as caught:
+    with pytest.raises(ConfigError, match="malformed YAML") as caught:
         load_measurement_set(path)
     _assert_one_line_naming(caught.value, path)
 
@@ -384,7 +384,7 @@ def test_load_measurement_set_bad_yaml(tmp_path: Path) -> None:
 def test_load_measurement_set_not_a_mapping(tmp_path: Path) -> None:
     path = tmp_path / "list.yaml"
     path.write_text("- 1\n- 2\n")
-    with pytest.raises(ConfigError, match="expected a mapping") as caught:
+    with pytest.raises(ConfigError, match="is a YAML mapping") as caught:
         load_measurement_set(path)
     _assert_one_line_naming(caught.value, path)
 

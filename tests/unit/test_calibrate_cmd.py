@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
+from cli_runner import run
 
-from autotune.cli.app import main
 from autotune.cli.plan_cmd import request_from_options
 from autotune.launcher.plan_io import save_plan
 from autotune.planner import build_plan_file, search
@@ -32,16 +32,6 @@ def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "config"
     monkeypatch.setenv("AUTOTUNE_CONFIG_DIR", str(path))
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 PLAN_OPTIONS: dict[str, Any] = {

@@ -8,18 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from autotune.cli.app import main
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from cli_runner import run
 
 
 def test_plan_json_has_prediction_alternatives_and_rejections(capsys):

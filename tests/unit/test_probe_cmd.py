@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 import yaml
+from cli_runner import run
 
 from autotune.cli import probe_cmd
-from autotune.cli.app import main
 from autotune.cli.plan_cmd import request_from_options
 from autotune.launcher import LaunchSpec, load_plan, plan_from_yaml, prepare_output_dir, save_plan
 from autotune.planner import build_plan_file, search
@@ -53,16 +53,6 @@ def plan() -> PlanFile:
 @pytest.fixture
 def plan_path(plan: PlanFile, tmp_path: Path) -> Path:
     return save_plan(plan, tmp_path / "plan.yaml")
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 # --- detection ------------------------------------------------------------------------------------

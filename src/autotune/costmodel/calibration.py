@@ -11,7 +11,6 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
 
 from autotune import yamlio
 from autotune.errors import ConfigError
@@ -26,21 +25,7 @@ def load_coefficients(path: str | Path) -> CostCoefficients:
     Raises:
         ConfigError: missing file, invalid YAML, unknown keys or bad values (one line naming the file).
     """
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"calibration file not found: {file}")
-    try:
-        data = yamlio.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{file}: not valid YAML ({_first_line(error)})") from error
-    if not isinstance(data, dict):
-        raise ConfigError(f"{file}: expected a mapping of calibration coefficients")
-    try:
-        return CostCoefficients.model_validate(data)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigError(f"{file}: {where}: {first['msg']}") from error
+    return yamlio.load_validated(path, CostCoefficients, "calibration file")
 
 
 @functools.lru_cache(maxsize=1)
@@ -72,7 +57,3 @@ def error_band(bands: dict[str, float], family: str) -> float:
         return bands[family]
     method = family.split("-")[0]
     return bands.get(method, bands.get("default", 0.0))
-
-
-def _first_line(error: Exception) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

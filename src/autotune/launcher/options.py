@@ -37,9 +37,7 @@ class LaunchOptions(FrozenModel):
     output_dir: str = Field(min_length=1, description="Run directory (must not exist unless --resume).")
     max_steps: int | None = Field(default=None, ge=1, description="Stop after this many optimizer steps.")
     cpu: bool = Field(default=False, description="Run on the CPU (multi-process runs use torchrun + gloo).")
-    resume: bool = Field(
-        default=False, description="Continue the run in --output-dir from its last checkpoint."
-    )
+    resume: bool = Field(default=False, description="Continue the run in --output-dir from its last checkpoint.")
     slurm: bool = Field(default=False, description="Write a SLURM batch script and submit it with sbatch.")
     node_rank: int = Field(default=0, ge=0, description="Multi-node: rank of this node (0 = the main node).")
     main_process_ip: str | None = Field(default=None, description="Multi-node: address of node 0.")
@@ -67,13 +65,9 @@ class LaunchSpec(FrozenModel):
     ``-m accelerate.commands.accelerate_cli``).
     """
 
-    argv: list[str] = Field(
-        description="The command to run (launcher, launcher options, trainer, trainer options)."
-    )
+    argv: list[str] = Field(description="The command to run (launcher, launcher options, trainer, trainer options).")
     env: dict[str, str] = Field(description="Environment variables added to the current environment.")
-    files: dict[str, str] = Field(
-        description="Files to write: path relative to the output directory -> content."
-    )
+    files: dict[str, str] = Field(description="Files to write: path relative to the output directory -> content.")
     num_nodes: int = Field(ge=1, description="Nodes the run spans.")
     num_processes_per_node: int = Field(ge=1, description="Training processes started on each node.")
     notes: list[str] = Field(default_factory=list, description="One-line remarks for the user.")

@@ -25,12 +25,12 @@ from typing import Any, Final
 from pydantic import BaseModel, ValidationError
 
 from autotune.errors import InvalidRequestError
-from autotune.launcher.plan_io import format_validation_error
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import ClusterChoice, PlanFile
 from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.yamlio import format_validation_error
 
 Estimator = Callable[[ModelSpec, ClusterSpec, Workload, TrainingSetting], Estimate]
 """``autotune.costmodel.estimate.estimate_setting``'s signature."""

@@ -8,19 +8,13 @@ file unless asked to. Pure and light (PyYAML + pydantic): the training core impo
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
-from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from autotune import yamlio
 from autotune.errors import ConfigError, InvalidRequestError
 from autotune.schemas.plan import PlanFile, migrate
-
-_MAX_ERRORS_SHOWN = 3
-_MAX_INPUT_REPR = 40
 
 _HEADER = (
     "# autotune plan: read by `autotune launch` and by the training core (python -m autotune.trainer).\n"
@@ -48,23 +42,12 @@ def plan_from_yaml(text: str, source: str) -> PlanFile:
         ConfigError: malformed YAML, not a mapping, no/newer ``schema_version``, unknown keys or
             invalid values; one line starting with ``source``.
     """
-    try:
-        data = yamlio.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ConfigError(
-            f"{source}: malformed YAML{_yaml_position(error)}: {_yaml_problem(error)}"
-        ) from None
-    if not isinstance(data, dict):
-        kind = "empty" if data is None else f"a {type(data).__name__}"
-        raise ConfigError(f"{source}: a plan file is a YAML mapping, this one is {kind}")
+    data = yamlio.parse_mapping(text, source, "a plan file")
     try:
         data = migrate(data)
     except ConfigError as error:
         raise ConfigError(f"{source}: {error}") from None
-    try:
-        return PlanFile.model_validate(data)
-    except ValidationError as error:
-        raise ConfigError(f"{source}: invalid plan: {format_validation_error(error, PlanFile)}") from None
+    return yamlio.validate(PlanFile, data, source, "plan")
 
 
 def load_plan(path: str | Path) -> PlanFile:
@@ -73,16 +56,7 @@ def load_plan(path: str | Path) -> PlanFile:
     Raises:
         ConfigError: the file is missing, unreadable, malformed or invalid (one line naming it).
     """
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"plan file {path} not found")
-    if not path.is_file():
-        raise ConfigError(f"plan file {path} is not a file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: cannot read the plan file: {error}") from None
-    return plan_from_yaml(text, str(path))
+    return plan_from_yaml(yamlio.read_text_file(path, "plan file"), str(path))
 
 
 def save_plan(plan: PlanFile, path: str | Path, *, overwrite: bool = False) -> Path:
@@ -109,81 +83,3 @@ def save_plan(plan: PlanFile, path: str | Path, *, overwrite: bool = False) -> P
     except OSError as error:
         raise ConfigError(f"cannot write plan {path}: {error}") from None
     return path
-
-
-def format_validation_error(error: ValidationError, model: type[BaseModel]) -> str:
-    """One line describing a pydantic error: unknown keys (with close valid names), missing keys, bad values.
-
-    ``model`` is the class that was validated; it is used to list the valid keys at the place of an
-    unknown one. At most three problems are spelled out; the rest are counted.
-    """
-    parts: list[str] = []
-    # Unknown keys first: a misspelt key also shows up as a missing one, and the typo is the news.
-    problems = sorted(error.errors(), key=lambda problem: problem["type"] != "extra_forbidden")
-    for problem in problems[:_MAX_ERRORS_SHOWN]:
-        loc = tuple(problem["loc"])
-        where = ".".join(str(part) for part in loc)
-        if problem["type"] == "extra_forbidden":
-            parts.append(_unknown_key_message(where, loc, model))
-        elif problem["type"] == "missing":
-            parts.append(f"missing key '{where}'")
-        else:
-            message = problem["msg"]
-            if message.startswith("Value error, "):
-                message = message[len("Value error, ") :]
-            shown = repr(problem.get("input"))
-            if len(shown) > _MAX_INPUT_REPR:
-                shown = shown[: _MAX_INPUT_REPR - 3] + "..."
-            prefix = f"{where}: " if where else ""
-            parts.append(f"{prefix}{message} (got {shown})")
-    if len(problems) > _MAX_ERRORS_SHOWN:
-        parts.append(f"and {len(problems) - _MAX_ERRORS_SHOWN} more")
-    return "; ".join(parts)
-
-
-def _unknown_key_message(where: str, loc: tuple[Any, ...], model: type[BaseModel]) -> str:
-    valid = _field_names_at(model, loc[:-1])
-    if not valid:
-        return f"unknown key '{where}'"
-    close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
-    hint = f"did you mean '{close[0]}'? " if close else ""
-    return f"unknown key '{where}' ({hint}valid keys: {', '.join(valid)})"
-
-
-def _field_names_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """Field names of the nested model reached by following ``loc`` from ``model`` (list indices skipped)."""
-    current: type[BaseModel] = model
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = current.model_fields.get(str(part))
-        if field is None:
-            return []
-        nested = _model_in_annotation(field.annotation)
-        if nested is None:
-            return []
-        current = nested
-    return list(current.model_fields)
-
-
-def _model_in_annotation(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model inside an annotation such as ``ModelSpec`` or ``list[Alternative]``."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for argument in getattr(annotation, "__args__", ()):
-        found = _model_in_annotation(argument)
-        if found is not None:
-            return found
-    return None
-
-
-def _yaml_position(error: yaml.YAMLError) -> str:
-    mark = getattr(error, "problem_mark", None)
-    if mark is None:
-        return ""
-    return f" at line {mark.line + 1}, column {mark.column + 1}"
-
-
-def _yaml_problem(error: yaml.YAMLError) -> str:
-    problem = getattr(error, "problem", None)
-    return str(problem) if problem else str(error).splitlines()[0]

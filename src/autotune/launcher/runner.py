@@ -89,9 +89,7 @@ def prepare_output_dir(spec: LaunchSpec, output_dir: str | Path, *, resume: bool
         try:
             out.mkdir(parents=True)
         except FileExistsError:
-            raise InvalidRequestError(
-                f"output directory {out} already exists; choose a new --output-dir"
-            ) from None
+            raise InvalidRequestError(f"output directory {out} already exists; choose a new --output-dir") from None
         except OSError as error:
             raise ConfigError(f"cannot create output directory {out}: {error}") from None
     for path, content in missing:

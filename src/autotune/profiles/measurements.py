@@ -11,31 +11,12 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import yaml
-from pydantic import ValidationError
 
 from autotune import yamlio
-from autotune.errors import ConfigError
 from autotune.schemas.calibration import Measurement, MeasurementSet
 
 _PACKAGE = "autotune.profiles"
 _DIRECTORY = "measurements"
-
-
-def _one_line(text: str) -> str:
-    """Collapse whitespace (newlines included) so an error message stays on one line."""
-    return " ".join(text.split())
-
-
-def _validation_summary(error: ValidationError) -> str:
-    """``loc: message`` for every problem pydantic found, joined on one line."""
-    parts = []
-    for problem in error.errors():
-        location = ".".join(str(part) for part in problem["loc"]) or "(top level)"
-        parts.append(f"{location}: {problem['msg']}")
-    return "; ".join(parts)
 
 
 def _parse(text: str, origin: str) -> MeasurementSet:
@@ -45,18 +26,8 @@ def _parse(text: str, origin: str) -> MeasurementSet:
         ConfigError: the text is not YAML, not a mapping, or does not match the schema (unknown keys
             included); the message names ``origin`` and fits on one line.
     """
-    try:
-        data: Any = yamlio.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{origin}: not valid YAML: {_one_line(str(error))}") from error
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{origin}: expected a mapping with keys name, source, conditions, measurements; got {type(data).__name__}"
-        )
-    try:
-        return MeasurementSet.model_validate(data)
-    except ValidationError as error:
-        raise ConfigError(f"{origin}: not a valid measurement set: {_one_line(_validation_summary(error))}") from error
+    data = yamlio.parse_mapping(text, origin, "a measurement set")
+    return yamlio.validate(MeasurementSet, data, origin, "measurement set")
 
 
 def load_measurement_set(path: str | Path) -> MeasurementSet:
@@ -72,14 +43,7 @@ def load_measurement_set(path: str | Path) -> MeasurementSet:
         ConfigError: the file is missing or unreadable, is not valid YAML, or does not match the
             :class:`MeasurementSet` schema (unknown keys are rejected). One line naming the file.
     """
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError as error:
-        raise ConfigError(f"{file}: measurement file not found") from error
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{file}: cannot read measurement file: {_one_line(str(error))}") from error
-    return _parse(text, str(file))
+    return yamlio.load_validated(path, MeasurementSet, "measurement set")
 
 
 @cache
