@@ -32,16 +32,16 @@ _SEED003_TIME = (
     "runs of that table scale unlike the rest of it (e.g. 13B FSDP ×4 takes 5.8× its ×8 time)"
 )
 _FULL_OFFLOAD_HEADROOM = (
-    "ran at {measured} GiB; predicted peak 43.8 GiB but the full-offload family's headroom band (1.08 × the "
+    "ran at {measured} GiB; predicted peak 50.5 GiB but the full-offload family's headroom band (1.01 × the "
     "modelled part, from the FSDP1 rows above) pushes the need past 80 GiB"
 )
 KNOWN_MISSES: dict[tuple[str, str], str] = {
     **{
-        (f"001-{gpu}-llama2-13b-full", "memory"): _FSDP1_OFFLOAD.format(error="predicted 16.3 vs 31 GiB, -47 %")
+        (f"001-{gpu}-llama2-13b-full", "memory"): _FSDP1_OFFLOAD.format(error="predicted 17.3 vs 31 GiB, -44 %")
         for gpu in ("a100-80gb", "h100-80gb", "rtx-pro-6000")
     },
     **{
-        (f"001-{gpu}-gemma-7b-full", "memory"): _FSDP1_OFFLOAD.format(error="predicted 32.6 vs 47-48 GiB, -32 %")
+        (f"001-{gpu}-gemma-7b-full", "memory"): _FSDP1_OFFLOAD.format(error="predicted 34.0 vs 47-48 GiB, -29 %")
         for gpu in ("a100-80gb", "h100-80gb", "rtx-pro-6000")
     },
     ("003-llama-13b-fsdp-mbs1-x4", "time"): _SEED003_TIME.format(error="-57 %"),

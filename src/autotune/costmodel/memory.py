@@ -118,7 +118,10 @@ def model_state_bytes(
         root_params = counts.embedding_params + counts.lm_head_params + counts.final_norm_params
         unit_bytes = weights / counts.total_params  # bytes per parameter as stored (NF4-aware average)
         gather_bytes = min(unit_bytes, dtypes.compute_bytes) if dtypes.autocast else unit_bytes
-        gathered = (FSDP_LIVE_UNITS * layer_params + root_params) * gather_bytes * (1 - 1 / ranks)
+        # The rank's own shard is resident (counted in ``weights``) unless offloaded to the host, in which
+        # case whole units are copied in.
+        not_resident = 1.0 if offload else 1 - 1 / ranks
+        gathered = (FSDP_LIVE_UNITS * layer_params + root_params) * gather_bytes * not_resident
         weights /= ranks
         adapter_weights /= ranks
     if shard_states:
