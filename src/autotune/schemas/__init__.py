@@ -5,6 +5,7 @@ from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import PLAN_SCHEMA_VERSION, ClusterChoice, PlanFile, migrate
+from autotune.schemas.run_report import RunReport
 from autotune.schemas.setting import TrainingSetting, Workload
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "MeasurementSet",
     "ModelSpec",
     "PlanFile",
+    "RunReport",
     "TrainingSetting",
     "Workload",
     "migrate",

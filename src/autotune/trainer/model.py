@@ -199,6 +199,8 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
             use_gradient_checkpointing=setting.grad_ckpt,
             gradient_checkpointing_kwargs={"use_reentrant": False},
         )
+        if setting.unquantized_dtype == "bf16":
+            _restore_unquantized_dtype(model, torch.bfloat16)
     targets: str | list[str] = "all-linear" if setting.lora_targets == (ALL_LINEAR,) else list(setting.lora_targets)
     config = LoraConfig(
         r=setting.lora_rank,
@@ -213,6 +215,18 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
     except ValueError as error:
         raise ConfigError(f"LoRA targets {setting.lora_targets} do not fit this model: {_first_line(error)}") from error
     return peft_model  # type: ignore[return-value]
+
+
+def _restore_unquantized_dtype(model: PreTrainedModel, dtype: torch.dtype) -> None:
+    """Undo ``prepare_model_for_kbit_training``'s upcast of the unquantized parts.
+
+    peft upcasts every 16-bit parameter (embeddings, norms, lm_head) to fp32; the plan's
+    ``unquantized_dtype: bf16`` keeps them in 16 bits — the cost model's QLoRA memory and time assume it
+    (an fp32 residual stream and fp32 logits double those terms; seed 001's QLoRA rows show the cost).
+    """
+    for parameter in model.parameters():
+        if parameter.dtype == torch.float32:
+            parameter.data = parameter.data.to(dtype)
 
 
 def count_parameters(model: torch.nn.Module) -> tuple[int, int]:
