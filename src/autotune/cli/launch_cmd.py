@@ -25,6 +25,7 @@ from autotune.launcher import (
     apply_overrides,
     build_launch_spec,
     changed_fields,
+    check_output_dir,
     load_plan,
     run_launch,
 )
@@ -104,6 +105,8 @@ def launch(
         estimate, resolve_gpu = default_estimator()
         plan = override_plan(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
     spec = build_launch_spec(plan, options)
+    if not dry_run:
+        check_output_dir(options.output_dir, resume=resume)
     render_spec(spec, options, dry_run=dry_run)
     code = run_launch(spec, options.output_dir, resume=resume, dry_run=dry_run)
     if code != 0:

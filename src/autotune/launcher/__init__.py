@@ -8,7 +8,7 @@ from autotune.launcher.backend_configs import accelerate_config, deepspeed_confi
 from autotune.launcher.options import LaunchOptions, LaunchSpec
 from autotune.launcher.overrides import Estimator, GpuResolver, apply_overrides, changed_fields
 from autotune.launcher.plan_io import load_plan, plan_from_yaml, plan_to_yaml, save_plan
-from autotune.launcher.runner import prepare_output_dir, run_command, run_launch
+from autotune.launcher.runner import check_output_dir, prepare_output_dir, run_command, run_launch
 from autotune.launcher.slurm import slurm_script
 from autotune.launcher.spec import build_launch_spec
 
@@ -21,6 +21,7 @@ __all__ = [
     "apply_overrides",
     "build_launch_spec",
     "changed_fields",
+    "check_output_dir",
     "deepspeed_config",
     "load_plan",
     "plan_from_yaml",

@@ -53,6 +53,25 @@ def check_command(argv: Sequence[str]) -> None:
         raise InvalidRequestError(f"command '{program}' not found on PATH (needed to run: {' '.join(argv)})")
 
 
+def check_output_dir(output_dir: str | Path, *, resume: bool) -> Path:
+    """Refuse an existing run directory unless resuming, and resuming one that does not exist.
+
+    Raises:
+        InvalidRequestError: one line naming the directory and the fix.
+    """
+    out = Path(output_dir)
+    if out.exists() and not resume:
+        raise InvalidRequestError(
+            f"output directory {out} already exists; choose a new --output-dir, "
+            "or add --resume to continue the run in it"
+        )
+    if resume and not out.is_dir():
+        raise InvalidRequestError(
+            f"--resume: output directory {out} does not exist (nothing to resume; drop --resume to start)"
+        )
+    return out
+
+
 def prepare_output_dir(spec: LaunchSpec, output_dir: str | Path, *, resume: bool) -> list[Path]:
     """Create the run directory (or check it, when resuming) and write the spec's files into it.
 
@@ -65,16 +84,7 @@ def prepare_output_dir(spec: LaunchSpec, output_dir: str | Path, *, resume: bool
         InvalidRequestError: the directory exists and ``resume`` is false; ``resume`` without the
             directory; on resume, an existing file whose content differs from the one to write.
     """
-    out = Path(output_dir)
-    if out.exists() and not resume:
-        raise InvalidRequestError(
-            f"output directory {out} already exists; choose a new --output-dir, "
-            "or add --resume to continue the run in it"
-        )
-    if resume and not out.is_dir():
-        raise InvalidRequestError(
-            f"--resume: output directory {out} does not exist (nothing to resume; drop --resume to start)"
-        )
+    out = check_output_dir(output_dir, resume=resume)
     missing: list[tuple[Path, str]] = []
     for relative, content in spec.files.items():
         path = out / relative
