@@ -45,6 +45,7 @@ PrecisionOpt = Annotated[str | None, typer.Option("--precision", help=DESCRIPTIO
 LoraRankOpt = Annotated[int | None, typer.Option("--lora-rank", help=DESCRIPTIONS["lora_rank"])]
 LoraAlphaOpt = Annotated[float | None, typer.Option("--lora-alpha", help=DESCRIPTIONS["lora_alpha"])]
 LoraTargetsOpt = Annotated[str | None, typer.Option("--lora-targets", help=DESCRIPTIONS["lora_targets"])]
+LossImplOpt = Annotated[str | None, typer.Option("--loss-impl", help=DESCRIPTIONS["loss_impl"])]
 CalibrationOpt = Annotated[
     Path | None,
     typer.Option("--calibration", help="Calibration YAML from 'autotune calibrate' (default: the shipped fit)."),

@@ -124,6 +124,7 @@ def plan_command(
     lora_rank: opt.LoraRankOpt = None,
     lora_alpha: opt.LoraAlphaOpt = None,
     lora_targets: opt.LoraTargetsOpt = None,
+    loss_impl: opt.LossImplOpt = None,
     num_samples: opt.NumSamplesOpt = None,
     dataset_tokens: opt.DatasetTokensOpt = None,
     epochs: opt.EpochsOpt = 1.0,

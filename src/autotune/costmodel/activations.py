@@ -162,17 +162,19 @@ def logits_peak_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeB
     Gemma 2's final soft-capping (``tanh(logits / cap) · cap``) saves the tanh output and holds one more
     temporary: +2·d·E.
     """
-    vocab = model.vocab_size
+    rows = min(tokens, CHUNKED_LOSS_TOKENS) if setting.loss_impl == "chunked" else tokens
+    return loss_bytes_per_logit(model, setting, dtypes) * rows * model.vocab_size
+
+
+def loss_bytes_per_logit(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
+    """Bytes per logit that the loss holds at its peak (see ``logits_peak_bytes``); ``chunked`` does the same
+    fp32 arithmetic as ``fp32-upcast``, on fewer rows at a time."""
     logits_bytes = logits_dtype_bytes(setting, dtypes)
     if setting.loss_impl == "native":
         per_logit = 4 * logits_bytes
-        rows = tokens
     else:
         upcast_copy = FP32_BYTES if logits_bytes < FP32_BYTES else 0.0
-        forward = logits_bytes + upcast_copy + FP32_BYTES
-        backward = 3 * FP32_BYTES
-        per_logit = max(forward, backward)
-        rows = min(tokens, CHUNKED_LOSS_TOKENS) if setting.loss_impl == "chunked" else tokens
+        per_logit = max(logits_bytes + upcast_copy + FP32_BYTES, 3 * FP32_BYTES)
     if model.final_logit_softcapping is not None:
         per_logit += 2 * logits_bytes
-    return per_logit * rows * vocab
+    return per_logit

@@ -138,7 +138,9 @@ def predict_time(
     lm_head_flops_pass = 2 * lm_head_matmul_params * tokens
     pass_time = max(layer_flops_pass / compute_rate, weight_read_bytes / bandwidth)
     matmul_s = pass_time * (forward_passes + backward_passes)
-    lm_head_s = lm_head_flops_pass / lm_head_rate * (1 + backward_passes)
+    # A chunked loss checkpoints each chunk: its lm_head matmul runs again in backward.
+    lm_head_passes = 1 + backward_passes + (1 if setting.loss_impl == "chunked" else 0)
+    lm_head_s = lm_head_flops_pass / lm_head_rate * lm_head_passes
     if adapters:
         lora = lora_params(model, setting.lora_rank, setting.lora_targets)
         matmul_s += 2 * lora * tokens * (forward_passes + 2) / compute_rate
@@ -154,7 +156,8 @@ def predict_time(
     # --- element-wise traffic and dispatch -----------------------------------------------------------
     layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq, flash)
     elementwise_bytes = layer.total * model.num_hidden_layers * tokens * (ELEMENTWISE_TRANSFERS + forward_passes - 1)
-    logits_bytes = act.logits_peak_bytes(model, setting, dtypes, tokens) * 2
+    # Every logit crosses DRAM in forward and backward whether or not the loss is chunked.
+    logits_bytes = act.loss_bytes_per_logit(model, setting, dtypes) * tokens * model.vocab_size * 2
     elementwise_s = (elementwise_bytes + logits_bytes) / bandwidth
     num_targets = 0
     if adapters:

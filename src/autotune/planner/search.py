@@ -54,13 +54,14 @@ def run_time_s(estimate: Estimate) -> float:
 
 
 SIMPLICITY_MARGIN = 0.02
-"""A setting with an extra moving part (8-bit optimizer state, CPU offload) must be more than this fraction
-faster to win: their predicted gains within the time error band are not worth the added risk."""
+"""A setting with extra moving parts must be more than this fraction faster per part to win: their predicted
+gains within the time error band are not worth the added risk (see ``complexity``)."""
 
 
 def complexity(setting: TrainingSetting) -> int:
-    """Number of non-default moving parts: 8-bit optimizer state, CPU offload."""
-    return int(setting.optimizer != "adamw") + int(setting.offloads_to_cpu)
+    """Weight of the non-default moving parts: 8-bit optimizer state (1), a chunked loss (1), CPU offload (2:
+    it also needs host RAM and pinned memory, and its step time depends on the host's load)."""
+    return int(setting.optimizer != "adamw") + int(setting.loss_impl == "chunked") + 2 * int(setting.offloads_to_cpu)
 
 
 def rank_key(scored: Scored, objective: Objective) -> tuple[float, ...]:

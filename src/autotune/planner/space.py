@@ -16,6 +16,7 @@ from autotune.planner.request import PlanRequest
 from autotune.schemas.setting import (
     METHODS,
     OPTIMIZERS,
+    LossImpl,
     Method,
     Optimizer,
     Precision,
@@ -29,6 +30,13 @@ HOST_MEMORY_PER_GPU_MEMORY = 2.0
 """Host RAM assumed per node when the user does not give it: twice the node's GPU memory (a common
 server sizing rule — e.g. NVIDIA DGX A100: 2 TB host for 640 GB of GPU memory; 64 GB workstations for
 one 24 GB card). Offload plans are checked against it; ``--host-memory-gib`` replaces it."""
+
+LOSS_IMPLEMENTATIONS: tuple[LossImpl, ...] = ("fp32-upcast", "chunked")
+"""Loss implementations the training core provides (``native`` only describes other trainers' seeds)."""
+
+PARAMETER_SHARDINGS: tuple[Sharding, ...] = ("fsdp", "fsdp-offload", "zero3", "zero3-offload")
+"""Shardings that split the weights: the chunked loss reads the whole lm_head weight outside the model's
+forward, so the training core refuses it there (trainer/hf_args.py)."""
 
 DEFAULT_LORA_RANK = 16
 DEFAULT_LORA_ALPHA = 32.0
@@ -76,6 +84,15 @@ def check_overrides_supported(request: PlanRequest) -> None:
             f"--sharding {o.sharding} needs more than one GPU (use --num-gpus); on one GPU use none, "
             "fsdp-offload or zero3-offload"
         )
+    if o.loss_impl == "chunked" and o.sharding in PARAMETER_SHARDINGS:
+        raise InvalidRequestError(
+            f"--loss-impl chunked cannot run with --sharding {o.sharding} (the weights are sharded); use "
+            "fp32-upcast, or ddp / zero2 / none"
+        )
+    if o.loss_impl == "native":
+        raise InvalidRequestError(
+            "--loss-impl native describes other trainers; autotune's core runs fp32-upcast or chunked"
+        )
     if request.cluster.world_size > 1 and o.sharding == "none":
         raise InvalidRequestError("--sharding none with several GPUs would leave all but one idle; use ddp")
 
@@ -117,16 +134,20 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
                         for optimizer in optimizers:
                             if optimizer != "adamw" and (sharding.startswith("zero") or "offload" in sharding):
                                 continue  # DeepSpeed / CPU offload use their own (CPU-)Adam, not bnb 8-bit
-                            yield TrainingSetting(
-                                method=method,
-                                micro_batch_size=micro,
-                                grad_accum=per_rank // micro,
-                                grad_ckpt=grad_ckpt,
-                                compile=compile_,
-                                sharding=sharding,
-                                optimizer=optimizer,
-                                precision=precision,
-                                lora_rank=o.lora_rank or DEFAULT_LORA_RANK,
-                                lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
-                                lora_targets=o.lora_targets or ("all-linear",),
-                            )
+                            for loss_impl in _choices(o.loss_impl, LOSS_IMPLEMENTATIONS):
+                                if loss_impl == "chunked" and sharding in PARAMETER_SHARDINGS:
+                                    continue
+                                yield TrainingSetting(
+                                    method=method,
+                                    micro_batch_size=micro,
+                                    grad_accum=per_rank // micro,
+                                    grad_ckpt=grad_ckpt,
+                                    compile=compile_,
+                                    sharding=sharding,
+                                    optimizer=optimizer,
+                                    precision=precision,
+                                    lora_rank=o.lora_rank or DEFAULT_LORA_RANK,
+                                    lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
+                                    lora_targets=o.lora_targets or ("all-linear",),
+                                    loss_impl=loss_impl,
+                                )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
@@ -11,10 +10,9 @@ from transformers import TrainingArguments
 from autotune.errors import ConfigError
 from autotune.schemas.plan import PlanFile
 from autotune.trainer.args import TrainerArgs
+from autotune.trainer.chunked_loss import check_chunked_loss_supported
 from autotune.trainer.model import PrecisionChoice
 from autotune.trainer.optim import choose_optimizer
-
-logger = logging.getLogger("autotune.trainer")
 
 SAVE_TOTAL_LIMIT = 2
 """Checkpoints kept under OUT/checkpoints (the last one is what --resume needs)."""
@@ -47,7 +45,8 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
     """TrainingArguments for this run. Must be built before the model is loaded (ZeRO-3 init needs it).
 
     Raises:
-        ConfigError: a ZeRO plan without --deepspeed-config, or a DeepSpeed JSON that does not exist.
+        ConfigError: a ZeRO plan without --deepspeed-config, a DeepSpeed JSON that does not exist, or
+            loss_impl=chunked with a parameter-sharded run.
     """
     setting = plan.setting
     if setting.sharding.startswith("zero") and args.deepspeed_config is None:
@@ -60,7 +59,7 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
     if args.deepspeed_config is not None and not setting.sharding.startswith("zero"):
         raise ConfigError(f"--deepspeed-config given but the plan says sharding={setting.sharding}")
     if setting.loss_impl == "chunked":
-        logger.warning("loss_impl=chunked is not implemented by the training core: the full logits are materialized")
+        check_chunked_loss_supported(setting.sharding)
     fsdp = fsdp_arguments(plan)
     optimizer = choose_optimizer(setting.optimizer, args.learning_rate, args.warmup_ratio)
     return TrainingArguments(

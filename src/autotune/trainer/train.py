@@ -20,6 +20,7 @@ from autotune.schemas.plan import PlanFile
 from autotune.schemas.run_report import RunStatus
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.callbacks import MetricsCallback, ProgressCallback, RunMetrics, StopOnSignalCallback
+from autotune.trainer.chunked_loss import ChunkedLossTrainer
 from autotune.trainer.data import PadCollator, build_train_dataset, detect_format, load_raw_dataset
 from autotune.trainer.guard import check_runtime
 from autotune.trainer.hf_args import build_training_arguments
@@ -129,7 +130,8 @@ def run(args: TrainerArgs) -> None:
     progress = ProgressCallback(metrics)
     stopper = StopOnSignalCallback()
     guard = _GuardCallback(plan)
-    trainer = Trainer(
+    trainer_class = ChunkedLossTrainer if setting.loss_impl == "chunked" else Trainer
+    trainer = trainer_class(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
