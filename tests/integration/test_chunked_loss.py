@@ -25,7 +25,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
-from trainer_helpers import PlanWriter, mean, read_report, run_trainer, text_rows, write_jsonl
+from trainer_helpers import PlanWriter, core_args, mean, read_report, run_trainer, text_rows, write_jsonl
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from autotune.trainer.chunked_loss import capture_head_input, chunked_causal_lm_loss
@@ -147,15 +147,7 @@ def test_chunked_loss_run_learns(write_plan: PlanWriter, tmp_path: Path, fields:
     data = write_jsonl(tmp_path / "text.jsonl", text_rows())
     out = tmp_path / "run"
     proc = run_trainer(
-        "--plan",
-        str(plan),
-        "--dataset",
-        str(data),
-        "--output-dir",
-        str(out),
-        "--cpu",
-        "--max-steps",
-        str(steps),
+        *core_args(plan, data, out, steps),
         "--learning-rate",
         "1e-2" if fields["method"] == "lora" else "5e-3",
         "--save-steps",
@@ -201,8 +193,7 @@ def test_chunked_run_follows_the_fp32_upcast_run(write_plan: PlanWriter, tmp_pat
         )
         out = tmp_path / loss_impl
         proc = run_trainer(
-            "--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu",
-            "--max-steps", str(steps), "--learning-rate", "5e-3", "--save-steps", "100",
+            *core_args(plan, data, out, steps), "--learning-rate", "5e-3", "--save-steps", "100",
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-5000:]
         losses[loss_impl] = read_report(out).losses

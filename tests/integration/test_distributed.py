@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from trainer_helpers import PlanWriter, mean, read_report, run_torchrun, text_rows, write_jsonl
+from trainer_helpers import PlanWriter, core_args, mean, read_report, run_torchrun, text_rows, write_jsonl
 
 STEPS = 12
 
@@ -30,15 +30,7 @@ def test_zero3_two_processes(write_plan: PlanWriter, tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "text.jsonl", text_rows())
     out = tmp_path / "run"
     proc = run_torchrun(
-        "--plan",
-        str(plan),
-        "--dataset",
-        str(data),
-        "--output-dir",
-        str(out),
-        "--cpu",
-        "--max-steps",
-        str(STEPS),
+        *core_args(plan, data, out, STEPS),
         "--save-steps",
         "100",
         "--learning-rate",

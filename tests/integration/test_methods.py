@@ -8,6 +8,7 @@ import pytest
 from trainer_helpers import (
     PlanWriter,
     chat_rows,
+    core_args,
     instruction_rows,
     mean,
     read_report,
@@ -44,15 +45,7 @@ def test_lora_instruction_run_learns(write_plan: PlanWriter, tmp_path: Path) -> 
     data = write_jsonl(tmp_path / "instr.jsonl", instruction_rows())
     out = tmp_path / "run"
     proc = run_trainer(
-        "--plan",
-        str(plan),
-        "--dataset",
-        str(data),
-        "--output-dir",
-        str(out),
-        "--cpu",
-        "--max-steps",
-        str(STEPS),
+        *core_args(plan, data, out, STEPS),
         "--learning-rate",
         "1e-2",
         "--save-steps",
@@ -73,15 +66,7 @@ def test_qlora_text_run_learns(write_plan: PlanWriter, tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "text.jsonl", text_rows())
     out = tmp_path / "run"
     proc = run_trainer(
-        "--plan",
-        str(plan),
-        "--dataset",
-        str(data),
-        "--output-dir",
-        str(out),
-        "--cpu",
-        "--max-steps",
-        str(STEPS),
+        *core_args(plan, data, out, STEPS),
         "--learning-rate",
         "1e-2",
         "--save-steps",
@@ -98,15 +83,7 @@ def test_full_chat_run_with_accumulation_learns(write_plan: PlanWriter, tmp_path
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows())
     out = tmp_path / "run"
     proc = run_trainer(
-        "--plan",
-        str(plan),
-        "--dataset",
-        str(data),
-        "--output-dir",
-        str(out),
-        "--cpu",
-        "--max-steps",
-        str(STEPS),
+        *core_args(plan, data, out, STEPS),
         "--learning-rate",
         "5e-3",
         "--save-steps",

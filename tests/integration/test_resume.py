@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from trainer_helpers import PlanWriter, mean, read_report, run_trainer, text_rows, trainer_env, write_jsonl
+from trainer_helpers import PlanWriter, core_args, mean, read_report, run_trainer, text_rows, trainer_env, write_jsonl
 
 MAX_STEPS = 40
 STOP_AFTER = 8
@@ -22,15 +22,7 @@ def test_interrupt_then_resume(write_plan: PlanWriter, tmp_path: Path, sig: sign
     data = write_jsonl(tmp_path / "text.jsonl", text_rows())
     out = tmp_path / "run"
     argv = [
-        "--plan",
-        str(plan),
-        "--dataset",
-        str(data),
-        "--output-dir",
-        str(out),
-        "--cpu",
-        "--max-steps",
-        str(MAX_STEPS),
+        *core_args(plan, data, out, MAX_STEPS),
         "--save-steps",
         "5",
         "--learning-rate",

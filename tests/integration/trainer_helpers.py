@@ -156,6 +156,21 @@ def trainer_env() -> dict[str, str]:
     return env
 
 
+def core_args(plan: Path, data: Path, out: Path, max_steps: int) -> list[str]:
+    """The arguments every CPU run of the core takes: ``--plan P --dataset D --output-dir O --cpu --max-steps N``."""
+    return [
+        "--plan",
+        str(plan),
+        "--dataset",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--cpu",
+        "--max-steps",
+        str(max_steps),
+    ]
+
+
 def run_trainer(*argv: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
     """Run ``python -m autotune.trainer ARGV`` and return the completed process (text output)."""
     return run_command([sys.executable, "-m", "autotune.trainer", *argv], timeout_s)
