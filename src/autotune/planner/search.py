@@ -83,14 +83,16 @@ def _states_gib(estimate: Estimate) -> float:
     return sum(estimate.memory_breakdown_gib.get(name, 0.0) for name in parts)
 
 
-def _gpu_need_gib(estimate: Estimate) -> float:
+def gpu_memory_need_gib(estimate: Estimate) -> float:
+    """What must fit in one GPU: peak allocated + CUDA context + headroom, GiB (as in ``Estimate.fits``)."""
     return estimate.peak_memory_gib + estimate.cuda_context_gib + estimate.memory_headroom_gib
 
 
-def _overshoot(scored: Scored, host_memory_gib: float | None) -> float:
-    """How far a candidate is from fitting: the larger of GPU need / GPU memory and host need / host RAM."""
+def overshoot(scored: Scored, host_memory_gib: float | None) -> float:
+    """How far a candidate is from fitting: the larger of GPU need / GPU memory and host need / host RAM
+    (> 1 means it does not fit)."""
     e = scored.estimate
-    ratio = _gpu_need_gib(e) / e.gpu_memory_gib
+    ratio = gpu_memory_need_gib(e) / e.gpu_memory_gib
     if host_memory_gib:
         ratio = max(ratio, e.host_memory_gib / host_memory_gib)
     return ratio
@@ -99,7 +101,7 @@ def _overshoot(scored: Scored, host_memory_gib: float | None) -> float:
 def _why_not(label: str, closest: Scored, host_memory_gib: float | None) -> str:
     """One line with the numbers: what the closest-to-fitting setting of a family needs and has."""
     e = closest.estimate
-    needed = _gpu_need_gib(e)
+    needed = gpu_memory_need_gib(e)
     reasons = []
     if needed > e.gpu_memory_gib:
         reasons.append(
@@ -167,7 +169,7 @@ def _rejections(request: PlanRequest, scored: list[Scored]) -> list[tuple[str, s
             if any(m.estimate.fits for m in members):
                 continue
             host = request.cluster.host_memory_gib_per_node
-            closest = min(members, key=lambda m: _overshoot(m, host))
+            closest = min(members, key=lambda m: overshoot(m, host))
             lines.append((label, _why_not(label, closest, host)))
     return lines
 
@@ -175,7 +177,7 @@ def _rejections(request: PlanRequest, scored: list[Scored]) -> list[tuple[str, s
 def _infeasible_message(request: PlanRequest, scored: list[Scored]) -> str:
     cluster = request.cluster
     host = cluster.host_memory_gib_per_node
-    closest = min(scored, key=lambda s: _overshoot(s, host))
+    closest = min(scored, key=lambda s: overshoot(s, host))
     forced = request.overrides.forced()
     head = (
         f"nothing fits on {cluster.world_size}× {cluster.gpu.key} ({cluster.gpu.memory_gib:.0f} GiB)"

@@ -16,7 +16,7 @@ from typing import Literal
 
 from autotune.errors import InfeasibleError, InvalidRequestError
 from autotune.planner.request import PlanRequest
-from autotune.planner.search import Scored, evaluate_candidates, search
+from autotune.planner.search import evaluate_candidates, gpu_memory_need_gib, overshoot, search
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.setting import TrainingSetting
 
@@ -122,20 +122,6 @@ class SweepResult:
         }
 
 
-def gpu_memory_need_gib(estimate: Estimate) -> float:
-    """What must fit in one GPU: peak allocated + CUDA context + headroom, GiB (as in ``Estimate.fits``)."""
-    return estimate.peak_memory_gib + estimate.cuda_context_gib + estimate.memory_headroom_gib
-
-
-def _overshoot(scored: Scored, host_memory_gib: float | None) -> float:
-    """Larger of GPU need / GPU memory and host need / host RAM (> 1 means it does not fit)."""
-    e = scored.estimate
-    ratio = gpu_memory_need_gib(e) / e.gpu_memory_gib
-    if host_memory_gib:
-        ratio = max(ratio, e.host_memory_gib / host_memory_gib)
-    return ratio
-
-
 def short_of(estimate: Estimate, host_memory_gib: float | None) -> tuple[str, ...]:
     """What a setting lacks: 'GPU memory' (need > GPU memory) and/or 'host RAM' (offload > host RAM)."""
     lacks = []
@@ -170,7 +156,7 @@ def plan_cell(request: PlanRequest, method: str) -> SweepCell:
         scored = evaluate_candidates(request)
         if not scored:
             return SweepCell(method, seq_len, "infeasible", reason=str(error), short_reason=_first_clause(str(error)))
-        closest = min(scored, key=lambda s: _overshoot(s, host))
+        closest = min(scored, key=lambda s: overshoot(s, host))
         return SweepCell(
             method,
             seq_len,
