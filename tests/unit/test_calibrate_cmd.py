@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -10,14 +9,13 @@ from typing import Any
 import pytest
 import yaml
 from cli_runner import run
+from run_reports import make_report
 
 from autotune.cli.plan_cmd import request_from_options
 from autotune.launcher.plan_io import save_plan
 from autotune.planner import build_plan_file, search
 from autotune.schemas.plan import PlanFile
-from autotune.schemas.run_report import RunReport
 
-NOW = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
 MEMORY_SHIFT = 1.2
 TIME_SHIFT = 1.5
 TOLERANCE = 0.02
@@ -55,39 +53,10 @@ def plan() -> PlanFile:
 
 def write_run(run_dir: Path, plan: PlanFile, memory_scale: float, time_scale: float, **fields: Any) -> Path:
     """A GPU run directory whose report measures ``scale`` × the plan's (shipped) prediction."""
-    p = plan.prediction
-    values: dict[str, Any] = {
-        "status": "completed",
-        "steps": 10,
-        "max_steps": 10,
-        "losses": [2.0],
-        "loss_steps": [1],
-        "tokens_seen": 163840,
-        "peak_memory_gib_measured": p.peak_memory_gib * memory_scale,
-        "peak_reserved_gib_measured": p.peak_reserved_gib * memory_scale,
-        "memory_kind": "allocated",
-        "step_time_s_measured": p.step_time_s * time_scale,
-        "micro_step_time_s_measured": p.micro_step_time_s * time_scale,
-        "peak_memory_gib": p.peak_memory_gib,
-        "peak_reserved_gib": p.peak_reserved_gib,
-        "tokens_per_s": p.tokens_per_s,
-        "step_time_s": p.step_time_s,
-        "micro_step_time_s": p.micro_step_time_s,
-        "model": plan.model.key,
-        "model_source": plan.model_source,
-        "gpu": plan.cluster.gpu,
-        "world_size": 1,
-        "device": "cuda:0 (NVIDIA GeForce RTX 4090)",
-        "setting": plan.setting,
-        "workload": plan.workload,
-        "started_at": NOW,
-        "finished_at": NOW,
-        "autotune_version": "0.1.0",
-    }
-    values.update(fields)
     run_dir.mkdir(parents=True)
     save_plan(plan, run_dir / "plan.yaml")
-    (run_dir / "run_report.json").write_text(RunReport.model_validate(values).model_dump_json(), encoding="utf-8")
+    report = make_report(plan, memory_scale=memory_scale, time_scale=time_scale, **fields)
+    (run_dir / "run_report.json").write_text(report.model_dump_json(), encoding="utf-8")
     return run_dir
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from cli_runner import run as run_cli
 
 import autotune.cli.app as cli_app
 from autotune.cli import estimate_cmd, plan_cmd, plot_data, plots, sweep_cmd, validate_cmd
@@ -29,16 +30,6 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> None:
     app.command("sweep")(sweep_cmd.sweep_command)
     monkeypatch.setattr(cli_app, "app", app)
     monkeypatch.setattr(cli_app, "_register_commands", lambda: None)
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        cli_app.main(list(argv))
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def plan_estimates(model: str, gpu: str, num_gpus: int, **overrides: object) -> list[tuple[str, Estimate]]:

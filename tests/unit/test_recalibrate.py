@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import pytest
+from run_reports import NOW, make_report
 
 from autotune.cli.plan_cmd import request_from_options
 from autotune.costmodel.calibration import default_coefficients
@@ -27,8 +27,6 @@ from autotune.planner import build_plan_file, search
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.run_report import RunReport
 
-NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
-
 
 def make_plan(**overrides: Any) -> PlanFile:
     """A real plan (cost model + planner) for Llama 3.2 1B LoRA on one RTX 4090."""
@@ -46,41 +44,6 @@ def make_plan(**overrides: Any) -> PlanFile:
     options.update(overrides)
     request, _ = request_from_options(**options)
     return build_plan_file(request, search(request))
-
-
-def make_report(plan: PlanFile, memory_scale: float = 1.0, time_scale: float = 1.0, **fields: Any) -> RunReport:
-    """A report of a GPU run measuring ``scale`` × the plan's prediction."""
-    p = plan.prediction
-    values: dict[str, Any] = {
-        "status": "completed",
-        "steps": 10,
-        "max_steps": 10,
-        "losses": [2.0, 1.9],
-        "loss_steps": [1, 2],
-        "tokens_seen": 163840,
-        "peak_memory_gib_measured": p.peak_memory_gib * memory_scale,
-        "peak_reserved_gib_measured": p.peak_reserved_gib * memory_scale,
-        "memory_kind": "allocated",
-        "step_time_s_measured": p.step_time_s * time_scale,
-        "micro_step_time_s_measured": p.micro_step_time_s * time_scale,
-        "peak_memory_gib": p.peak_memory_gib,
-        "peak_reserved_gib": p.peak_reserved_gib,
-        "tokens_per_s": p.tokens_per_s,
-        "step_time_s": p.step_time_s,
-        "micro_step_time_s": p.micro_step_time_s,
-        "model": plan.model.key,
-        "model_source": plan.model_source,
-        "gpu": plan.cluster.gpu,
-        "world_size": 1,
-        "device": "cuda:0 (NVIDIA GeForce RTX 4090)",
-        "setting": plan.setting,
-        "workload": plan.workload,
-        "started_at": NOW,
-        "finished_at": NOW,
-        "autotune_version": "0.1.0",
-    }
-    values.update(fields)
-    return RunReport.model_validate(values)
 
 
 def write_run(run_dir: Path, plan: PlanFile | None, report: RunReport) -> Path:
