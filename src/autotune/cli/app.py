@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from autotune.errors import AutotuneError
+from autotune.quiet import quiet_third_party
 
 app = typer.Typer(
     name="autotune",
@@ -38,6 +39,7 @@ def report_error(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app; user errors → one line on stderr, exit code 2."""
+    quiet_third_party()
     _register_commands()
     try:
         code = app(args=argv, standalone_mode=False)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import sys
 
 from autotune.errors import AutotuneError
+from autotune.quiet import quiet_third_party
 from autotune.trainer.args import parse_args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line, run the training core, return the process exit code."""
+    quiet_third_party()  # before the training stack is imported: its import-time output is not for the user
     args = parse_args(argv)
     try:
         from autotune.trainer.train import run

@@ -16,6 +16,7 @@ from transformers import PrinterCallback, Trainer, TrainerCallback, TrainerContr
 
 from autotune.errors import AutotuneError, ConfigError
 from autotune.launcher.plan_io import load_plan
+from autotune.quiet import is_verbose, quiet_third_party
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.run_report import RunStatus
 from autotune.trainer.args import TrainerArgs
@@ -84,11 +85,20 @@ class _GuardCallback(TrainerCallback):
 
 
 def _configure_logging() -> None:
+    """Our progress at INFO on rank 0; third-party output only with ``AUTOTUNE_VERBOSE`` (see autotune.quiet).
+
+    Called after the heavy imports: libraries such as DeepSpeed set their logger levels when they load.
+    """
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logger.setLevel(logging.INFO if int(os.environ.get("RANK", "0")) == 0 else logging.WARNING)
-    transformers.logging.set_verbosity_warning()
-    # torch.distributed's own deprecation notices, repeated every step by DeepSpeed's collectives
-    warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
+    if is_verbose():
+        transformers.logging.set_verbosity_warning()
+        # torch.distributed's own deprecation notices, repeated every step by DeepSpeed's collectives
+        warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
+    else:
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
+    quiet_third_party()
 
 
 def run(args: TrainerArgs) -> None:

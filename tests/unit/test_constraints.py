@@ -1,0 +1,62 @@
+"""The lock (constraints.txt) pins every declared dependency, inside the range pyproject.toml declares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")
+requirements = pytest.importorskip("packaging.requirements")
+utils = pytest.importorskip("packaging.utils")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _declared() -> list:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    texts = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        texts.extend(extra)
+    return [requirements.Requirement(text) for text in texts]
+
+
+def _pins() -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for raw in (ROOT / "constraints.txt").read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, sep, version = line.partition("==")
+        assert sep, f"constraints.txt: {raw!r} is not an exact pin (name==version)"
+        pins[utils.canonicalize_name(name)] = version
+    return pins
+
+
+def test_every_declared_dependency_is_pinned_within_its_range() -> None:
+    pins = _pins()
+    for requirement in _declared():
+        name = utils.canonicalize_name(requirement.name)
+        assert name in pins, f"{requirement.name} is declared in pyproject.toml but not pinned in constraints.txt"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
+            f"constraints.txt pins {requirement.name}=={pins[name]}, outside pyproject.toml's {requirement.specifier}"
+        )
+
+
+def test_every_declared_range_has_an_upper_bound() -> None:
+    for requirement in _declared():
+        if utils.canonicalize_name(requirement.name) == "types-pyyaml":
+            continue  # type stubs: versioned with their date, any recent one works
+        assert any(spec.operator in ("<", "<=", "==", "~=") for spec in requirement.specifier), (
+            f"{requirement} has no upper bound: a new release could change a fresh install"
+        )
+
+
+def test_readme_and_ci_install_with_the_lock() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    readme_first_command = next(
+        line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("python -m venv")
+    )
+    for text in (ci, readme_first_command):
+        assert "-c constraints.txt torch==" in text
+        assert '-c constraints.txt -e ".[train,plot,dev]"' in text
