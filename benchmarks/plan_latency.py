@@ -47,7 +47,7 @@ def cold_latency_s(model: str, gpu: str, gpus: int, seq_len: int, runs: int) -> 
 
 def candidates_per_s(model: str, gpu: str, gpus: int, seq_len: int) -> tuple[int, float]:
     """(candidates, candidates per second) for one in-process search after a warm-up search."""
-    from autotune.cli.plan_cmd import request_from_options
+    from autotune.cli.planning import request_from_options
     from autotune.planner.search import search
 
     request, _ = request_from_options(model=model, gpu=gpu, num_gpus=gpus, seq_len=seq_len)

@@ -11,7 +11,7 @@ import yaml
 from cli_runner import run
 from run_reports import make_report
 
-from autotune.cli.plan_cmd import request_from_options
+from autotune.cli.planning import request_from_options
 from autotune.launcher.plan_io import save_plan
 from autotune.planner import build_plan_file, search
 from autotune.schemas.plan import PlanFile

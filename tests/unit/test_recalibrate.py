@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from run_reports import NOW, make_report
 
-from autotune.cli.plan_cmd import request_from_options
+from autotune.cli.planning import request_from_options
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.recalibrate import (
     CSV_COLUMNS,

@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from autotune.cli.console import console
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import TrainingSetting
-
-console = Console(highlight=False)
 
 
 def print_json(data: Any) -> None:
@@ -104,25 +102,25 @@ def time_table(estimate: Estimate) -> Table:
 def render_estimate(estimate: Estimate, setting: TrainingSetting, notes: list[str]) -> None:
     """Print an estimate as tables."""
     for note in notes:
-        console.print(f"[yellow]note:[/] {note}")
-    console.print(setting_table(setting))
-    console.print(memory_table(estimate))
-    console.print(time_table(estimate))
+        console().print(f"[yellow]note:[/] {note}")
+    console().print(setting_table(setting))
+    console().print(memory_table(estimate))
+    console().print(time_table(estimate))
 
 
 def render_plan(plan: PlanFile, notes: list[str], searched: int, elapsed_s: float) -> None:
     """Print a plan: chosen setting, memory, time, alternatives and rejections."""
     cluster = plan.cluster
     for note in notes:
-        console.print(f"[yellow]note:[/] {note}")
-    console.print(
-        f"[bold]{plan.model.key}[/] on {cluster.num_nodes * cluster.num_gpus_per_node}× {cluster.gpu}, "
+        console().print(f"[yellow]note:[/] {note}")
+    console().print(
+        f"[bold]{plan.model.key}[/] on {cluster.world_size}× {cluster.gpu}, "
         f"seq_len {plan.workload.seq_len}, global batch {plan.workload.global_batch_size} "
         f"— objective {plan.objective}; {searched} settings searched in {elapsed_s * 1000:.0f} ms"
     )
-    console.print(setting_table(plan.setting, title="Chosen setting"))
-    console.print(memory_table(plan.prediction))
-    console.print(time_table(plan.prediction))
+    console().print(setting_table(plan.setting, title="Chosen setting"))
+    console().print(memory_table(plan.prediction))
+    console().print(time_table(plan.prediction))
     if plan.alternatives:
         table = Table(title="Runner-ups (best of each other method / sharding)", title_justify="left")
         for column in ("setting", "peak GiB", "tokens/s", "step s"):
@@ -135,8 +133,8 @@ def render_plan(plan: PlanFile, notes: list[str], searched: int, elapsed_s: floa
                 f"{e.tokens_per_s:,.0f}",
                 f"{e.step_time_s:.1f}",
             )
-        console.print(table)
+        console().print(table)
     if plan.rejected:
-        console.print("[bold]Rejected[/]")
+        console().print("[bold]Rejected[/]")
         for rejection in plan.rejected:
-            console.print(f"  [red]✗[/] {rejection.reason}")
+            console().print(f"  [red]✗[/] {rejection.reason}")

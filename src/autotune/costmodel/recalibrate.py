@@ -57,7 +57,17 @@ from autotune.schemas.calibration import CostCoefficients, Measurement, MemoryKi
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.run_report import RunReport
-from autotune.schemas.setting import Method, Optimizer, Precision, Sharding, TrainingSetting, Workload
+from autotune.schemas.setting import (
+    Method,
+    Optimizer,
+    Precision,
+    Sharding,
+    TrainingSetting,
+    Workload,
+    default_precision,
+    default_sharding,
+)
+from autotune.validation import format_validation_error
 
 RUN_REPORT_FILE = "run_report.json"
 PLAN_FILE = "plan.yaml"
@@ -100,9 +110,7 @@ def load_run_report(run_dir: str | Path) -> RunReport:
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: cannot read it: {error}") from None
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise ConfigError(f"{path}: not a valid run report: {where}: {first['msg']}") from None
+        raise ConfigError(f"{path}: not a valid run report: {format_validation_error(error, RunReport)}") from None
 
 
 def _positive(value: float | None) -> float | None:
@@ -191,7 +199,7 @@ def case_from_run(report: RunReport, run_dir: str | Path, plan: PlanFile | None)
             ) from None
         return Case(measurement, model, ClusterSpec(gpu=gpu, num_gpus_per_node=report.world_size))
     cluster = plan.cluster
-    if cluster.num_gpus_per_node * cluster.num_nodes == report.world_size:
+    if cluster.world_size == report.world_size:
         measurement = measurement.model_copy(
             update={"num_gpus_per_node": cluster.num_gpus_per_node, "num_nodes": cluster.num_nodes}
         )
@@ -244,10 +252,8 @@ def _csv_measurement(path: Path, row: int, line: int, cells: dict[str, str]) -> 
     try:
         parsed = CsvRow.model_validate(cells)
     except ValidationError as error:
-        first = error.errors()[0]
-        column = str(first["loc"][0]) if first["loc"] else "?"
-        given = f" (got {first['input']!r})" if first["type"] != "missing" else ""
-        raise _row_error(path, row, line, column, first["msg"] + given) from None
+        column = str(error.errors()[0]["loc"][0]) if error.errors()[0]["loc"] else "?"
+        raise _row_error(path, row, line, column, format_validation_error(error, CsvRow)) from None
     try:
         gpu, _ = resolve_gpu(parsed.gpu)
     except AutotuneError as error:
@@ -272,14 +278,13 @@ def _csv_measurement(path: Path, row: int, line: int, cells: dict[str, str]) -> 
             micro_batch_size=parsed.micro_batch_size,
             grad_accum=parsed.grad_accum,
             grad_ckpt=parsed.grad_ckpt,
-            sharding=parsed.sharding or ("ddp" if parsed.num_gpus > 1 else "none"),
+            sharding=parsed.sharding or default_sharding(parsed.num_gpus),
             optimizer=parsed.optimizer,
-            precision=parsed.precision or ("bf16" if gpu.supports_bf16 else "fp16-mixed"),
+            precision=parsed.precision or default_precision(gpu.supports_bf16),
             lora_rank=parsed.lora_rank,
         )
     except ValidationError as error:
-        message = error.errors()[0]["msg"].removeprefix("Value error, ")
-        raise _row_error(path, row, line, "method/precision", message) from None
+        raise _row_error(path, row, line, "method/precision", format_validation_error(error)) from None
     global_batch = parsed.micro_batch_size * parsed.grad_accum * parsed.num_gpus
     return Measurement(
         id=f"{path.stem}-row{row}",

@@ -22,10 +22,7 @@ from typing import Any, Final
 from autotune.errors import InvalidRequestError
 from autotune.launcher.options import DEFAULT_MASTER_PORT
 from autotune.schemas.plan import PlanFile
-from autotune.schemas.setting import Precision, Sharding
-
-FSDP_SHARDINGS: Final[tuple[Sharding, ...]] = ("fsdp", "fsdp-offload")
-ZERO_SHARDINGS: Final[tuple[Sharding, ...]] = ("zero2", "zero3", "zero3-offload")
+from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS, Precision, Sharding
 
 _ZERO_STAGE: Final[dict[Sharding, int]] = {"zero2": 2, "zero3": 3, "zero3-offload": 3}
 
@@ -69,7 +66,7 @@ def accelerate_config(
         "compute_environment": "LOCAL_MACHINE",
         "distributed_type": "FSDP",
         "mixed_precision": _ACCELERATE_MIXED_PRECISION[setting.precision],
-        "num_processes": cluster.num_gpus_per_node * cluster.num_nodes,
+        "num_processes": cluster.world_size,
         "num_machines": cluster.num_nodes,
         "machine_rank": node_rank,
     }
@@ -144,7 +141,7 @@ def deepspeed_config(plan: PlanFile) -> dict[str, Any]:
     if offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
         zero["offload_param"] = {"device": "cpu", "pin_memory": True}
-    world_size = plan.cluster.num_gpus_per_node * plan.cluster.num_nodes
+    world_size = plan.cluster.world_size
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": setting.micro_batch_size,
         "gradient_accumulation_steps": setting.grad_accum,

@@ -9,7 +9,6 @@ from pathlib import PurePath
 from typing import Final
 
 from autotune.errors import InvalidRequestError
-from autotune.launcher.backend_configs import FSDP_SHARDINGS, ZERO_SHARDINGS
 from autotune.launcher.options import (
     ACCELERATE_CONFIG_FILE,
     DEEPSPEED_CONFIG_FILE,
@@ -19,6 +18,7 @@ from autotune.launcher.options import (
     LaunchOptions,
 )
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS
 
 RUN_ENV: Final[dict[str, str]] = {
     "PYTHONUNBUFFERED": "1",
@@ -110,7 +110,7 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
         InvalidRequestError: see :func:`build_launch_spec`.
     """
     cluster = plan.cluster
-    world_size = cluster.num_gpus_per_node * cluster.num_nodes
+    world_size = cluster.world_size
     if plan.setting.sharding == "none" and world_size > 1:
         raise InvalidRequestError(
             f"sharding=none runs one process but the plan has {world_size} GPUs "

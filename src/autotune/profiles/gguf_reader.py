@@ -47,6 +47,7 @@ from pydantic import ValidationError
 from autotune.errors import ConfigError
 from autotune.profiles.hf_config import _FAMILIES, _Config, _generic
 from autotune.schemas.model import ModelSpec
+from autotune.validation import format_validation_error
 
 GGUF_MAGIC: Final[bytes] = b"GGUF"
 SUPPORTED_VERSIONS: Final[tuple[int, ...]] = (2, 3)
@@ -433,7 +434,4 @@ def model_spec_from_gguf(path: str | Path) -> ModelSpec:
             **fields,
         )
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'header'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"{gguf_path}: not a valid model ({problems})") from exc
+        raise ConfigError(f"{gguf_path}: not a valid model ({format_validation_error(exc, ModelSpec)})") from exc

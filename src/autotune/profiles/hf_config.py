@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from autotune.errors import ConfigError
 from autotune.schemas.model import ModelSpec
+from autotune.validation import format_validation_error
 
 GENERIC_COUNT_REL_TOLERANCE: Final[float] = 1e-3
 """Stated bound on |our count − transformers' count| / transformers' count for the generic families
@@ -440,7 +441,6 @@ def model_spec_from_config(path: str | Path) -> ModelSpec:
     try:
         return ModelSpec(key=key, hf_repo_id=repo_id, model_type=model_type, source=str(config_path), **fields)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"{config_path}: not a valid model config ({problems})") from exc
+        raise ConfigError(
+            f"{config_path}: not a valid model config ({format_validation_error(exc, ModelSpec)})"
+        ) from exc
