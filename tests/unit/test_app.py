@@ -52,7 +52,8 @@ def test_help_imports_no_command_module() -> None:
         "import sys\n"
         "from autotune.cli.app import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "loaded = sorted(m for m in sys.modules if m.endswith('_cmd') or m.startswith(('rich', 'autotune.costmodel')))\n"
+        "names = ('rich', 'autotune.costmodel')\n"
+        "loaded = sorted(m for m in sys.modules if m.endswith('_cmd') or m.startswith(names))\n"
         "print('LOADED', loaded)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -71,6 +71,7 @@ def launch_command(
     learning_rate: Annotated[float | None, typer.Option("--learning-rate", help=_help("learning_rate"))] = None,
     warmup_ratio: Annotated[float | None, typer.Option("--warmup-ratio", help=_help("warmup_ratio"))] = None,
     seed: Annotated[int | None, typer.Option("--seed", help=_help("seed"))] = None,
+    full_determinism: Annotated[bool, typer.Option("--full-determinism", help=_help("full_determinism"))] = False,
     calibration: Annotated[
         Path | None,
         typer.Option(
@@ -99,6 +100,7 @@ def launch_command(
         learning_rate=learning_rate,
         warmup_ratio=warmup_ratio,
         seed=seed,
+        full_determinism=full_determinism,
     )
     plan = resolve_plan(target, list(ctx.args), plan_command=lambda: _plan_click_command(ctx))
     if sets:
@@ -201,9 +203,9 @@ def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool) -> N
 
 
 def _options(**values: object) -> LaunchOptions:
-    """Validate the options; an error names the flag (``--max-steps: ...``)."""
+    """Validate the options given (None = not given: the schema's default); an error names the flag."""
     try:
-        return LaunchOptions.model_validate(values)
+        return LaunchOptions.model_validate({name: value for name, value in values.items() if value is not None})
     except ValidationError as error:
         raise InvalidRequestError(format_validation_error(error, LaunchOptions, flags=True)) from None
 

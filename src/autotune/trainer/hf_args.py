@@ -76,6 +76,7 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
         use_cpu=args.cpu,
         seed=args.seed,
         data_seed=args.seed,
+        full_determinism=args.full_determinism,
         logging_steps=args.logging_steps,
         save_strategy="steps",
         save_steps=args.save_steps,

@@ -101,6 +101,19 @@ def _configure_logging() -> None:
     quiet_third_party()
 
 
+def seed_everything(seed: int, *, full_determinism: bool = False) -> None:
+    """Seed Python, NumPy and torch once, before anything random (the adapters' init, data order, dropout).
+
+    ``transformers.set_seed``; with ``full_determinism`` ``transformers.enable_full_determinism`` (also
+    deterministic kernels). The Trainer seeds again with the same seed (``TrainingArguments.seed``), which
+    is too late for the adapters: peft initialises them when the model is built.
+    """
+    if full_determinism:
+        transformers.enable_full_determinism(seed)
+    else:
+        transformers.set_seed(seed)
+
+
 def run(args: TrainerArgs) -> None:
     """Run one training invocation as the plan says; write checkpoints, final weights and the report.
 
@@ -109,6 +122,7 @@ def run(args: TrainerArgs) -> None:
         RuntimeGuardError: what runs is not what was planned.
     """
     _configure_logging()
+    seed_everything(args.seed, full_determinism=args.full_determinism)
     plan = load_plan(args.plan_path)
     setting = plan.setting
     resume_from = check_output_dir(args)
