@@ -40,15 +40,13 @@ from transformers import Trainer
 
 from autotune.errors import ConfigError
 from autotune.schemas.setting import PARAMETER_SHARDINGS
+from autotune.trainer.data import IGNORE_INDEX
 
 logger = logging.getLogger("autotune.trainer")
 
 CHUNK_TOKENS = 1024
 """Rows of logits computed at once; equals ``autotune.costmodel.activations.CHUNKED_LOSS_TOKENS``
 (kept as its own constant because the trainer does not import the cost model; a test checks both agree)."""
-
-IGNORE_INDEX = -100
-"""Label of positions that carry no loss (transformers' and PyTorch's convention)."""
 
 
 """Shardings whose output head weight is only whole inside the head's own forward."""

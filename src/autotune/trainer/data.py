@@ -21,11 +21,12 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, first_line
 
 logger = logging.getLogger("autotune.trainer")
 
 IGNORE_INDEX = -100
+"""Label of positions that carry no loss (transformers' and PyTorch's convention); the one home."""
 """Label of a token that is not learned (PyTorch cross_entropy's default ignore_index)."""
 
 EXPECTED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -71,14 +72,14 @@ def load_raw_dataset(dataset: str) -> Any:
         try:
             return datasets.load_dataset(loader, data_files=str(path), split="train", keep_in_memory=True)
         except Exception as error:  # datasets raises many types for a malformed file
-            raise ConfigError(f"dataset {dataset} cannot be read as {loader}: {_first_line(error)}") from error
+            raise ConfigError(f"dataset {dataset} cannot be read as {loader}: {first_line(error)}") from error
     if dataset.startswith(("/", ".", "~")) or path.suffix.lower() in _LOADERS:
         raise ConfigError(f"dataset file {dataset} not found")
     try:
         return datasets.load_dataset(dataset, split="train")
     except Exception as error:
         raise ConfigError(
-            f"dataset {dataset} is neither a local file nor a reachable hub dataset: {_first_line(error)}"
+            f"dataset {dataset} is neither a local file nor a reachable hub dataset: {first_line(error)}"
         ) from error
 
 
@@ -254,14 +255,9 @@ def _render(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, Any]], 
     try:
         text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
     except Exception as error:  # jinja errors of a template that rejects the conversation
-        raise ConfigError(f"chat template failed on a conversation: {_first_line(error)}") from error
+        raise ConfigError(f"chat template failed on a conversation: {first_line(error)}") from error
     return str(text)
 
 
 def _eos(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     return [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
