@@ -26,7 +26,6 @@ from autotune.errors import ConfigError, first_line
 logger = logging.getLogger("autotune.trainer")
 
 IGNORE_INDEX = -100
-"""Label of positions that carry no loss (transformers' and PyTorch's convention); the one home."""
 """Label of a token that is not learned (PyTorch cross_entropy's default ignore_index)."""
 
 EXPECTED_COLUMNS: dict[str, tuple[str, ...]] = {
