@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from trainer_helpers import chat_rows, read_report, run_command, write_jsonl
 
-from autotune.launcher import load_plan
+from autotune.schemas.plan_io import load_plan
 
 AUTOTUNE = [sys.executable, "-c", "from autotune.cli.app import main; main()"]
 

@@ -12,9 +12,10 @@ from cli_runner import run
 
 from autotune.cli import probe_cmd
 from autotune.cli.planning import request_from_options
-from autotune.launcher import LaunchSpec, gpus, load_plan, plan_from_yaml, prepare_output_dir, save_plan
+from autotune.launcher import LaunchSpec, gpus, prepare_output_dir
 from autotune.planner import build_plan_file, search
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import load_plan, plan_from_yaml, save_plan
 from autotune.schemas.run_report import RunReport
 
 NOW = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)

@@ -22,9 +22,9 @@ from autotune.costmodel.recalibrate import (
     widest_bands,
 )
 from autotune.errors import ConfigError
-from autotune.launcher.plan_io import load_plan, save_plan
 from autotune.planner import build_plan_file, search
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import load_plan, save_plan
 from autotune.schemas.run_report import RunReport
 
 

@@ -23,7 +23,7 @@ from autotune.cli.refit import (
     resolve_output,
 )
 from autotune.costmodel.recalibrate import collect
-from autotune.launcher.plan_io import load_plan
+from autotune.schemas.plan_io import load_plan
 
 
 def calibrate_command(

@@ -27,12 +27,12 @@ from autotune.launcher import (
     build_launch_spec,
     changed_fields,
     check_output_dir,
-    load_plan,
     run_launch,
 )
 from autotune.launcher.overrides import Estimator, GpuResolver
 from autotune.planner.fit import fit_shortfall
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import load_plan
 from autotune.validation import format_validation_error
 
 _PLAN_SUFFIXES = (".yaml", ".yml")

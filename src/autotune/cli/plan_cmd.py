@@ -56,7 +56,7 @@ def plan_command(
     plan_file, result, notes = plan_from_options(**options_from_params(dict(ctx.params)))
     elapsed = time.perf_counter() - started
     if output is not None:
-        from autotune.launcher.plan_io import save_plan
+        from autotune.schemas.plan_io import save_plan
 
         save_plan(plan_file, output)
     if plot is not None:

@@ -34,7 +34,7 @@ from autotune.cli.refit import (
 from autotune.costmodel.estimate import estimate_setting
 from autotune.costmodel.recalibrate import RUN_REPORT_FILE, collect
 from autotune.errors import AutotuneError, InvalidRequestError
-from autotune.launcher import LaunchOptions, LaunchSpec, build_launch_spec, load_plan, run_launch
+from autotune.launcher import LaunchOptions, LaunchSpec, build_launch_spec, run_launch
 from autotune.launcher.gpus import detect_gpus
 from autotune.launcher.overrides import micro_batch_neighbours
 from autotune.profiles.catalog import resolve_gpu
@@ -42,6 +42,7 @@ from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import load_plan
 
 GpuDetector = Callable[[], list[str]]
 """Returns the names of this machine's GPUs (empty when there are none)."""

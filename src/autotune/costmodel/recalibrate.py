@@ -79,7 +79,7 @@ RESERVED_KINDS = ("reserved", "nvidia-smi")
 """Memory kinds whose prediction depends on ``allocator_overhead_fraction`` (see fitting._predicted_memory)."""
 
 PlanLoader = Callable[[Path], PlanFile]
-"""``autotune.launcher.plan_io.load_plan`` (injected: the cost model does not import the launcher)."""
+"""``autotune.schemas.plan_io.load_plan`` (injected: the cost model does not import the launcher)."""
 
 
 class UnusableRunError(ConfigError):

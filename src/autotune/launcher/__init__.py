@@ -7,7 +7,6 @@ No heavy imports here (ruff TID253): the training stack runs in the subprocess.
 from autotune.launcher.backend_configs import accelerate_config, deepspeed_config
 from autotune.launcher.options import LaunchOptions, LaunchSpec
 from autotune.launcher.overrides import Estimator, GpuResolver, apply_overrides, changed_fields
-from autotune.launcher.plan_io import load_plan, plan_from_yaml, plan_to_yaml, save_plan
 from autotune.launcher.runner import check_output_dir, prepare_output_dir, run_command, run_launch
 from autotune.launcher.slurm import slurm_script
 from autotune.launcher.spec import build_launch_spec
@@ -23,12 +22,8 @@ __all__ = [
     "changed_fields",
     "check_output_dir",
     "deepspeed_config",
-    "load_plan",
-    "plan_from_yaml",
-    "plan_to_yaml",
     "prepare_output_dir",
     "run_command",
     "run_launch",
-    "save_plan",
     "slurm_script",
 ]

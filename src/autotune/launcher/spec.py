@@ -38,9 +38,9 @@ from autotune.launcher.options import (
     LaunchOptions,
     LaunchSpec,
 )
-from autotune.launcher.plan_io import plan_to_yaml
 from autotune.launcher.slurm import slurm_script
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import plan_to_yaml
 from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS
 
 

@@ -15,9 +15,9 @@ import transformers
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from autotune.errors import AutotuneError, ConfigError
-from autotune.launcher.plan_io import load_plan
 from autotune.quiet import is_verbose, quiet_third_party
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import load_plan
 from autotune.schemas.run_report import RunStatus
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.callbacks import MetricsCallback, ProgressCallback, RunMetrics, StopOnSignalCallback

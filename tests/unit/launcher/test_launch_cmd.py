@@ -9,8 +9,9 @@ import pytest
 
 import autotune.cli.app as cli_app
 from autotune.cli import launch_cmd
-from autotune.launcher import LaunchSpec, load_plan, run_launch, save_plan
+from autotune.launcher import LaunchSpec, run_launch
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import load_plan, save_plan
 
 from .plans import make_plan
 from .test_overrides import FakeEstimator

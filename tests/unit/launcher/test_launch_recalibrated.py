@@ -20,11 +20,12 @@ from autotune.cli.planning import request_from_options
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import ConfigError
-from autotune.launcher import apply_overrides, save_plan
+from autotune.launcher import apply_overrides
 from autotune.planner import build_plan_file, search
 from autotune.planner.fit import fit_shortfall
 from autotune.profiles.catalog import resolve_gpu
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import save_plan
 
 from .plans import estimate
 
