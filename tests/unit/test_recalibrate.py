@@ -11,18 +11,16 @@ from run_reports import NOW, make_report
 from autotune.cli.planning import request_from_options
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.recalibrate import (
-    CSV_COLUMNS,
-    UnusableRunError,
     case_from_run,
     collect,
-    measurement_from_run_report,
-    measurements_from_csv,
     recalibrate,
     unidentified_time_factors,
     widest_bands,
 )
 from autotune.errors import ConfigError
 from autotune.planner import build_plan_file, search
+from autotune.profiles.measurement_csv import CSV_COLUMNS, measurements_from_csv
+from autotune.profiles.run_reports import UnusableRunError, measurement_from_run_report
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan, save_plan
 from autotune.schemas.run_report import RunReport

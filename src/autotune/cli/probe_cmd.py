@@ -32,12 +32,13 @@ from autotune.cli.refit import (
     resolve_output,
 )
 from autotune.costmodel.estimate import estimate_setting
-from autotune.costmodel.recalibrate import RUN_REPORT_FILE, collect
+from autotune.costmodel.recalibrate import collect
 from autotune.errors import AutotuneError, InvalidRequestError
 from autotune.launcher import LaunchOptions, LaunchSpec, build_launch_spec, run_launch
 from autotune.launcher.gpus import detect_gpus
 from autotune.launcher.overrides import micro_batch_neighbours
 from autotune.profiles.catalog import resolve_gpu
+from autotune.profiles.run_reports import RUN_REPORT_FILE
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
