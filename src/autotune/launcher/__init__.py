@@ -1,7 +1,18 @@
 """Plan → launch: pure builders (command, environment, accelerate / DeepSpeed configs, SLURM script)
 and a thin runner that writes the run directory and starts the shared training core.
 
-No heavy imports here (ruff TID253): the training stack runs in the subprocess.
+No heavy imports here (ruff TID253): the training stack runs in the subprocess. The launcher imports
+only schemas (import-linter checks it); the CLI passes the cost model and the GPU catalog in as functions.
+
+Modules:
+  options          LaunchOptions (TrainerOptions + process placement), LaunchSpec, file names
+  overrides        ``--set key=value`` on a plan, re-estimated; micro-batch neighbours
+  spec             build_launch_spec: plan + options → LaunchSpec
+  command          the per-node command and the trainer's arguments
+  backend_configs  accelerate (FSDP) YAML and DeepSpeed JSON
+  slurm            the SLURM batch script
+  runner           write the run directory, run the command
+  gpus             this machine's GPUs (nvidia-smi / rocm-smi)
 """
 
 from autotune.launcher.backend_configs import accelerate_config, deepspeed_config
