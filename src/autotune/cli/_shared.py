@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autotune.cli.console import note
 from autotune.costmodel.calibration import SHIPPED_CALIBRATION, default_coefficients, load_coefficients
 from autotune.errors import ConfigError
-from autotune.launcher.overrides import Estimator, GpuResolver
 from autotune.profiles.user_config import find_user_calibration
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.plan import PlanFile
+
+if TYPE_CHECKING:  # the launcher package is imported only by the commands that launch
+    from autotune.launcher.overrides import Estimator, GpuResolver
+    from autotune.schemas.plan import PlanFile
 
 
 def coefficients_from_option(path: Path | None) -> tuple[CostCoefficients, str]:
