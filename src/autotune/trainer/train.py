@@ -22,7 +22,7 @@ from autotune.schemas.run_report import RunStatus
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.callbacks import MetricsCallback, ProgressCallback, RunMetrics, StopOnSignalCallback
 from autotune.trainer.chunked_loss import ChunkedLossTrainer
-from autotune.trainer.data import PadCollator, build_train_dataset, detect_format, load_raw_dataset
+from autotune.trainer.data import build_collator, build_train_dataset, detect_format, load_raw_dataset
 from autotune.trainer.guard import check_runtime
 from autotune.trainer.hf_args import build_training_arguments
 from autotune.trainer.model import (
@@ -159,7 +159,7 @@ def run(args: TrainerArgs) -> None:
         model=model,
         args=training_args,
         train_dataset=train_dataset,
-        data_collator=PadCollator(int(tokenizer.pad_token_id)),
+        data_collator=build_collator(tokenizer),
         processing_class=tokenizer,
         callbacks=[guard, MetricsCallback(metrics, setting.grad_accum), progress, stopper],
     )
