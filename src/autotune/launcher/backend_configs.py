@@ -89,7 +89,7 @@ def accelerate_config(
                 "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
                 "fsdp_transformer_layer_cls_to_wrap": plan.model.decoder_layer_class,
                 "fsdp_backward_prefetch": "BACKWARD_PRE",
-                "fsdp_offload_params": setting.sharding == "fsdp-offload",
+                "fsdp_offload_params": setting.offloads_to_cpu,
                 "fsdp_activation_checkpointing": setting.grad_ckpt,
                 "fsdp_state_dict_type": "SHARDED_STATE_DICT",
                 "fsdp_use_orig_params": True,
@@ -121,7 +121,7 @@ def deepspeed_config(plan: PlanFile) -> dict[str, Any]:
     setting = plan.setting
     if setting.sharding not in ZERO_SHARDINGS:
         raise InvalidRequestError(f"DeepSpeed config requested for sharding={setting.sharding}")
-    offload = setting.sharding == "zero3-offload"
+    offload = setting.offloads_to_cpu
     if offload and setting.optimizer != "adamw":
         raise InvalidRequestError(
             f"sharding=zero3-offload steps the optimizer on the CPU with DeepSpeed's CPU AdamW, "

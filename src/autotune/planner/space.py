@@ -80,7 +80,7 @@ def check_overrides_supported(request: PlanRequest) -> None:
         )
     if not gpu.supports_bf16 and o.precision in ("bf16", "bf16-mixed"):
         raise InvalidRequestError(f"--precision {o.precision}: {gpu.name} has no bf16; use fp16-mixed")
-    if request.cluster.world_size == 1 and o.sharding in ("ddp", "fsdp", "zero2", "zero3"):
+    if request.cluster.world_size == 1 and o.sharding is not None and o.sharding not in SINGLE_GPU_SHARDINGS:
         raise InvalidRequestError(
             f"--sharding {o.sharding} needs more than one GPU (use --num-gpus); on one GPU use none, "
             "fsdp-offload or zero3-offload"

@@ -65,7 +65,7 @@ def _check_sharding(trainer: Any, plan: PlanFile) -> None:
                 "on GPUs or plan with sharding ddp, zero2 or zero3"
             )
         offloaded = bool(getattr(getattr(plugin, "cpu_offload", None), "offload_params", False))
-        if (sharding == "fsdp-offload") != offloaded:
+        if plan.setting.offloads_to_cpu != offloaded:
             raise RuntimeGuardError(
                 f"the plan says sharding={sharding} but FSDP CPU offload is {'on' if offloaded else 'off'}"
             )
@@ -86,7 +86,7 @@ def _check_sharding(trainer: Any, plan: PlanFile) -> None:
                 f"stage {stage}; use the DeepSpeed JSON written for this plan"
             )
         offloaded = bool(engine.zero_offload_optimizer() or engine.zero_offload_param())
-        if (sharding == "zero3-offload") != offloaded:
+        if plan.setting.offloads_to_cpu != offloaded:
             raise RuntimeGuardError(
                 f"the plan says sharding={sharding} but DeepSpeed CPU offload is {'on' if offloaded else 'off'}"
             )

@@ -31,7 +31,7 @@ def fsdp_arguments(plan: PlanFile) -> dict[str, Any]:
         "true",
     ):
         return {}
-    options = "full_shard auto_wrap" + (" offload" if setting.sharding == "fsdp-offload" else "")
+    options = "full_shard auto_wrap" + (" offload" if setting.offloads_to_cpu else "")
     return {
         "fsdp": options,
         "fsdp_config": {
