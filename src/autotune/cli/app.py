@@ -53,7 +53,7 @@ COMMANDS: dict[str, CommandRef] = {
     "launch": CommandRef(
         "autotune.cli.launch_cmd",
         "launch_command",
-        "Run a plan with the shared training core: PLAN.yaml or MODEL [plan options].",
+        "Run a plan with the shared training core: a PLAN.yaml, or a MODEL planned first.",
         LAUNCH_CONTEXT,
     ),
     "probe": CommandRef(

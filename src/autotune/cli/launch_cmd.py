@@ -80,7 +80,7 @@ def launch_command(
         ),
     ] = None,
 ) -> None:
-    """Run a plan with the shared training core: PLAN.yaml or MODEL [plan options].
+    """Run a plan with the shared training core: a PLAN.yaml, or a MODEL planned first.
 
     PLAN.yaml comes from `autotune plan -o`; a MODEL is planned first with the options of `autotune plan`.
     """
