@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from autotune.cli.console import console
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import TrainingSetting
+
+if TYPE_CHECKING:  # rich's tables are imported when a table is drawn (not for --json)
+    from rich.table import Table
 
 
 def print_json(data: Any) -> None:
@@ -35,6 +36,8 @@ def human_duration(seconds: float | None) -> str:
 
 def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
     """The chosen values, one row each."""
+    from rich.table import Table
+
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("option", style="cyan")
     table.add_column("value")
@@ -63,6 +66,8 @@ def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
 
 def memory_table(estimate: Estimate) -> Table:
     """Memory breakdown at the peak, per GPU, with totals and the GPU's capacity."""
+    from rich.table import Table
+
     table = Table(title=f"Peak memory per GPU (at {estimate.peak_phase})", title_justify="left")
     table.add_column("part", style="cyan")
     table.add_column("GiB", justify="right")
@@ -84,6 +89,8 @@ def memory_table(estimate: Estimate) -> Table:
 
 def time_table(estimate: Estimate) -> Table:
     """Times and throughput."""
+    from rich.table import Table
+
     table = Table(title="Time", show_header=False, title_justify="left")
     table.add_column("quantity", style="cyan")
     table.add_column("value", justify="right")
@@ -122,6 +129,8 @@ def render_plan(plan: PlanFile, notes: list[str], searched: int, elapsed_s: floa
     console().print(memory_table(plan.prediction))
     console().print(time_table(plan.prediction))
     if plan.alternatives:
+        from rich.table import Table
+
         table = Table(title="Runner-ups (best of each other method / sharding)", title_justify="left")
         for column in ("setting", "peak GiB", "tokens/s", "step s"):
             table.add_column(column, justify="left" if column == "setting" else "right")
