@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from autotune.cli._shared import coefficients_from_option
+from autotune.cli._shared import coefficients_from_option, plan_coefficients
 from autotune.cli.console import console
 from autotune.cli.refit import (
     NameOpt,
@@ -144,8 +144,9 @@ def probe(
     target = resolve_output(output)
     for note in _check_machine(plan, (detector or detect_gpus)()):
         console().print(f"[yellow]note:[/] {note}")
-    start, _ = coefficients_from_option(calibration)
-    plans = [plan, *(neighbour_plans(plan, start) if neighbours else [])]
+    start, _ = coefficients_from_option(calibration)  # what the refit starts from ("before" in the table)
+    # the neighbours are predicted like the plan itself: with the plan's calibration (fails loudly if missing)
+    plans = [plan, *(neighbour_plans(plan, plan_coefficients(plan)) if neighbours else [])]
     local = Path(dataset).expanduser()
     dataset = str(local.absolute()) if local.exists() else dataset
     base = runs_dir if runs_dir is not None else Path(tempfile.mkdtemp(prefix="autotune-probe-"))
