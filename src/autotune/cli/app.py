@@ -135,8 +135,20 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from autotune import __version__
+
+        print(f"autotune {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+    ),
+) -> None:
     """Pick the fastest LLM fine-tuning setting that fits your GPUs, and launch it."""
 
 
@@ -157,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app; user errors → one line on stderr, exit code 2."""
     quiet_third_party()
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="autotune", standalone_mode=False)
     except AutotuneError as error:
         report_error(str(error))
         sys.exit(2)
@@ -170,6 +182,9 @@ def main(argv: list[str] | None = None) -> None:
         report_error("interrupted")
         sys.exit(130)
     except Exception as error:
+        if type(error).__name__ == "NoArgsIsHelpError":  # ``autotune`` alone: its help, on stdout, exit 0
+            print(error.ctx.get_help())  # type: ignore[attr-defined]
+            sys.exit(0)
         # Usage errors from click (or the click that typer vendors): duck-typed, so both work.
         exit_code = getattr(error, "exit_code", None)
         format_message = getattr(error, "format_message", None)

@@ -6,8 +6,9 @@ and hands it to the thin runner. No heavy imports: the training core runs in a s
 
 from __future__ import annotations
 
+import difflib
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -102,7 +103,9 @@ def launch_command(
         seed=seed,
         full_determinism=full_determinism,
     )
-    plan = resolve_plan(target, list(ctx.args), plan_command=lambda: _plan_click_command(ctx))
+    plan = resolve_plan(
+        target, list(ctx.args), plan_command=lambda: _plan_click_command(ctx), launch_flags=_flags(ctx.command)
+    )
     if sets:
         estimate, resolve_gpu = plan_estimator(plan, calibration)
         plan = override_plan(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
@@ -123,14 +126,29 @@ def _plan_click_command(ctx: typer.Context) -> Any:
     return root.command.get_command(root, "plan")  # type: ignore[attr-defined]
 
 
-def resolve_plan(target: str, plan_args: list[str], *, plan_command: Callable[[], Any]) -> PlanFile:
+def _flags(command: Any) -> list[str]:
+    """Every ``--long`` option name of a click command."""
+    return [name for param in command.params for name in getattr(param, "opts", []) if name.startswith("--")]
+
+
+def resolve_plan(
+    target: str, plan_args: list[str], *, plan_command: Callable[[], Any], launch_flags: Sequence[str] = ()
+) -> PlanFile:
     """The plan to run: ``target`` loaded as a plan file, or planned from a MODEL with ``plan_args``.
 
     Raises:
         ConfigError: the plan file is missing or invalid.
-        InvalidRequestError: plan options given with a plan file; planning from a MODEL (not yet here).
+        InvalidRequestError: an option neither launch nor plan knows (with the closest launch option), or
+            plan options given with a plan file.
     """
     if target.endswith(_PLAN_SUFFIXES):
+        for arg in plan_args:
+            name = arg.partition("=")[0]
+            if not name.startswith("--") or name in _flags(plan_command()):
+                continue
+            close = difflib.get_close_matches(name, list(launch_flags), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise InvalidRequestError(f"no such option: {name}{hint}")
         if plan_args:
             raise InvalidRequestError(
                 f"unexpected argument(s) {' '.join(plan_args)}: plan options apply when launching a MODEL; "

@@ -1,0 +1,112 @@
+"""The small things a new user trips over (issue 12): help, --version, notes, did-you-mean, nearest fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tests.unit.cli_runner import run
+
+from autotune.cli.refit import bound_notes
+from autotune.costmodel.calibration import default_coefficients
+from autotune.costmodel.fitting import prepare_cases
+from autotune.costmodel.recalibrate import recalibrate
+from autotune.profiles.measurement_csv import measurements_from_csv
+
+EXAMPLE_CSV = """model,gpu,method,seq_len,micro_batch_size,grad_accum,peak_memory_gib,memory_kind,micro_step_time_s,oom
+llama3.1-8b,4090,qlora,2048,2,8,14.5,allocated,1.25,
+llama3.1-8b,4090,lora,4096,4,1,,,,true
+"""
+"""The CSV example of docs/calibration.md."""
+
+
+def test_no_arguments_prints_help_and_exits_0(capsys) -> None:
+    code, out, err = run(capsys)
+    assert code == 0
+    assert "Usage: autotune" in out and "Commands" in out and "plan" in out
+    assert "error" not in err
+
+
+def test_version(capsys) -> None:
+    from autotune import __version__
+
+    code, out, _ = run(capsys, "--version")
+    assert (code, out.strip()) == (0, f"autotune {__version__}")
+
+
+def test_validate_cv_with_plot_is_refused_in_one_line(capsys, tmp_path: Path) -> None:
+    code, _, err = run(capsys, "validate", "--cv", "--plot", str(tmp_path / "x.png"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--cv" in err
+
+
+def _plan_notes(capsys, *args: str) -> list[str]:
+    code, out, _ = run(capsys, "plan", "llama3-8b", "--gpu", "h100", *args, "--json")
+    assert code == 0
+    return json.loads(out)["notes"]
+
+
+def test_host_ram_note_only_when_a_setting_offloads(capsys) -> None:
+    assert not any("host RAM" in note for note in _plan_notes(capsys, "--sharding", "none"))
+    assert any("host RAM" in note for note in _plan_notes(capsys, "--sharding", "fsdp-offload"))
+    assert not any("host RAM" in note for note in _plan_notes(capsys, "--host-memory-gib", "256"))
+    code, out, _ = run(capsys, "estimate", "llama3-8b", "--gpu", "4090", "--json")
+    assert code == 0 and not any("host RAM" in note for note in json.loads(out)["notes"])
+
+
+@pytest.fixture
+def plan_file(capsys, tmp_path: Path) -> Path:
+    path = tmp_path / "plan.yaml"
+    code, _, _ = run(capsys, "plan", "llama3-8b", "--gpu", "4090", "-o", str(path))
+    assert code == 0
+    return path
+
+
+def _launch(capsys, plan: Path, tmp_path: Path, *args: str) -> tuple[int, str]:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "x"}\n')
+    code, _, err = run(
+        capsys, "launch", str(plan), "--dataset", str(data), "--output-dir", str(tmp_path / "r"), "--dry-run", *args
+    )
+    return code, err
+
+
+def test_mistyped_launch_option_with_a_plan_file_gets_did_you_mean(capsys, plan_file: Path, tmp_path: Path) -> None:
+    code, err = _launch(capsys, plan_file, tmp_path, "--max-step", "3")
+    assert code == 2 and "--max-step" in err and "did you mean --max-steps?" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_set_of_a_run_option_points_to_its_flag(capsys, plan_file: Path, tmp_path: Path) -> None:
+    code, err = _launch(capsys, plan_file, tmp_path, "--set", "learning_rate=1e-3")
+    assert code == 2 and "use --learning-rate" in err
+
+
+def test_estimate_that_does_not_fit_names_the_nearest_that_fits(capsys) -> None:
+    code, out, _ = run(capsys, "estimate", "llama3-8b", "--gpu", "4090", "--method", "full", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert not data["fits"]
+    (line,) = [note for note in data["notes"] if "nearest that fits" in note]
+    assert "does not fit" in line and "GiB" in line
+    code, out, _ = run(capsys, "estimate", "llama3-8b", "--gpu", "4090", "--method", "qlora", "--json")
+    assert json.loads(out)["fits"] and not any("nearest" in note for note in json.loads(out)["notes"])
+
+
+def test_csv_whose_first_line_is_blank_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "runs.csv"
+    path.write_text("\n\n" + EXAMPLE_CSV)
+    rows = measurements_from_csv(path)
+    assert len(rows) == 2 and rows[0].peak_memory_gib == 14.5
+
+
+def test_refit_that_cannot_reach_a_row_names_the_bound(tmp_path: Path) -> None:
+    path = tmp_path / "runs.csv"
+    path.write_text(EXAMPLE_CSV)
+    cases = prepare_cases(measurements_from_csv(path))
+    result = recalibrate(
+        cases, default_coefficients(), start_name="seeds", sources=[str(path)], with_seeds=False, name="t"
+    )
+    assert result.coefficients.matmul_efficiency["rtx-4090"] == 1.0
+    (line,) = bound_notes(result)
+    assert "matmul_efficiency" in line and "bound 1.0" in line and "rtx-4090" in line
