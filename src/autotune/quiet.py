@@ -63,6 +63,9 @@ QUIET_ENV: Final[dict[str, str]] = {
 
 _OWN_PREFIX: Final = "autotune"
 
+_EXPORTED: set[str] = set()
+"""The :data:`QUIET_ENV` variables this process set (not the user's), withdrawn when verbose is asked later."""
+
 
 def is_verbose() -> bool:
     """Whether the user asked for third-party output (``AUTOTUNE_VERBOSE`` set, not empty or ``0``)."""
@@ -96,16 +99,22 @@ class _QuietRootHandler(logging.Handler):
 def quiet_third_party(verbose: bool | None = None) -> None:
     """Silence third-party logging, warnings and progress bars unless ``verbose`` (default: the env var).
 
-    Idempotent; call it before the heavy imports and again after them. With ``verbose`` true it only
-    exports ``AUTOTUNE_VERBOSE=1`` so that child processes (the trainer) keep their output too.
+    Idempotent; call it before the heavy imports and again after them. With ``verbose`` true it exports
+    ``AUTOTUNE_VERBOSE=1`` and withdraws the :data:`QUIET_ENV` switches an earlier quiet call set (never the
+    user's own), so that child processes (the trainer; ``autotune launch --verbose``) keep their output.
     """
     if verbose is None:
         verbose = is_verbose()
     if verbose:
         os.environ[VERBOSE_ENV] = "1"
+        for name in sorted(_EXPORTED):
+            os.environ.pop(name, None)
+        _EXPORTED.clear()
         return
     for name, value in QUIET_ENV.items():
-        os.environ.setdefault(name, value)
+        if name not in os.environ:
+            os.environ[name] = value
+            _EXPORTED.add(name)
     filter_ = _OwnRecordsFilter()
     for name in THIRD_PARTY_LOGGERS:
         library_logger = logging.getLogger(name)

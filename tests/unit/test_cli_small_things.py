@@ -110,3 +110,46 @@ def test_refit_that_cannot_reach_a_row_names_the_bound(tmp_path: Path) -> None:
     assert result.coefficients.matmul_efficiency["rtx-4090"] == 1.0
     (line,) = bound_notes(result)
     assert "matmul_efficiency" in line and "bound 1.0" in line and "rtx-4090" in line
+
+
+def test_dry_run_prints_the_command_and_file_list_not_the_files(capsys, plan_file: Path, tmp_path: Path) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "x"}\n')
+    args = ["launch", str(plan_file), "--dataset", str(data), "--output-dir", str(tmp_path / "r"), "--dry-run"]
+    code, out, _ = run(capsys, *args)
+    assert code == 0
+    assert "-m autotune.trainer" in out and "plan.yaml" in out and "--show-files" in out
+    assert "prediction:" not in out and len(out.splitlines()) < 30
+    code, out, _ = run(capsys, *args, "--show-files")
+    assert code == 0 and "prediction:" in out and "memory_breakdown_gib:" in out
+    assert not (tmp_path / "r").exists()
+
+
+def test_launch_verbose_exports_verbose_and_withdraws_the_quiet_switches(
+    capsys, plan_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from autotune import quiet
+
+    monkeypatch.setenv("AUTOTUNE_VERBOSE", "0")
+    monkeypatch.delenv("TRANSFORMERS_VERBOSITY", raising=False)
+    monkeypatch.setattr(quiet, "_EXPORTED", set())
+    quiet.quiet_third_party()
+    assert os.environ["TRANSFORMERS_VERBOSITY"] == "error"  # what a quiet trainer would inherit
+    code, _ = _launch(capsys, plan_file, tmp_path, "--verbose")
+    assert code == 0
+    assert os.environ["AUTOTUNE_VERBOSE"] == "1" and "TRANSFORMERS_VERBOSITY" not in os.environ
+
+
+def test_verbose_keeps_the_users_own_switches(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from autotune import quiet
+
+    monkeypatch.setenv("AUTOTUNE_VERBOSE", "0")
+    monkeypatch.setenv("TRANSFORMERS_VERBOSITY", "info")
+    monkeypatch.setattr(quiet, "_EXPORTED", set())
+    quiet.quiet_third_party()
+    quiet.quiet_third_party(verbose=True)
+    assert os.environ["TRANSFORMERS_VERBOSITY"] == "info"

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.panel import Panel
+from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
@@ -32,6 +32,7 @@ from autotune.launcher import (
 )
 from autotune.launcher.overrides import Estimator, GpuResolver
 from autotune.planner.fit import fit_shortfall
+from autotune.quiet import quiet_third_party
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.validation import format_validation_error
@@ -54,7 +55,16 @@ def launch_command(
     cpu: Annotated[bool, typer.Option("--cpu", help=_help("cpu"))] = False,
     dry_run: Annotated[
         bool,
-        typer.Option("--dry-run", help="Print the files, command and environment; write and run nothing."),
+        typer.Option("--dry-run", help="Print the command, the files and the environment; write and run nothing."),
+    ] = False,
+    show_files: Annotated[
+        bool, typer.Option("--show-files", help="Also print the content of every file the launch writes.")
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", help="Show the training stack's own log lines, warnings and progress bars (quiet by default)."
+        ),
     ] = False,
     resume: Annotated[bool, typer.Option("--resume", help=_help("resume"))] = False,
     sets: Annotated[
@@ -85,6 +95,8 @@ def launch_command(
 
     PLAN.yaml comes from `autotune plan -o`; a MODEL is planned first with the options of `autotune plan`.
     """
+    if verbose:
+        quiet_third_party(verbose=True)  # exports AUTOTUNE_VERBOSE=1 for the trainer
     options = _options(
         dataset=_absolute_if_local(dataset),
         dataset_format=dataset_format,
@@ -112,7 +124,7 @@ def launch_command(
     spec = build_launch_spec(plan, options)
     if not dry_run:
         check_output_dir(options.output_dir, resume=resume)
-    render_spec(spec, options, dry_run=dry_run)
+    render_spec(spec, options, dry_run=dry_run, show_files=show_files)
     code = run_launch(spec, options.output_dir, resume=resume, dry_run=dry_run)
     if code != 0:
         # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code from app(),
@@ -195,27 +207,32 @@ def format_command(argv: list[str]) -> str:
     return " \\\n    ".join(shlex.join(words) for words in lines if words)
 
 
-def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool) -> None:
-    """Print the command panel and the files and environment tables; with ``dry_run`` each file's content."""
+def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool, show_files: bool = False) -> None:
+    """Print the command (plain, copyable), the files and environment tables, and each file's content only
+    with ``show_files``."""
     out = Path(options.output_dir)
     title = "dry run: nothing written, nothing run" if dry_run else "launching"
     placement = f"{spec.num_nodes} node(s) × {spec.num_processes_per_node} process(es) per node"
-    console().print(Panel(Text(format_command(spec.argv)), title=title, subtitle=placement, title_align="left"))
+    console().print(f"[bold]{title}[/] ({placement}):")
+    console().print(Text(format_command(spec.argv)), soft_wrap=True)
     files = Table(title=f"files in {out}", title_justify="left", show_edge=False)
-    files.add_column("file")
+    files.add_column("file", no_wrap=True)
     files.add_column("lines", justify="right")
     for relative, content in spec.files.items():
         files.add_row(relative, str(content.count("\n")))
     env = Table(title="environment", title_justify="left", show_edge=False)
-    env.add_column("variable")
-    env.add_column("value")
+    env.add_column("variable", no_wrap=True)
+    env.add_column("value", overflow="fold")
     for name, value in spec.env.items():
         env.add_row(name, value)
     console().print(files)
     console().print(env)
-    if dry_run:
+    if show_files:
         for relative, content in spec.files.items():
-            console().print(Panel(Text(content.rstrip("\n")), title=str(out / relative), title_align="left"))
+            console().print(Rule(str(out / relative), align="left"))
+            console().print(Text(content.rstrip("\n")), soft_wrap=True)
+    elif dry_run:
+        console().print("[dim]--show-files prints the files' contents[/]")
     for line in spec.notes:
         console().print(f"[yellow]note:[/] {line}", highlight=False)
 
