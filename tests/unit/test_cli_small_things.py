@@ -153,3 +153,12 @@ def test_verbose_keeps_the_users_own_switches(monkeypatch: pytest.MonkeyPatch) -
     quiet.quiet_third_party()
     quiet.quiet_third_party(verbose=True)
     assert os.environ["TRANSFORMERS_VERBOSITY"] == "info"
+
+
+def test_launch_help_lists_the_plan_options_launch_model_accepts(capsys) -> None:
+    code, out, _ = run(capsys, "launch", "--help")
+    assert code == 0
+    flat = " ".join(out.replace("│", " ").split())
+    assert "With a MODEL instead of PLAN.yaml" in flat
+    for flag in ("--gpu", "--num-gpus", "--seq-len", "--method", "--sharding", "--lora-rank"):
+        assert f"{flag}," in flat or f"{flag}." in flat

@@ -31,6 +31,8 @@ class CommandRef:
     function: str
     summary: str
     context_settings: dict[str, Any] | None = None
+    plan_options_in_help: bool = False
+    """List ``autotune plan``'s planning options in this command's help (``launch MODEL`` accepts them)."""
 
 
 LAUNCH_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -55,6 +57,7 @@ COMMANDS: dict[str, CommandRef] = {
         "launch_command",
         "Run a plan with the shared training core: a PLAN.yaml, or a MODEL planned first.",
         LAUNCH_CONTEXT,
+        plan_options_in_help=True,
     ),
     "probe": CommandRef(
         "autotune.cli.probe_cmd",
@@ -93,7 +96,26 @@ def build_command(name: str) -> typer.core.TyperCommand:
     single.command(name, context_settings=ref.context_settings)(function)
     command = typer.main.get_command(single)
     assert isinstance(command, typer.core.TyperCommand)
+    if ref.plan_options_in_help:
+        command.epilog = _plan_options_epilog(own={opt for param in command.params for opt in param.opts})
     return command
+
+
+def _plan_options_epilog(own: set[str]) -> str:
+    """'With a MODEL, the planning options of autotune plan apply: --gpu, ...' (names from ``plan`` itself,
+    less the options in ``own``, which the command takes for itself)."""
+    from autotune.cli.planning import PLAN_OUTPUT_PARAMS
+
+    plan = build_command("plan")
+    names = [
+        param.opts[-1]
+        for param in plan.params
+        if param.param_type_name == "option" and param.name not in PLAN_OUTPUT_PARAMS and param.opts[-1] not in own
+    ]
+    return (
+        "With a MODEL instead of PLAN.yaml, the planning options of 'autotune plan' apply (see autotune plan "
+        f"--help): {', '.join(names)}."
+    )
 
 
 class LazyGroup(TyperGroup):

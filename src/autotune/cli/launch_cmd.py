@@ -215,17 +215,19 @@ def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool, show
     placement = f"{spec.num_nodes} node(s) × {spec.num_processes_per_node} process(es) per node"
     console().print(f"[bold]{title}[/] ({placement}):")
     console().print(Text(format_command(spec.argv)), soft_wrap=True)
-    files = Table(title=f"files in {out}", title_justify="left", show_edge=False)
+    files = Table(show_edge=False)
     files.add_column("file", no_wrap=True)
     files.add_column("lines", justify="right")
     for relative, content in spec.files.items():
         files.add_row(relative, str(content.count("\n")))
-    env = Table(title="environment", title_justify="left", show_edge=False)
+    env = Table(show_edge=False)
     env.add_column("variable", no_wrap=True)
     env.add_column("value", overflow="fold")
     for name, value in spec.env.items():
         env.add_row(name, value)
+    console().print(Text(f"files in {out}:", style="italic"), soft_wrap=True)
     console().print(files)
+    console().print(Text("environment:", style="italic"))
     console().print(env)
     if show_files:
         for relative, content in spec.files.items():

@@ -159,6 +159,12 @@ def render_plan(plan: PlanFile, notes: list[str], searched: int, elapsed_s: floa
         ]
         print_table("Runner-ups (best of each other method / sharding)", columns, rows)
     if plan.rejected:
+        from rich.table import Table
+
         console().print("[bold]Rejected[/]")
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column()
         for rejection in plan.rejected:
-            console().print(f"  [red]✗[/] {rejection.reason}")
+            grid.add_row("  [red]✗[/]", rejection.reason)
+        console().print(grid)
