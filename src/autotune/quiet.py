@@ -56,10 +56,13 @@ QUIET_ENV: Final[dict[str, str]] = {
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TOKENIZERS_PARALLELISM": "false",
+    "TQDM_DISABLE": "1",
     "PYTHONWARNINGS": "ignore",
 }
 """Switches the libraries read at import (transformers ``utils/logging.py``, datasets and huggingface_hub
-``utils/tqdm.py``); set only where the user has not set them, so child processes inherit them."""
+``utils/tqdm.py``; ``TQDM_DISABLE`` for the bars drawn with tqdm directly, such as transformers' GGUF
+de-quantization, read by tqdm >= 4.66's ``envwrap("TQDM_")``); set only where the user has not set them, so
+child processes inherit them."""
 
 _OWN_PREFIX: Final = "autotune"
 

@@ -162,3 +162,32 @@ def test_launch_help_lists_the_plan_options_launch_model_accepts(capsys) -> None
     assert "With a MODEL instead of PLAN.yaml" in flat
     for flag in ("--gpu", "--num-gpus", "--seq-len", "--method", "--sharding", "--lora-rank"):
         assert f"{flag}," in flat or f"{flag}." in flat
+
+
+def test_progress_bars_drawn_with_tqdm_directly_are_quiet() -> None:
+    """transformers draws the GGUF de-quantization bar with tqdm.auto directly (no HF switch applies)."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from autotune.quiet import quiet_third_party\nquiet_third_party()\n"
+        "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='Converting GGUF tensors'): pass\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("AUTOTUNE_VERBOSE", "TQDM_DISABLE")}
+    quiet = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert quiet.returncode == 0 and "Converting" not in quiet.stderr
+    loud = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env={**env, "AUTOTUNE_VERBOSE": "1"}, timeout=60
+    )
+    assert "Converting" in loud.stderr
+
+
+def test_set_sharding_fsdp_on_one_gpu_is_refused_like_plan(capsys, plan_file: Path, tmp_path: Path) -> None:
+    code, _, plan_err = run(capsys, "plan", "llama3-8b", "--gpu", "4090", "--sharding", "fsdp")
+    assert code == 2 and "needs more than one GPU" in plan_err
+    code, err = _launch(capsys, plan_file, tmp_path, "--set", "sharding=fsdp")
+    assert code == 2 and "--set:" in err and "needs more than one GPU" in err
+    assert len(err.strip().splitlines()) == 1
+    code, _ = _launch(capsys, plan_file, tmp_path, "--set", "sharding=fsdp-offload")
+    assert code == 0

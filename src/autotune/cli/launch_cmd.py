@@ -31,6 +31,7 @@ from autotune.launcher import (
     run_launch,
 )
 from autotune.launcher.overrides import Estimator, GpuResolver
+from autotune.launcher.preflight import preflight
 from autotune.planner.fit import fit_shortfall
 from autotune.quiet import quiet_third_party
 from autotune.schemas.plan import PlanFile
@@ -124,6 +125,10 @@ def launch_command(
     spec = build_launch_spec(plan, options)
     if not dry_run:
         check_output_dir(options.output_dir, resume=resume)
+    for line in preflight(
+        plan, options.dataset, options.dataset_format, dry_run=dry_run, probe_gpu=not (dry_run or cpu or slurm)
+    ):
+        warn(line)
     render_spec(spec, options, dry_run=dry_run, show_files=show_files)
     code = run_launch(spec, options.output_dir, resume=resume, dry_run=dry_run)
     if code != 0:
@@ -188,6 +193,7 @@ def plan_from_model(model: str, plan_args: list[str], plan_command: Any) -> Plan
 def override_plan(plan: PlanFile, sets: list[str], *, estimate: Estimator, resolve_gpu: GpuResolver) -> PlanFile:
     """Apply ``--set`` overrides, print what changed, and warn (stderr, one line) if it no longer fits."""
     new_plan = apply_overrides(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
+    check_like_plan(new_plan, resolve_gpu)
     changes = changed_fields(plan, new_plan)
     if changes:
         shown = ", ".join(f"{key} {old} → {new}" for key, old, new in changes)
@@ -195,6 +201,44 @@ def override_plan(plan: PlanFile, sets: list[str], *, estimate: Estimator, resol
     if not new_plan.prediction.fits:
         warn(f"with the overrides the plan no longer fits: {fit_shortfall(new_plan.prediction)}")
     return new_plan
+
+
+def check_like_plan(plan: PlanFile, resolve_gpu: GpuResolver) -> None:
+    """Refuse an overridden setting that ``autotune plan`` would refuse as forced options (same check:
+    :func:`autotune.planner.space.check_overrides_supported`), e.g. ``sharding=fsdp`` on one GPU.
+
+    Raises:
+        InvalidRequestError: one line, prefixed ``--set:``.
+    """
+    from autotune.planner.request import Overrides, PlanRequest
+    from autotune.planner.space import check_overrides_supported
+    from autotune.schemas.hardware import ClusterSpec
+
+    setting = plan.setting
+    cluster = plan.cluster
+    forced = Overrides(
+        method=setting.method,
+        sharding=setting.sharding,
+        optimizer=setting.optimizer,
+        precision=setting.precision,
+        loss_impl=setting.loss_impl,
+    )
+    request = PlanRequest(
+        model=plan.model,
+        model_source=plan.model_source,
+        cluster=ClusterSpec(
+            gpu=resolve_gpu(cluster.gpu),
+            num_gpus_per_node=cluster.num_gpus_per_node,
+            num_nodes=cluster.num_nodes,
+            host_memory_gib_per_node=cluster.host_memory_gib_per_node,
+        ),
+        workload=plan.workload,
+        overrides=forced,
+    )
+    try:
+        check_overrides_supported(request)
+    except InvalidRequestError as error:
+        raise InvalidRequestError(f"--set: {error} (autotune plan refuses the same)") from None
 
 
 def format_command(argv: list[str]) -> str:
