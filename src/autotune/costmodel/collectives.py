@@ -3,9 +3,10 @@
 NCCL ring algorithms (Patarasuk & Yuan 2009; NCCL's nccl-tests "performance" notes): an all-gather or
 reduce-scatter of B bytes over N ranks moves (N−1)/N·B per rank, an all-reduce 2(N−1)/N·B; each collective
 also pays a fixed latency (``CostCoefficients.collective_latency_s``), so many small collectives are
-latency-bound. Bandwidth per rank: NVLink / xGMI (or PCIe) inside a node; across nodes every GPU of a node
-shares the node's network (``ClusterSpec.inter_node_gb_per_s`` / GPUs per node), times the achievable bus
-efficiency (``collective_bandwidth_efficiency``).
+latency-bound. Bandwidth per rank: NVLink / xGMI (or PCIe) inside a node; across nodes the node's network
+(``ClusterSpec.inter_node_gb_per_s``: NCCL runs one ring per NIC, so the rings together use the node's whole
+network and each rank's share of the ring traffic crosses it once), times the achievable bus efficiency
+(``collective_bandwidth_efficiency``).
 
 How often each framework communicates (bucket sizes from their defaults):
   * FSDP FULL_SHARD (one unit per decoder layer, ``transformer_auto_wrap_policy``): all-gather each unit in
@@ -39,7 +40,7 @@ def link_bytes_per_s(cluster: ClusterSpec, coefficients: CostCoefficients) -> fl
     gpu = cluster.gpu
     intra = (gpu.gpu_link_gb_per_s or gpu.host_link_gb_per_s) * GB
     if cluster.num_nodes > 1:
-        intra = min(intra, cluster.inter_node_gb_per_s * GB / cluster.num_gpus_per_node)
+        intra = min(intra, cluster.inter_node_gb_per_s * GB)
     return intra * coefficients.collective_bandwidth_efficiency
 
 

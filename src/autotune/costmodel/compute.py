@@ -151,7 +151,7 @@ def predict_time(
     tokens = setting.micro_batch_size * seq
     adapters = setting.uses_adapters
     trainable_base = not adapters
-    flash = setting.attention_impl == "flash" and gpu.supports_flash_attention
+    flash = setting.attention_impl not in ("math", "eager") and gpu.supports_flash_attention
     bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
     launch = coefficients.kernel_launch_s
     compile_keep = 1 - coefficients.compile_speedup if setting.compile else 1.0

@@ -34,9 +34,9 @@ TILE = 128
 """Output tile edge (elements) of the GEMM kernels (NVIDIA Matrix Multiplication Background guide, 128×128 and
 256×128 tiles for large half-precision GEMMs on A100)."""
 
-K_HALF = 128
-"""K at which a tile's main loop is half of its time (prologue + epilogue ≈ 128 K-elements: a 4-stage pipeline of
-32-wide K slices, CUTLASS's default multistage depth on Ampere). Stated prior, not fitted."""
+K_HALF = 32
+"""K at which a tile's main loop is half of its time (prologue + epilogue ≈ one 32-wide K slice of the
+multistage main loop, CUTLASS's K tile for 16-bit GEMMs). Stated prior, not fitted."""
 
 DEFAULT_SM_COUNT = 108
 """SMs assumed for a GPU whose profile does not state them (an A100)."""
@@ -54,6 +54,14 @@ class GemmDevice:
     bytes_per_s: float
 
 
+def tile_edge(dim: float, tile: int = TILE) -> int:
+    """Tile edge along one output dimension: ``tile``, or the smallest power of two ≥ 16 covering a skinny
+    dimension (cuBLAS picks narrow tiles for skinny GEMMs, e.g. LoRA's rank-16 outputs)."""
+    if dim >= tile:
+        return tile
+    return max(16, 2 ** math.ceil(math.log2(max(dim, 1))))
+
+
 def quantization_efficiency(m: float, n: float, sm_count: int, tile: int = TILE) -> float:
     """Useful fraction of the issued tile-waves for an M×N output (tile × wave quantization), in (0, 1].
 
@@ -62,9 +70,10 @@ def quantization_efficiency(m: float, n: float, sm_count: int, tile: int = TILE)
     """
     if m <= 0 or n <= 0 or sm_count <= 0:
         raise ValueError(f"GEMM output {m}×{n} on {sm_count} SMs: dimensions must be positive")
-    tiles = math.ceil(m / tile) * math.ceil(n / tile)
+    tile_m, tile_n = tile_edge(m, tile), tile_edge(n, tile)
+    tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n)
     waves = math.ceil(tiles / sm_count)
-    return (m * n) / (waves * sm_count * tile * tile)
+    return (m * n) / (waves * sm_count * tile_m * tile_n)
 
 
 def gemm_time_s(m: float, n: float, k: float, element_bytes: float, device: GemmDevice) -> float:
