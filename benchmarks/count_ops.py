@@ -237,13 +237,14 @@ def _random_dims(rng: random.Random, gqa: bool) -> Dims:
     )
 
 
-def _run_layer(module: torch.nn.Module, d: Dims, trainable: bool) -> tuple[Tally, Tally]:
-    """(forward tally, backward tally) of one layer call on TOKENS tokens."""
+def _run_layer(
+    module: torch.nn.Module, d: Dims, trainable: bool, batch: int = 2, seq: int = TOKENS // 2
+) -> tuple[Tally, Tally]:
+    """(forward tally, backward tally) of one layer call on batch × seq tokens."""
     module = module.to(DTYPE)
     module.train()
     for p in module.parameters():
         p.requires_grad_(trainable)
-    batch, seq = 2, TOKENS // 2
     hidden = torch.randn(batch, seq, d.hidden, dtype=DTYPE, requires_grad=True)
     positions = torch.arange(seq).unsqueeze(0).expand(batch, -1)
     if isinstance(module, _Wrapped):
@@ -302,6 +303,36 @@ def count_family(name: str, build: Callable[[Dims], torch.nn.Module]) -> dict[st
             "backward_elementwise_bytes_per_token": _solve(rows, bwd_bytes),
         }
     return result
+
+
+def count_eager_attention() -> dict[str, Any]:
+    """What the math (eager) attention path adds over SDPA in a Llama layer: kernels, and bytes per score element
+    (per head per query per key), from the difference between two sequence lengths at the same token count."""
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    d = Dims(128, 256, 4, 2, 32)
+
+    def run(eager: bool, batch: int, seq: int) -> tuple[Tally, Tally]:
+        module = _llama_like(transformers.LlamaConfig, LlamaDecoderLayer)(d)
+        if eager:
+            module.config._attn_implementation = "eager"
+        torch.manual_seed(0)
+        return _run_layer(module, d, True, batch, seq)
+
+    short_fwd, short_bwd = run(True, 2, TOKENS // 2)
+    long_fwd, long_bwd = run(True, 1, TOKENS)
+    sdpa_fwd, sdpa_bwd = run(False, 2, TOKENS // 2)
+    scores_per_token_step = d.heads * (TOKENS - TOKENS // 2)  # extra score elements per token, long vs short
+    return {
+        "forward_extra_kernels": short_fwd.kernels - sdpa_fwd.kernels,
+        "backward_extra_kernels": short_bwd.kernels - sdpa_bwd.kernels,
+        "forward_bytes_per_score": round(
+            (long_fwd.elementwise_bytes - short_fwd.elementwise_bytes) / TOKENS / scores_per_token_step, 3
+        ),
+        "backward_bytes_per_score": round(
+            (long_bwd.elementwise_bytes - short_bwd.elementwise_bytes) / TOKENS / scores_per_token_step, 3
+        ),
+    }
 
 
 def count_lora_target() -> dict[str, Any]:
@@ -382,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "command": "python benchmarks/count_ops.py",
         "families": families,
+        "eager_attention": count_eager_attention(),
         "lora_target": count_lora_target(),
         "optimizer": count_optimizer(),
     }

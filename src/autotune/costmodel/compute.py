@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from autotune.costmodel import activations as act
 from autotune.costmodel.collectives import DDP_BUCKET_BYTES, ZERO_BUCKET_ELEMENTS, bucketed_time_s, collective_time_s
-from autotune.costmodel.dispatch import layer_ops, lora_target_kernels, optimizer_launches
+from autotune.costmodel.dispatch import eager_attention, layer_ops, lora_target_kernels, optimizer_launches
 from autotune.costmodel.gemm import (
     DEFAULT_SM_COUNT,
     FLASH_BACKWARD_FACTOR,
@@ -187,6 +187,13 @@ def predict_time(
     bwd_elementwise = ops.backward_bytes_per_token * tokens * traffic_scale / bandwidth
     fwd_kernels = ops.forward_kernels * compile_keep
     bwd_kernels = ops.backward_kernels * compile_keep
+    if not flash:  # the math path materializes n_q·s scores per token: mask, fp32 softmax, casts
+        eager = eager_attention()
+        scores = tokens * model.num_attention_heads * seq * traffic_scale / bandwidth
+        fwd_elementwise += eager.forward_bytes_per_score * scores
+        bwd_elementwise += eager.backward_bytes_per_score * scores
+        fwd_kernels += eager.forward_kernels * compile_keep
+        bwd_kernels += eager.backward_kernels * compile_keep
 
     # --- LoRA adapters and QLoRA dequantization, per layer --------------------------------------------------
     fwd_adapter = bwd_adapter = fwd_dequant = 0.0

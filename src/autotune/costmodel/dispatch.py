@@ -93,6 +93,28 @@ def layer_ops(model: ModelSpec, trainable: bool) -> LayerOps:
     )
 
 
+@dataclass(frozen=True)
+class EagerAttention:
+    """What the math (eager) attention path adds to a layer over SDPA: kernels, and element-wise bytes per
+    score element (one head, one query, one key: the s² softmax / mask / cast traffic)."""
+
+    forward_kernels: int
+    backward_kernels: int
+    forward_bytes_per_score: float
+    backward_bytes_per_score: float
+
+
+def eager_attention() -> EagerAttention:
+    """The counted eager-attention extras (``benchmarks/count_ops.py``, Llama layer, eager vs SDPA)."""
+    entry = op_counts()["eager_attention"]
+    return EagerAttention(
+        forward_kernels=int(entry["forward_extra_kernels"]),
+        backward_kernels=int(entry["backward_extra_kernels"]),
+        forward_bytes_per_score=float(entry["forward_bytes_per_score"]),
+        backward_bytes_per_score=float(entry["backward_bytes_per_score"]),
+    )
+
+
 def lora_target_kernels() -> tuple[int, int]:
     """(forward, backward) kernels one peft LoRA target adds to its base linear."""
     entry = op_counts()["lora_target"]
