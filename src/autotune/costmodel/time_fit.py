@@ -9,8 +9,9 @@ Free parameters (``schemas/calibration.py`` has each prior and its source):
 
 The loss is the mean squared log error of the comparable times (micro-step, optimizer step or whole run) plus a
 Gaussian prior on each parameter in log space (σ = ``PRIOR_LOG_SIGMA``): a maximum-a-posteriori fit, so a
-generation with few rows stays near its datasheet prior instead of absorbing one stack's slowness. GPUs of a
-generation without rows keep the prior; per-GPU keys (a user recalibration) take precedence over generations.
+generation with few rows stays near its datasheet prior instead of absorbing one stack's slowness. A generation
+without rows (and 'default') gets its prior scaled by the geometric mean of fitted / prior of the fitted ones;
+per-GPU keys (a user recalibration) take precedence over generations.
 """
 
 from __future__ import annotations
@@ -113,4 +114,21 @@ def fit_time_coefficients(cases: Sequence[object], start: CostCoefficients) -> C
         return (sum(errors) + penalty) / len(rows)
 
     best, _ = nelder_mead(loss, origin, step=0.3, max_evaluations=MAX_EVALUATIONS)
-    return unpack(best)
+    fitted = unpack(best)
+    return _transfer_to_unfitted(fitted, start, generations)
+
+
+def _transfer_to_unfitted(fitted: CostCoefficients, start: CostCoefficients, generations: list[str]) -> CostCoefficients:
+    """Generations without rows (and 'default') get their prior times the geometric mean of fitted / prior over
+    the fitted generations: what the data says about the stack carries over, the datasheet ratio between
+    architectures stays."""
+    updates: dict[str, object] = {}
+    for field in ("matmul_efficiency", "attention_efficiency"):
+        before, after = getattr(start, field), getattr(fitted, field)
+        ratios = [after[g] / before.get(g, before["default"]) for g in generations]
+        scale = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        table = dict(after)
+        for key in {*before, "default"} - set(generations):
+            table[key] = min(1.0, before.get(key, before["default"]) * scale)
+        updates[field] = table
+    return fitted.model_copy(update=updates)
