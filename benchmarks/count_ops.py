@@ -63,9 +63,17 @@ ATTENTION_OPS = {
     "_efficient_attention_forward",
     "_efficient_attention_backward",
 }
-NO_KERNEL_OPS = {"_unsafe_view", "_reshape_alias", "lift_fresh", "set_", "resize_"}
+NO_KERNEL_OPS = {
+    "_unsafe_view",
+    "_reshape_alias",
+    "lift_fresh",
+    "set_",
+    "resize_",
+    "_record_function_enter_new",
+    "_record_function_exit",
+}
 """Ops that launch no kernel although their schema does not mark the result as an alias (views by contract)
-or that only allocate (every ``empty*`` / ``new_empty*``)."""
+or that only allocate (every ``empty*`` / ``new_empty*``), and profiler markers."""
 
 
 @dataclass
