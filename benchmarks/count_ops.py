@@ -226,7 +226,9 @@ def builders() -> dict[str, Callable[[Dims], torch.nn.Module]]:
         "llama": _llama_like(transformers.LlamaConfig, LlamaDecoderLayer),
         "qwen2": _llama_like(transformers.Qwen2Config, Qwen2DecoderLayer),
         "gemma": _llama_like(transformers.GemmaConfig, GemmaDecoderLayer),
-        "gemma2": _llama_like(transformers.Gemma2Config, Gemma2DecoderLayer, sliding_window=None, attn_logit_softcapping=None),
+        "gemma2": _llama_like(
+            transformers.Gemma2Config, Gemma2DecoderLayer, sliding_window=None, attn_logit_softcapping=None
+        ),
         "phi3": _llama_like(transformers.Phi3Config, Phi3DecoderLayer),
         "mpt": lambda d: _Gpt2Block(d),
     }
@@ -301,7 +303,11 @@ def count_family(name: str, build: Callable[[Dims], torch.nn.Module]) -> dict[st
         assert first is not None
         forward, backward = first
         result[label] = {
-            "forward_kernels": {"elementwise": forward.elementwise, "gemm": forward.gemm, "attention": forward.attention},
+            "forward_kernels": {
+                "elementwise": forward.elementwise,
+                "gemm": forward.gemm,
+                "attention": forward.attention,
+            },
             "backward_kernels": {
                 "elementwise": backward.elementwise,
                 "gemm": backward.gemm,

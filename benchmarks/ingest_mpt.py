@@ -125,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         measurement_set.model_dump(mode="json", exclude_none=True), Dumper=_Dumper, sort_keys=False, width=110
     )
     (OUT_DIR / f"{SET_NAME}.yaml").write_text(text, encoding="utf-8")
-    print(f"wrote {len(rows)} rows to {OUT_DIR / (SET_NAME + '.yaml')} and {len(list(models_dir.glob('*.yaml')))} models")
+    print(
+        f"wrote {len(rows)} rows to {OUT_DIR / (SET_NAME + '.yaml')} and {len(list(models_dir.glob('*.yaml')))} models"
+    )
     return 0
 
 

@@ -166,7 +166,9 @@ def predict_time(
         per_layer = m.count // layers
         m_tokens = tokens * (experts_share if m.group == "mlp" and m.name != "router" and model.num_experts > 1 else 1)
         fwd_gemm += per_layer * linear_pass_time_s(m_tokens, m.in_features, m.out_features, element, device, "forward")
-        bwd_gemm += per_layer * linear_pass_time_s(m_tokens, m.in_features, m.out_features, element, device, "input-grad")
+        bwd_gemm += per_layer * linear_pass_time_s(
+            m_tokens, m.in_features, m.out_features, element, device, "input-grad"
+        )
         if trainable_base:
             bwd_gemm += per_layer * linear_pass_time_s(
                 m_tokens, m.in_features, m.out_features, element, device, "weight-grad"
@@ -339,8 +341,6 @@ def predict_time(
             "exposed offload": accum * offload_exposed,
             "optimizer step": optimizer_s,
             "step overhead": coefficients.step_overhead_s,
-            "adapter/qlora factor": step_s
-            - accum * (compute_s + comm_exposed + offload_exposed)
-            - optimizer_total,
+            "adapter/qlora factor": step_s - accum * (compute_s + comm_exposed + offload_exposed) - optimizer_total,
         },
     )

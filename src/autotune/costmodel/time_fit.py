@@ -118,7 +118,9 @@ def fit_time_coefficients(cases: Sequence[object], start: CostCoefficients) -> C
     return _transfer_to_unfitted(fitted, start, generations)
 
 
-def _transfer_to_unfitted(fitted: CostCoefficients, start: CostCoefficients, generations: list[str]) -> CostCoefficients:
+def _transfer_to_unfitted(
+    fitted: CostCoefficients, start: CostCoefficients, generations: list[str]
+) -> CostCoefficients:
     """Generations without rows (and 'default') get their prior times the geometric mean of fitted / prior over
     the fitted generations: what the data says about the stack carries over, the datasheet ratio between
     architectures stays."""

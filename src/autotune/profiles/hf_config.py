@@ -382,7 +382,8 @@ def _mpt(cfg: _Config) -> dict[str, Any]:
     not counted (named in ``approximations``)."""
     hidden = cfg.req_int("d_model")
     heads = cfg.req_int("n_heads")
-    attn = cfg.raw.get("attn_config") if isinstance(cfg.raw.get("attn_config"), dict) else {}
+    raw_attn = cfg.raw.get("attn_config")
+    attn: dict[str, Any] = raw_attn if isinstance(raw_attn, dict) else {}
     kv_heads = attn.get("kv_n_heads") if attn.get("attn_type") == "grouped_query_attention" else heads
     if isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads <= 0:
         raise cfg._error(f"attn_config.kv_n_heads must be a positive integer, got {kv_heads!r}")
