@@ -190,3 +190,16 @@ def test_mpt_config_json_loads_through_the_config_path(tmp_path: Path) -> None:
     path.write_text(json.dumps(config))
     gqa = model_spec_from_config(path)
     assert gqa.num_key_value_heads == 4 and not gqa.attention_bias and not gqa.norm_has_bias
+
+
+def test_the_same_setting_costs_the_same_in_plan_and_estimate() -> None:
+    from autotune.planner.request import PlanRequest
+    from autotune.planner.search import search
+
+    model = resolve_model_profile("llama3-8b")
+    cluster = ClusterSpec(gpu=resolve_gpu("4090")[0])
+    workload = Workload(seq_len=2048, global_batch_size=32)
+    result = search(PlanRequest(model=model, model_source="catalog", cluster=cluster, workload=workload))
+    again = estimate_setting(model, cluster, workload, result.best.setting)
+    assert again.step_time_s == result.best.estimate.step_time_s
+    assert again.time_breakdown_s == result.best.estimate.time_breakdown_s

@@ -22,7 +22,8 @@ Each term (docs/cost-model.md §5 has the formulas and sources):
   prefetch one unit ahead); DDP's all-reduce overlaps the last micro-step's backward, ZeRO-2's gather follows
   the step.
 * **offload** — host-link traffic (weights in, gradients out) per micro-step, hidden only behind compute that
-  exists in that micro-step; CPU Adam at ``cpu_adam_params_per_s`` per rank.
+  exists in that micro-step; CPU Adam at ``cpu_adam_params_per_s`` per rank (DeepSpeed), ``TORCH_CPU_ADAM_SLOWDOWN``
+  times slower for FSDP's torch AdamW on the host.
 * **optimizer step** — AdamW's bytes at the DRAM bandwidth, or its kernel launches (foreach chunks over the
   trainable tensors, clipping), whichever is longer; plus ``step_overhead_s`` per step and
   ``micro_step_overhead_s`` per micro-step (trainer Python).
@@ -65,6 +66,10 @@ LORA_BYTES_PER_TOKEN_OUT = 14.0
 """Element-wise bytes per token per input / output feature of one peft LoRA target, forward (peft
 ``lora.Linear.forward``: bf16→fp32 cast of x (2 + 4), dropout (4 + 4 + 1 mask), then the fp32 result scaled and
 added to the bf16 output (4 + 4 + 2 + 2 + 2)); the backward moves twice that."""
+
+TORCH_CPU_ADAM_SLOWDOWN = 5.5
+"""FSDP CPU offload steps ``torch.optim.AdamW`` on the host; DeepSpeed's vectorized CPU-Adam is 5.1–6.4× faster
+(Ren et al. 2021, ZeRO-Offload, §4.1 / table 3). ``cpu_adam_params_per_s`` is DeepSpeed's rate."""
 
 MATH_ATTENTION_BACKWARD_FACTOR = 2.0
 """Math (eager) attention backward: two GEMMs per forward GEMM (input gradients of QKᵀ and PV)."""
@@ -295,7 +300,10 @@ def predict_time(
     # --- optimizer step --------------------------------------------------------------------------------------
     trainable_per_rank = trainable / ranks if setting.sharding not in ("none", "ddp") else trainable
     if setting.offloads_to_cpu:
-        optimizer_s = trainable_per_rank / coefficients.cpu_adam_params_per_s
+        cpu_rate = coefficients.cpu_adam_params_per_s
+        if setting.sharding == "fsdp-offload":
+            cpu_rate /= TORCH_CPU_ADAM_SLOWDOWN
+        optimizer_s = trainable_per_rank / cpu_rate
         optimizer_s += trainable_per_rank * dtypes.weight_bytes / host_link
     else:
         touched = 2 * dtypes.weight_bytes + 2 * dtypes.grad_bytes + 2 * dtypes.optimizer_bytes
