@@ -203,3 +203,9 @@ def test_the_same_setting_costs_the_same_in_plan_and_estimate() -> None:
     again = estimate_setting(model, cluster, workload, result.best.setting)
     assert again.step_time_s == result.best.estimate.step_time_s
     assert again.time_breakdown_s == result.best.estimate.time_breakdown_s
+
+
+def test_choose_prefers_fewer_micro_steps_among_ties() -> None:
+    small = _scored(100.0, 18.0, method="lora", micro_batch_size=1, grad_accum=8)
+    large = _scored(100.5, 22.0, method="lora", micro_batch_size=4, grad_accum=2)
+    assert choose([small, large], "quality") is large
