@@ -55,8 +55,9 @@ def run_time_s(estimate: Estimate) -> float:
 
 TIE_TOLERANCE = 0.02
 """Settings whose predicted run time is within this fraction of the fastest fitting one are ties: among them the
-planner takes the one with the fewest extra moving parts (``complexity``), then the fewest micro-steps (the
-largest micro batch: the costs the model leaves out — per-micro-step Python, kernel tails — all favour it), then
+planner takes the one with the fewest extra moving parts (``complexity``), then the fewest micro-steps per
+sequence (the largest micro batch: the costs the model leaves out — per-micro-step Python, kernel tails — all
+favour it), then
 the lowest peak memory. Outside the tolerance the predicted-fastest setting wins; the tolerance is well inside
 the time error band, so a tie is a difference the model cannot resolve."""
 
@@ -79,8 +80,8 @@ def rank_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
 
 def choose(fitting: list[Scored], objective: Objective) -> Scored:
     """The planner's choice among fitting candidates: the best by ``rank_key``, then, among candidates of the
-    same leading key whose run time is within ``TIE_TOLERANCE`` of it, the fewest moving parts, then the fewest
-    micro-steps, then the lowest peak memory. The same rule serves ``search`` and ``benchmarks/plan_quality.py``.
+    same leading key whose run time is within ``TIE_TOLERANCE`` of it, the fewest moving parts, then the largest
+    micro batch, then the lowest peak memory. The same rule serves ``search`` and ``benchmarks/plan_quality.py``.
 
     Raises:
         ValueError: no candidates.
@@ -95,7 +96,8 @@ def choose(fitting: list[Scored], objective: Objective) -> Scored:
         if rank_key(s, objective)[:-1] == lead and s.run_time_s <= best.run_time_s * (1 + TIE_TOLERANCE)
     ]
     return min(
-        ties, key=lambda s: (complexity(s.setting), s.setting.grad_accum, s.estimate.peak_memory_gib, s.run_time_s)
+        ties,
+        key=lambda s: (complexity(s.setting), -s.setting.micro_batch_size, s.estimate.peak_memory_gib, s.run_time_s),
     )
 
 
