@@ -206,7 +206,7 @@ def _choose(fitting: Sequence[Candidate], predictions: dict[str, Prediction]) ->
         return None
     scored = [predictions[c.id].scored for c in fitting]
     if any(s is None for s in scored):
-        return fitting[0]  # a predictor without the planner's view: its key order decides
+        return min(fitting, key=lambda c: predictions[c.id].key)  # no planner's view: its key order decides
     best = choose([s for s in scored if s is not None], OBJECTIVE)
     return next(c for c in fitting if predictions[c.id].scored is best)
 
