@@ -349,6 +349,8 @@ def predict_time(
             "exposed offload": accum * offload_exposed,
             "optimizer step": optimizer_s,
             "step overhead": coefficients.step_overhead_s,
-            "adapter/qlora factor": step_s - accum * (compute_s + comm_exposed + offload_exposed) - optimizer_total,
+            "user-recalibrated adapter/qlora factor": step_s
+            - accum * (compute_s + comm_exposed + offload_exposed)
+            - optimizer_total,
         },
     )
