@@ -21,12 +21,9 @@ Each term (docs/cost-model.md §5 has the formulas and sources):
 * **communication** (``collectives``) — per layer, overlapped with that layer's compute only (FSDP / ZeRO-3
   prefetch one unit ahead); DDP's all-reduce overlaps the last micro-step's backward, ZeRO-2's gather follows
   the step.
-* **offload** — host-link traffic (weights in, gradients out) per micro-step, hidden only behind compute that
-  exists in that micro-step; CPU Adam at ``cpu_adam_params_per_s`` per rank (DeepSpeed), ``TORCH_CPU_ADAM_SLOWDOWN``
-  times slower for FSDP's torch AdamW on the host.
-* **optimizer step** — AdamW's bytes at the DRAM bandwidth, or its kernel launches (foreach chunks over the
-  trainable tensors, clipping), whichever is longer; plus ``step_overhead_s`` per step and
-  ``micro_step_overhead_s`` per micro-step (trainer Python).
+* **offload** and **optimizer step** (``optimizer_step``) — host-link traffic per micro-step hidden only behind
+  compute that exists in that micro-step; GPU AdamW (bytes or launches, whichever is longer) or CPU Adam; plus
+  ``step_overhead_s`` per step and ``micro_step_overhead_s`` per micro-step (trainer Python).
 * **torch.compile** removes ``compile_speedup`` of the element-wise traffic and kernels (fusion).
 """
 
@@ -36,7 +33,7 @@ from dataclasses import dataclass
 
 from autotune.costmodel import activations as act
 from autotune.costmodel.collectives import DDP_BUCKET_BYTES, ZERO_BUCKET_ELEMENTS, bucketed_time_s, collective_time_s
-from autotune.costmodel.dispatch import eager_attention, layer_ops, lora_target_kernels, optimizer_launches
+from autotune.costmodel.dispatch import eager_attention, layer_ops, lora_target_kernels
 from autotune.costmodel.gemm import (
     DEFAULT_SM_COUNT,
     FLASH_BACKWARD_FACTOR,
@@ -46,6 +43,7 @@ from autotune.costmodel.gemm import (
     linear_pass_time_s,
 )
 from autotune.costmodel.memory import base_weight_bytes
+from autotune.costmodel.optimizer_step import offload_traffic_s, optimizer_step_s
 from autotune.costmodel.params import count_params, linear_modules, lora_params, lora_target_modules
 from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.calibration import CostCoefficients
@@ -53,9 +51,6 @@ from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.units import GB, TERA, nf4_bytes_per_param
-
-GPU_KERNEL_MIN_S = 3e-6
-"""Shortest time a launched kernel occupies the GPU (launch latency + ramp; ~2–4 µs on current GPUs)."""
 
 HEAD_KERNELS = 40
 """Kernels outside the decoder layers per micro-step (embedding, final norm, lm_head, shift + cross-entropy
@@ -66,10 +61,6 @@ LORA_BYTES_PER_TOKEN_OUT = 14.0
 """Element-wise bytes per token per input / output feature of one peft LoRA target, forward (peft
 ``lora.Linear.forward``: bf16→fp32 cast of x (2 + 4), dropout (4 + 4 + 1 mask), then the fp32 result scaled and
 added to the bf16 output (4 + 4 + 2 + 2 + 2)); the backward moves twice that."""
-
-TORCH_CPU_ADAM_SLOWDOWN = 5.5
-"""FSDP CPU offload steps ``torch.optim.AdamW`` on the host; DeepSpeed's vectorized CPU-Adam is 5.1–6.4× faster
-(Ren et al. 2021, ZeRO-Offload, §4.1 / table 3). ``cpu_adam_params_per_s`` is DeepSpeed's rate."""
 
 MATH_ATTENTION_BACKWARD_FACTOR = 2.0
 """Math (eager) attention backward: two GEMMs per forward GEMM (input gradients of QKᵀ and PV)."""
@@ -124,19 +115,6 @@ def _attention_dtype(dtypes: DtypeBytes) -> str:
     """fp32 attention when the residual stream is fp32 without autocast (QLoRA with fp32 unquantized parts,
     full fp32): SDPA then runs fp32 CUDA-core kernels (PyTorch leaves TF32 off for matmuls by default)."""
     return "fp32-simt" if dtypes.residual_bytes == 4 and not dtypes.autocast else dtypes.compute_dtype
-
-
-def _trainable_tensors(model: ModelSpec, setting: TrainingSetting, ranks: int) -> int:
-    """Tensors the optimizer updates on one rank (FSDP / ZeRO flatten each unit into one tensor)."""
-    if setting.uses_adapters:
-        targets = lora_target_modules(model, setting.lora_targets)
-        return 2 * sum(m.count for m in targets)
-    if setting.sharding in ("fsdp", "fsdp-offload", "zero2", "zero3", "zero3-offload") and ranks > 0:
-        return model.num_hidden_layers + 1
-    mods = linear_modules(model)
-    per_layer = sum((1 + int(m.bias)) * m.count for m in mods) // model.num_hidden_layers
-    per_layer += model.norms_per_layer * (2 if model.norm_has_bias else 1)
-    return model.num_hidden_layers * per_layer + 2 + int(not model.tie_word_embeddings)
 
 
 def predict_time(
@@ -286,10 +264,9 @@ def predict_time(
         step_comm_exposed = max(last_bucket, reduce_s - layers * layer_bwd)
 
     # --- offload: host-link traffic hidden only behind this micro-step's compute ----------------------------
-    host_link = gpu.host_link_gb_per_s * GB * coefficients.host_link_efficiency
     offload_exposed = 0.0
     if setting.offloads_to_cpu:
-        traffic_s = (2 * full_weight_bytes / ranks + grad_bytes / ranks) / host_link
+        traffic_s = offload_traffic_s(full_weight_bytes / ranks, grad_bytes / ranks, gpu, coefficients)
         offload_exposed = max(0.0, traffic_s - compute_s)
     micro_step_s = compute_s + comm_exposed + offload_exposed
     if adapters:
@@ -299,18 +276,7 @@ def predict_time(
 
     # --- optimizer step --------------------------------------------------------------------------------------
     trainable_per_rank = trainable / ranks if setting.sharding not in ("none", "ddp") else trainable
-    if setting.offloads_to_cpu:
-        cpu_rate = coefficients.cpu_adam_params_per_s
-        if setting.sharding == "fsdp-offload":
-            cpu_rate /= TORCH_CPU_ADAM_SLOWDOWN
-        optimizer_s = trainable_per_rank / cpu_rate
-        optimizer_s += trainable_per_rank * dtypes.weight_bytes / host_link
-    else:
-        touched = 2 * dtypes.weight_bytes + 2 * dtypes.grad_bytes + 2 * dtypes.optimizer_bytes
-        touched += 2 * dtypes.optimizer_temp_bytes
-        calls, launches = optimizer_launches(_trainable_tensors(model, setting, ranks), foreach=True)
-        gpu_step = trainable_per_rank * touched / bandwidth + launches * GPU_KERNEL_MIN_S
-        optimizer_s = max(gpu_step, calls * launch)
+    optimizer_s = optimizer_step_s(model, setting, gpu, dtypes, trainable_per_rank, coefficients)
     optimizer_total = optimizer_s + coefficients.step_overhead_s + step_comm_exposed
     step_s = setting.grad_accum * micro_step_s + optimizer_total
 
