@@ -98,13 +98,6 @@ def efficiency(table: dict[str, float], gpu: GpuSpec) -> float:
     return table.get(architecture_generation(gpu), table["default"])
 
 
-def matmul_efficiency(gpu_key: str, coefficients: CostCoefficients) -> float:
-    """Fitted large-GEMM efficiency for a GPU catalog key (its generation's when it has none of its own)."""
-    from autotune.profiles.catalog import resolve_gpu
-
-    return efficiency(coefficients.matmul_efficiency, resolve_gpu(gpu_key)[0])
-
-
 def _device(gpu: GpuSpec, dtype: str, coefficients: CostCoefficients, table: dict[str, float]) -> GemmDevice:
     peak = gpu.fp32_tflops if dtype == "fp32-simt" else gpu.matmul_tflops(dtype)
     bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
