@@ -233,7 +233,7 @@ def predict_time(
     comm_exposed = step_comm_exposed = 0.0
     layer_share = (counts.attention_params_per_layer + counts.mlp_params_per_layer) / max(1, counts.total_params)
     root_share = max(0.0, 1 - layers * layer_share)
-    if ranks > 1 and setting.sharding in ("fsdp", "fsdp-offload", "zero3", "zero3-offload"):
+    if ranks > 1 and setting.shards_parameters:
         gather = collective_time_s("all-gather", gathered_bytes * layer_share, cluster, coefficients)
         scatter = collective_time_s("reduce-scatter", grad_bytes * layer_share, cluster, coefficients)
         root = collective_time_s("all-gather", gathered_bytes * root_share, cluster, coefficients)

@@ -33,7 +33,7 @@ def trainable_tensors(model: ModelSpec, setting: TrainingSetting) -> int:
     """Tensors the optimizer updates on one rank (FSDP / ZeRO flatten each decoder-layer unit into one)."""
     if setting.uses_adapters:
         return 2 * sum(m.count for m in lora_target_modules(model, setting.lora_targets))
-    if setting.sharding in ("fsdp", "fsdp-offload", "zero2", "zero3", "zero3-offload"):
+    if setting.shards_states:
         return model.num_hidden_layers + 1
     per_layer = sum((1 + int(m.bias)) * m.count for m in linear_modules(model)) // model.num_hidden_layers
     per_layer += model.norms_per_layer * (2 if model.norm_has_bias else 1)
