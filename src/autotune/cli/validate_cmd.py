@@ -148,7 +148,9 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
             *(_mape(line.time_held_out[label]) for label in labels),
         )
     console().print(table)
-    console().print("memory: rows of known kind only; a held-out GPU is predicted with its architecture generation's efficiency")
+    console().print(
+        "memory: rows of known kind only; a held-out GPU is predicted with its architecture generation's efficiency"
+    )
     verdicts = Table(title="OOM / fits verdicts")
     for column in ("predictions", "OOM rows predicted not to fit", "ran rows predicted to fit"):
         verdicts.add_column(column, justify="left" if column == "predictions" else "right")

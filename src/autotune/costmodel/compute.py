@@ -29,6 +29,7 @@ Each term (docs/cost-model.md §5 has the formulas and sources):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from autotune.costmodel import activations as act
@@ -110,6 +111,47 @@ def _attention_dtype(dtypes: DtypeBytes) -> str:
     return "fp32-simt" if dtypes.residual_bytes == 4 and not dtypes.autocast else dtypes.compute_dtype
 
 
+@functools.lru_cache(maxsize=4096)
+def layer_gemm_s(
+    model: ModelSpec, tokens: float, element_bytes: float, device: GemmDevice, trainable: bool
+) -> tuple[float, float]:
+    """(forward, backward) seconds of one decoder layer's ``nn.Linear`` GEMMs by shape (module docstring); MoE
+    experts see their share of the tokens. Cached: candidates repeat the same shapes."""
+    layers = model.num_hidden_layers
+    forward = backward = 0.0
+    experts_share = model.num_experts_per_token / model.num_experts
+    for m in linear_modules(model):
+        per_layer = m.count // layers
+        expert = m.group == "mlp" and m.name != "router" and model.num_experts > 1
+        m_tokens = tokens * (experts_share if expert else 1)
+        shape = (m_tokens, m.in_features, m.out_features, element_bytes, device)
+        forward += per_layer * linear_pass_time_s(*shape, "forward")
+        backward += per_layer * linear_pass_time_s(*shape, "input-grad")
+        if trainable:
+            backward += per_layer * linear_pass_time_s(*shape, "weight-grad")
+    return forward, backward
+
+
+@functools.lru_cache(maxsize=4096)
+def adapter_gemm_s(
+    model: ModelSpec, targets: tuple[str, ...], rank: int, tokens: float, fp32_device: GemmDevice
+) -> tuple[float, float]:
+    """(forward, backward) seconds of one layer's LoRA GEMMs: per target x·Aᵀ (T × r × in) and ·Bᵀ (T × out × r)
+    in fp32 forward; their input and weight gradients backward."""
+    layers = model.num_hidden_layers
+    forward = backward = 0.0
+    for m in lora_target_modules(model, targets):
+        per_layer = m.count // layers
+        pairs = ((m.in_features, rank), (rank, m.out_features))
+        forward += per_layer * sum(linear_pass_time_s(tokens, i, o, 4, fp32_device, "forward") for i, o in pairs)
+        backward += per_layer * sum(
+            linear_pass_time_s(tokens, i, o, 4, fp32_device, kind)
+            for i, o in pairs
+            for kind in ("input-grad", "weight-grad")
+        )
+    return forward, backward
+
+
 def predict_time(
     model: ModelSpec,
     setting: TrainingSetting,
@@ -136,19 +178,7 @@ def predict_time(
     forward_passes = 1 + int(setting.grad_ckpt)
 
     # --- GEMMs of one decoder layer, by shape ------------------------------------------------------------
-    fwd_gemm = bwd_gemm = 0.0
-    experts_share = model.num_experts_per_token / model.num_experts
-    for m in linear_modules(model):
-        per_layer = m.count // layers
-        m_tokens = tokens * (experts_share if m.group == "mlp" and m.name != "router" and model.num_experts > 1 else 1)
-        fwd_gemm += per_layer * linear_pass_time_s(m_tokens, m.in_features, m.out_features, element, device, "forward")
-        bwd_gemm += per_layer * linear_pass_time_s(
-            m_tokens, m.in_features, m.out_features, element, device, "input-grad"
-        )
-        if trainable_base:
-            bwd_gemm += per_layer * linear_pass_time_s(
-                m_tokens, m.in_features, m.out_features, element, device, "weight-grad"
-            )
+    fwd_gemm, bwd_gemm = layer_gemm_s(model, tokens, element, device, trainable_base)
 
     # --- attention ------------------------------------------------------------------------------------------
     attention_device = _device(gpu, _attention_dtype(dtypes), coefficients, coefficients.attention_efficiency)
@@ -178,21 +208,18 @@ def predict_time(
     if adapters:
         fp32_device = _device(gpu, "fp32-simt", coefficients, coefficients.matmul_efficiency)
         lora_fwd_kernels, lora_bwd_kernels = lora_target_kernels()
-        rank = setting.lora_rank
+        adapter_fwd_gemm, adapter_bwd_gemm = adapter_gemm_s(
+            model, setting.lora_targets, setting.lora_rank, tokens, fp32_device
+        )
         for m in lora_target_modules(model, setting.lora_targets):
             per_layer = m.count // layers
-            a_fwd = linear_pass_time_s(tokens, m.in_features, rank, 4, fp32_device, "forward")
-            b_fwd = linear_pass_time_s(tokens, rank, m.out_features, 4, fp32_device, "forward")
-            grads = sum(
-                linear_pass_time_s(tokens, i, o, 4, fp32_device, kind)
-                for i, o in ((m.in_features, rank), (rank, m.out_features))
-                for kind in ("input-grad", "weight-grad")
-            )
             traffic = (LORA_BYTES_PER_TOKEN_IN * m.in_features + LORA_BYTES_PER_TOKEN_OUT * m.out_features) * tokens
-            fwd_adapter += per_layer * (a_fwd + b_fwd + traffic * compile_keep / bandwidth)
-            bwd_adapter += per_layer * (grads + 2 * traffic * compile_keep / bandwidth)
+            fwd_adapter += per_layer * traffic * compile_keep / bandwidth
+            bwd_adapter += per_layer * 2 * traffic * compile_keep / bandwidth
             fwd_kernels += per_layer * lora_fwd_kernels * compile_keep
             bwd_kernels += per_layer * lora_bwd_kernels * compile_keep
+        fwd_adapter += adapter_fwd_gemm
+        bwd_adapter += adapter_bwd_gemm
     if setting.method == "qlora":
         per_param = nf4_bytes_per_param(setting.qlora_double_quant) + dtypes.compute_bytes
         fwd_dequant = counts.decoder_linear_params / layers * per_param / bandwidth
