@@ -135,7 +135,7 @@ def test_a_run_writes_the_files_and_returns_the_exit_code(
     monkeypatch.setattr(launch_cmd, "run_launch", run_checker)
     plan = make_plan()
     out = tmp_path / "run"
-    code = run_cli("launch", str(plan_file(tmp_path, plan)), "--dataset", "d", "--output-dir", str(out))
+    code = run_cli("launch", str(plan_file(tmp_path, plan)), "--dataset", "d", "--output-dir", str(out), "--cpu")
     assert code == 3
     assert load_plan(out / "plan.yaml") == plan
     assert seen[0].argv[:3] == ["python", "-m", "autotune.trainer"]
@@ -146,7 +146,7 @@ def test_local_dataset_and_output_dir_become_absolute(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "data.jsonl").write_text("{}\n")
+    (tmp_path / "data.jsonl").write_text('{"text": "x"}\n')
     seen: list[LaunchSpec] = []
     monkeypatch.setattr(launch_cmd, "render_spec", lambda spec, options, **_: seen.append(spec))
     assert (
