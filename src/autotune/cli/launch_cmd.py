@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import shlex
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,8 +31,10 @@ from autotune.launcher import (
     check_output_dir,
     run_launch,
 )
+from autotune.launcher.options import SLURM_SCRIPT_FILE
 from autotune.launcher.overrides import Estimator, GpuResolver
 from autotune.launcher.preflight import preflight
+from autotune.launcher.runner import prepare_output_dir
 from autotune.planner.fit import fit_shortfall
 from autotune.quiet import quiet_third_party
 from autotune.schemas.plan import PlanFile
@@ -73,6 +76,7 @@ def launch_command(
         typer.Option("--set", metavar="KEY=VALUE", help="Override a plan field, e.g. micro_batch_size=2 (repeatable)."),
     ] = None,
     slurm: Annotated[bool, typer.Option("--slurm", help=_help("slurm"))] = False,
+    submit: Annotated[bool, typer.Option("--submit", help=_help("submit"))] = False,
     node_rank: Annotated[int, typer.Option("--node-rank", help=_help("node_rank"))] = 0,
     main_process_ip: Annotated[str | None, typer.Option("--main-process-ip", help=_help("main_process_ip"))] = None,
     main_process_port: Annotated[
@@ -98,6 +102,8 @@ def launch_command(
     """
     if verbose:
         quiet_third_party(verbose=True)  # exports AUTOTUNE_VERBOSE=1 for the trainer
+    if submit and not slurm:
+        raise InvalidRequestError("--submit submits the SLURM script of --slurm: add --slurm")
     options = _options(
         dataset=_absolute_if_local(dataset),
         dataset_format=dataset_format,
@@ -106,6 +112,8 @@ def launch_command(
         cpu=cpu,
         resume=resume,
         slurm=slurm,
+        submit=submit,
+        python=sys.executable if slurm else None,
         node_rank=node_rank,
         main_process_ip=main_process_ip,
         main_process_port=main_process_port,
@@ -129,12 +137,26 @@ def launch_command(
         plan, options.dataset, options.dataset_format, dry_run=dry_run, probe_gpu=not (dry_run or cpu or slurm)
     ):
         warn(line)
+    if slurm and not submit and not dry_run:
+        write_slurm_files(spec, options)
+        return
     render_spec(spec, options, dry_run=dry_run, show_files=show_files)
     code = run_launch(spec, options.output_dir, resume=resume, dry_run=dry_run)
     if code != 0:
         # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code from app(),
         # and the trainer's exit code must reach the shell.
         raise SystemExit(code)
+
+
+def write_slurm_files(spec: LaunchSpec, options: LaunchOptions) -> None:
+    """``--slurm`` without ``--submit``: write the run directory (plan, configs, ``launch.sbatch``) and say how
+    to submit it; nothing is run."""
+    written = prepare_output_dir(spec, options.output_dir, resume=options.resume)
+    script = Path(options.output_dir) / SLURM_SCRIPT_FILE
+    for path in written:
+        console().print(Text(f"wrote {path}"), soft_wrap=True)
+    console().print("not submitted; submit it with (or add --submit):")
+    console().print(Text(f"  sbatch {shlex.quote(str(script))}"), soft_wrap=True)
 
 
 def _plan_click_command(ctx: typer.Context) -> Any:
