@@ -114,7 +114,7 @@ def predict_time(
     ranks = cluster.world_size
     seq = workload.tokens_per_sequence
     tokens = setting.micro_batch_size * seq
-    flash = setting.attention_impl == "flash" and gpu.supports_flash_attention
+    flash = setting.attention_impl != "eager" and gpu.supports_flash_attention
     bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
     compute_rate = _matmul_rate(cluster, dtypes.compute_dtype, coefficients)
     adapters = setting.uses_adapters
