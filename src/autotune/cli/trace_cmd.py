@@ -171,7 +171,9 @@ def render_trace(report: TraceReport) -> None:
         f"workspaces{_sharding(report)}); traced in {report.elapsed_s:.1f} s"
     )
     if report.paged_optimizer_bytes:
-        console.print(f"paged optimizer states: {report.paged_optimizer_bytes / GIB:.3f} GiB in unified memory (not counted)")
+        console.print(
+            f"paged optimizer states: {report.paged_optimizer_bytes / GIB:.3f} GiB in unified memory (not counted)"
+        )
     for note in report.notes:
         console.print(f"[yellow]note:[/] {note}")
 
@@ -189,7 +191,9 @@ def render_predicted_vs_traced(rows: list[tuple[str, float, TraceReport]]) -> No
         table.add_column(column, justify="left" if column == "setting" else "right")
     for label, predicted_gib, report in rows:
         traced_gib = report.cuda_peak_allocated_bytes / GIB
-        table.add_row(label, f"{predicted_gib:.2f}", f"{traced_gib:.2f}", f"{(predicted_gib - traced_gib) / traced_gib:+.1%}")
+        table.add_row(
+            label, f"{predicted_gib:.2f}", f"{traced_gib:.2f}", f"{(predicted_gib - traced_gib) / traced_gib:+.1%}"
+        )
     console.print(table)
 
 

@@ -26,13 +26,31 @@ from autotune.costmodel import activations as act
 from autotune.costmodel.params import ParamCounts, count_params, lora_params
 from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.units import nf4_bytes_per_param
 
 FSDP_LIVE_UNITS = 2
 """Decoder-layer units gathered at once under FSDP / ZeRO-3 (current + prefetched)."""
+
+HOPPER_CUBLAS_WORKSPACE_BYTES = 4096 * 8 * 1024
+"""cuBLAS workspace per handle on Hopper: ``CUBLAS_WORKSPACE_CONFIG`` default ``:4096:8`` (32 MiB;
+``aten/src/ATen/cuda/CublasHandlePool.cpp``, ``getChosenWorkspaceSize``)."""
+DEFAULT_CUBLAS_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
+"""cuBLAS workspace per handle on other GPUs: default ``:4096:2:16:8`` (8 MiB + 128 KiB; same source)."""
+CUBLAS_HANDLES = 2
+"""Training holds two cuBLAS handles with a workspace each: the forward thread's and the autograd engine's
+device thread's (handles are per thread and stream)."""
+
+
+def cublas_workspace_bytes(gpu: GpuSpec) -> float:
+    """cuBLAS workspaces a training step holds in the caching allocator (counted by max_memory_allocated)."""
+    per_handle = (
+        HOPPER_CUBLAS_WORKSPACE_BYTES if "hopper" in gpu.architecture.lower() else DEFAULT_CUBLAS_WORKSPACE_BYTES
+    )
+    return float(CUBLAS_HANDLES * per_handle)
+
 
 CUDA_CONTEXT_BYTES = 0.5 * 2**30
 """CUDA/ROCm context, cuBLAS workspaces and kernels outside the caching allocator: ~300–600 MiB on
@@ -160,8 +178,9 @@ def predict_memory(
 ) -> MemoryPrediction:
     """Peak allocated bytes per GPU (max of phases A, B, C in the module docstring), with its breakdown.
 
-    Activation and logits terms are multiplied by the fitted ``activation_factor`` and ``logits_factor``
-    (priors 1.0); reserved = allocated × (1 + ``allocator_overhead_fraction``).
+    Activation and logits terms are derived (no fitted multiplier; ``benchmarks/trace_agreement.py`` compares
+    them with the traced training step); the cuBLAS workspaces are added to every phase; reserved =
+    allocated × (1 + ``allocator_overhead_fraction``), the one fitted memory term.
     """
     gpu = cluster.gpu
     dtypes = dtype_bytes(setting, gpu)
@@ -172,14 +191,13 @@ def predict_memory(
     layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash)
     stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes) * tokens
     working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash) * tokens
-    stored *= coefficients.activation_factor
-    working *= coefficients.activation_factor
-    logits = act.logits_peak_bytes(model, setting, dtypes, tokens) * coefficients.logits_factor
+    logits = act.logits_peak_bytes(model, setting, dtypes, tokens)
 
     resident = {
         "weights": states.weights,
         "lora adapters": states.adapter_weights,
         "optimizer states": states.optimizer_states,
+        "cuBLAS workspaces": cublas_workspace_bytes(gpu),
     }
     persistent_grads = states.gradients if setting.grad_accum > 1 else 0.0
     phase_a = {

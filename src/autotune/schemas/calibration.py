@@ -81,10 +81,12 @@ class CostCoefficients(StrictModel):
     )
     qlora_time_factor: float = Field(default=1.0, gt=0, description="Extra multiplier for QLoRA (dequant kernels).")
     kernel_launch_s: float = Field(default=8e-6, gt=0, description="Seconds per kernel launch (fixed cost).")
-    activation_factor: float = Field(default=1.0, gt=0, description="Multiplier on derived activation bytes.")
-    logits_factor: float = Field(default=1.0, gt=0, description="Multiplier on derived logits/loss bytes.")
     allocator_overhead_fraction: float = Field(
-        default=0.05, ge=0, description="reserved = allocated × (1 + this): caching-allocator fragmentation."
+        default=0.05,
+        ge=0,
+        description="reserved = allocated × (1 + this): caching-allocator fragmentation, which a CPU trace cannot "
+        "see. Prior 0.05 (PyTorch CUDA semantics notes: blocks are split and cached per size class); fitted to the "
+        "rows that measured reserved memory.",
     )
     host_link_efficiency: float = Field(default=0.6, gt=0, le=1, description="Fraction of host-link bandwidth.")
     cpu_adam_params_per_s: float = Field(

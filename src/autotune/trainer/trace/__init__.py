@@ -19,7 +19,11 @@ CUDA vs this CPU trace (modelled in ``cuda_peak_allocated_bytes``):
   * cuBLAS / cuBLASLt workspace — allocated through the caching allocator, one per (handle, stream): the
     forward thread and the autograd engine's device thread hold one each; size ``CUBLAS_WORKSPACE_CONFIG``
     default ``:4096:8`` (32 MiB) on Hopper, ``:4096:2:16:8`` (8 MiB + 128 KiB) elsewhere
-    (``aten/src/ATen/cuda/CublasHandlePool.cpp``, ``getChosenWorkspaceSize``);
+    (``aten/src/ATen/cuda/CublasHandlePool.cpp``, ``getChosenWorkspaceSize``; the constants live in
+    ``autotune.costmodel.memory``);
+  * steady state — the traced step is the first, so its forward and backward run before any optimizer
+    state exists; from the second step on they also hold it: the forward and backward peaks add the
+    optimizer states the step created (gradients are freed by ``zero_grad(set_to_none=True)``).
   * SDPA — on the CPU ``scaled_dot_product_attention`` runs ``_scaled_dot_product_flash_attention_for_cpu``,
     which saves q, k, v, the output and an fp32 log-sum-exp (b, n, s), as CUDA's flash kernel does (plus its
     16-byte Philox seed/offset); the memory-efficient kernel (fp32, masks) pads the log-sum-exp to a multiple
@@ -44,18 +48,17 @@ from autotune.trainer.trace.build import build_meta_model, config_from_spec, mat
 from autotune.trainer.trace.step import run_step
 from autotune.trainer.trace.tracker import PHASES, LiveBytesTracker, StorageRecord, cuda_rounded
 
-HOPPER_WORKSPACE_BYTES = 4096 * 8 * 1024
-"""cuBLAS workspace per handle on sm90 (``:4096:8``)."""
-DEFAULT_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
-"""cuBLAS workspace per handle before Hopper (``:4096:2:16:8``)."""
-WORKSPACE_HANDLES = 2
-"""Forward thread + autograd device thread each hold a cuBLAS handle with its workspace."""
+STEADY_STATE_PHASES = ("forward", "backward")
+"""Phases that, from the second step on, also hold the optimizer states (the traced step is the first)."""
 
 
-def cublas_workspace_bytes(cluster: ClusterSpec | None) -> int:
-    """cuBLAS workspaces a CUDA training step holds in the caching allocator (see module docstring)."""
-    hopper = cluster is not None and "hopper" in cluster.gpu.architecture.lower()
-    return WORKSPACE_HANDLES * (HOPPER_WORKSPACE_BYTES if hopper else DEFAULT_WORKSPACE_BYTES)
+def cublas_workspace(cluster: ClusterSpec | None) -> int:
+    """cuBLAS workspaces of the cluster's GPU (``costmodel.memory.cublas_workspace_bytes``; none → non-Hopper)."""
+    from autotune.costmodel.memory import CUBLAS_HANDLES, DEFAULT_CUBLAS_WORKSPACE_BYTES, cublas_workspace_bytes
+
+    if cluster is None:
+        return CUBLAS_HANDLES * DEFAULT_CUBLAS_WORKSPACE_BYTES
+    return int(cublas_workspace_bytes(cluster.gpu))
 
 
 def _classify(index: int, record: StorageRecord, saved: set[int]) -> str:
@@ -126,16 +129,19 @@ def trace_training_step(
         _register_model(tracker, model, setting.uses_adapters)
         tracker.register(input_ids, "temporaries")
         state = run_step(model, setting, tracker, input_ids, autocast_dtype)
-    phases = [_phase(tracker, name, state["saved"]) for name in PHASES]
+    state_bytes = sum(cuda_rounded(tracker.records[i].nbytes) for i in state["optimizer states"])
+    phases = [_phase(tracker, name, state["saved"], state_bytes) for name in PHASES]
     trainable, total = count_parameters(model)
     peak = max(phases, key=lambda phase: phase.peak_cuda_bytes)
-    workspace = cublas_workspace_bytes(cluster)
+    workspace = cublas_workspace(cluster)
     sharding = _sharding_adjustment(spec, setting, cluster, seq_len)
     notes = []
     if setting.attention_impl == "flash_attention_2":
         notes.append("flash_attention_2 traced as SDPA's flash kernel (same saved tensors; flash-attn needs a GPU)")
     if sharding:
-        notes.append(f"sharding {setting.sharding}: model states per rank by byte arithmetic ({sharding / 2**30:+.2f} GiB)")
+        notes.append(
+            f"sharding {setting.sharding}: model states per rank by byte arithmetic ({sharding / 2**30:+.2f} GiB)"
+        )
     del state
     return TraceReport(
         model=spec.key,
@@ -156,9 +162,11 @@ def trace_training_step(
     )
 
 
-def _phase(tracker: LiveBytesTracker, name: str, saved: set[int]) -> PhaseTrace:
+def _phase(tracker: LiveBytesTracker, name: str, saved: set[int], optimizer_state_bytes: int) -> PhaseTrace:
     peak = tracker.peaks[name]
     categories = dict.fromkeys(CATEGORIES, 0)
+    steady = optimizer_state_bytes if name in STEADY_STATE_PHASES else 0
+    categories["optimizer states"] += steady
     for index in peak.live:
         record = tracker.records[index]
         label = _classify(index, record, saved)
@@ -170,8 +178,8 @@ def _phase(tracker: LiveBytesTracker, name: str, saved: set[int]) -> PhaseTrace:
     }
     return PhaseTrace(
         name=name,
-        peak_bytes=peak.bytes,
-        peak_cuda_bytes=peak.cuda_bytes,
+        peak_bytes=peak.bytes + steady,
+        peak_cuda_bytes=peak.cuda_bytes + steady,
         categories_bytes=categories,
         ops=ops,
     )
