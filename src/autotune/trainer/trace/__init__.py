@@ -28,6 +28,7 @@ CUDA vs this CPU trace (modelled in ``cuda_peak_allocated_bytes``):
     which saves q, k, v, the output and an fp32 log-sum-exp (b, n, s), as CUDA's flash kernel does (plus its
     16-byte Philox seed/offset); the memory-efficient kernel (fp32, masks) pads the log-sum-exp to a multiple
     of 32 rows: ≤ b·n·32·4 bytes per layer, below the rounding. Eager attention is the same ops on both.
+  * dropout and attention masks — the CUDA code paths are taken (:mod:`.cuda`);
   * autocast — the CPU autocast policy is used in the compute dtype; its lower-precision op list covers the
     same matmuls as CUDA's (``aten/src/ATen/autocast_mode.cpp``).
 """
@@ -44,6 +45,7 @@ from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.trace import CATEGORIES, OpClassStats, PhaseTrace, TraceReport
+from autotune.trainer.trace.cuda import cuda_code_paths
 from autotune.trainer.trace.build import build_meta_model, config_from_spec, materialize_fake, trace_precision
 from autotune.trainer.trace.step import run_step
 from autotune.trainer.trace.tracker import PHASES, LiveBytesTracker, StorageRecord, cuda_rounded
@@ -125,7 +127,7 @@ def trace_training_step(
     tracker = LiveBytesTracker()
     with fake_mode:
         input_ids = torch.zeros((setting.micro_batch_size, seq_len), dtype=torch.long)
-    with fake_mode, tracker:
+    with fake_mode, tracker, cuda_code_paths():
         _register_model(tracker, model, setting.uses_adapters)
         tracker.register(input_ids, "temporaries")
         state = run_step(model, setting, tracker, input_ids, autocast_dtype)
