@@ -33,6 +33,9 @@ FAMILY_MODELS = {
     "phi3": "phi3-mini",
 }
 """One catalog model per family (the family's common fine-tuning size)."""
+FAMILY_ATTENTION = {"gemma2": "eager"}
+"""transformers builds Gemma 2 only with eager (or flash-attn) attention: its logit soft-capping has no SDPA
+path (``Gemma2PreTrainedModel._supports_sdpa`` is False), so ``attn_implementation='sdpa'`` raises."""
 TOLERANCE = 0.03
 
 
@@ -63,7 +66,13 @@ def main() -> None:
     )
     for family, method, ckpt, seq_len, micro_batch, loss_impl in grid:
         spec = resolve_model_profile(FAMILY_MODELS[family])
-        setting = TrainingSetting(method=method, micro_batch_size=micro_batch, grad_ckpt=ckpt, loss_impl=loss_impl)
+        setting = TrainingSetting(
+            method=method,
+            micro_batch_size=micro_batch,
+            grad_ckpt=ckpt,
+            loss_impl=loss_impl,
+            attention_impl=FAMILY_ATTENTION.get(family, "sdpa"),
+        )
         agreement = compare(spec, setting, seq_len, cluster, extrapolate=not args.full_depth)
         results.append(agreement)
         print(

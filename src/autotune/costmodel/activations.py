@@ -78,12 +78,10 @@ def layer_activation_bytes_per_token(
     # Matmul inputs under autocast are fresh 16-bit casts, one per linear call (q, k, v, gate, up).
     if dtypes.autocast and not frozen:
         norms += (3 + (2 if model.mlp_gated else 1)) * m_b * h
-    # SDPA saves q, k (after RoPE), v and the output; fp32 log-sum-exp per head; o_proj saves its input
-    # (a contiguous copy of the output) only when its weight is trained.
-    attention = m_b * (2 * q_dim + 2 * kv_dim) + FP32_BYTES * model.num_attention_heads
+    attention, scores = _attention_bytes(model, m_b, seq_len, flash_attention)
+    # o_proj saves its input (a contiguous copy of the attention output) only when its weight is trained.
     if not frozen:
         attention += m_b * q_dim
-    scores = 0.0 if flash_attention else (FP32_BYTES + m_b) * model.num_attention_heads * seq_len
     # Gated MLP: act saves gate output, mul saves act output and up output, down saves its input.
     mlp = m_b * inter * (3 if frozen else 4) if model.mlp_gated else m_b * inter * (1 if frozen else 2)
     if model.mlp_bias or model.num_experts > 1:
@@ -94,6 +92,26 @@ def layer_activation_bytes_per_token(
         for module in lora_target_modules(model, setting.lora_targets):
             adapters += adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
     return LayerActivationBytes(norms=norms, attention=attention, attention_scores=scores, mlp=mlp, adapters=adapters)
+
+
+def _attention_bytes(model: ModelSpec, m_b: float, seq_len: float, flash_attention: bool) -> tuple[float, float]:
+    """Saved bytes per token of the attention core: (q/k/v/output part, s×s score part).
+
+    SDPA with a flash / memory-efficient kernel (transformers calls it mask-free with ``enable_gqa`` for a
+    filled batch) saves q, k (after RoPE), v, the output and an fp32 log-sum-exp per head. Eager attention
+    (``eager_attention_forward``) repeats k and v to every query head (``repeat_kv``, a copy when heads are
+    grouped), saves q and the repeated k and v for its two matmuls, the fp32 softmax output and its 16-bit
+    copy (s per head each), and with Gemma 2's attention soft-capping also the tanh output. With fused qkv
+    (Phi-3) v is a slice of the fused projection output, so saving v keeps the whole output alive.
+    """
+    q_dim, kv_dim, heads = model.q_dim, model.kv_dim, model.num_attention_heads
+    fused_extra = m_b * (q_dim + kv_dim) if model.fused_qkv else 0.0
+    if flash_attention:
+        return m_b * (2 * q_dim + 2 * kv_dim) + FP32_BYTES * heads + fused_extra, 0.0
+    grouped = model.num_key_value_heads < heads
+    attention = m_b * (q_dim + 2 * (q_dim if grouped else kv_dim)) + (0.0 if grouped else fused_extra)
+    score_copies = FP32_BYTES + m_b + (m_b if model.attn_logit_softcapping is not None else 0.0)
+    return attention, score_copies * heads * seq_len
 
 
 def backward_workspace_bytes_per_token(

@@ -187,7 +187,7 @@ def predict_memory(
     states = model_state_bytes(model, setting, cluster, dtypes)
     seq_tokens = workload.tokens_per_sequence
     tokens = setting.micro_batch_size * seq_tokens
-    flash = setting.attention_impl != "eager" and gpu.supports_flash_attention
+    flash = setting.attention_impl != "eager"  # SDPA runs flash or memory-efficient kernels (no s×s scores)
     layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash)
     stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes) * tokens
     working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash) * tokens

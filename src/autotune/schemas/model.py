@@ -47,6 +47,9 @@ class ModelSpec(FrozenModel):
     final_logit_softcapping: float | None = Field(
         default=None, description="Gemma 2 tanh soft-cap on logits (extra logits-sized temporaries)."
     )
+    attn_logit_softcapping: float | None = Field(
+        default=None, description="Gemma 2 tanh soft-cap on attention scores (eager attention saves the tanh output)."
+    )
     decoder_layer_class: str = Field(
         default="LlamaDecoderLayer",
         description="transformers class of one decoder block (FSDP auto-wrap policy).",

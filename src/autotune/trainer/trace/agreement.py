@@ -58,7 +58,9 @@ def traced_peak_bytes(
         trace_training_step(spec.model_copy(update={"num_hidden_layers": depth}), setting, seq_len, cluster)
         for depth in DEPTHS
     )
-    per_layer = {name: (value - _phase_peaks(low)[name]) / (DEPTHS[1] - DEPTHS[0]) for name, value in _phase_peaks(high).items()}
+    per_layer = {
+        name: (value - _phase_peaks(low)[name]) / (DEPTHS[1] - DEPTHS[0]) for name, value in _phase_peaks(high).items()
+    }
     extra = spec.num_hidden_layers - DEPTHS[1]
     peaks = {name: value + extra * per_layer[name] for name, value in _phase_peaks(high).items()}
     phase = max(peaks, key=lambda name: peaks[name])

@@ -63,8 +63,9 @@ def config_from_spec(spec: ModelSpec, source: str | None = None) -> PretrainedCo
     values: dict[str, Any] = {name: getattr(spec, name) for name in _SPEC_TO_CONFIG}
     values["attention_bias"] = spec.attention_bias
     values["mlp_bias"] = spec.mlp_bias
-    if spec.final_logit_softcapping is not None:
-        values["final_logit_softcapping"] = spec.final_logit_softcapping
+    for name in ("final_logit_softcapping", "attn_logit_softcapping"):
+        if getattr(spec, name) is not None:
+            values[name] = getattr(spec, name)
     if spec.model_type in ("gemma", "gemma2"):
         values["hidden_activation"] = spec.hidden_act
     if spec.num_experts > 1:
