@@ -67,7 +67,7 @@ def layer_activation_bytes_per_token(
         seq_len: tokens per sequence (only the math-attention score term depends on it).
         flash_attention: True when SDPA runs a flash / memory-efficient kernel.
     """
-    h, q_dim, kv_dim, inter = model.hidden_size, model.q_dim, model.kv_dim, model.intermediate_size
+    h, q_dim, inter = model.hidden_size, model.q_dim, model.intermediate_size
     m_b, s_b = dtypes.compute_bytes, dtypes.residual_bytes
     frozen = setting.uses_adapters
     num_norms = model.norms_per_layer

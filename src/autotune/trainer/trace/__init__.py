@@ -45,8 +45,8 @@ from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.trace import CATEGORIES, OpClassStats, PhaseTrace, TraceReport
-from autotune.trainer.trace.cuda import cuda_code_paths
 from autotune.trainer.trace.build import build_meta_model, config_from_spec, materialize_fake, trace_precision
+from autotune.trainer.trace.cuda import cuda_code_paths
 from autotune.trainer.trace.step import run_step
 from autotune.trainer.trace.tracker import PHASES, LiveBytesTracker, StorageRecord, cuda_rounded
 

@@ -58,13 +58,12 @@ def traced_peak_bytes(
         trace_training_step(spec.model_copy(update={"num_hidden_layers": depth}), setting, seq_len, cluster)
         for depth in DEPTHS
     )
-    per_layer = {
-        name: (value - _phase_peaks(low)[name]) / (DEPTHS[1] - DEPTHS[0]) for name, value in _phase_peaks(high).items()
-    }
+    low_peaks, high_peaks = _phase_peaks(low), _phase_peaks(high)
+    per_layer = {name: (high_peaks[name] - low_peaks[name]) / (DEPTHS[1] - DEPTHS[0]) for name in high_peaks}
     extra = spec.num_hidden_layers - DEPTHS[1]
-    peaks = {name: value + extra * per_layer[name] for name, value in _phase_peaks(high).items()}
+    peaks = {name: value + extra * per_layer[name] for name, value in high_peaks.items()}
     phase = max(peaks, key=lambda name: peaks[name])
-    fixed = high.cuda_peak_allocated_bytes - max(_phase_peaks(high).values())  # workspaces + sharding change
+    fixed = high.cuda_peak_allocated_bytes - max(high_peaks.values())  # workspaces + sharding change
     return peaks[phase] + fixed, phase
 
 
