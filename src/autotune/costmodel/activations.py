@@ -175,7 +175,9 @@ def logits_peak_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeB
         forward holds d·E (logits) + 4E (fp32 copy) + 4E (log-softmax saved for backward); backward holds
         4E (saved) + 4E (grad of log-softmax) + 4E (grad of logits); peak = max of the two.
       * ``native`` (cross-entropy in the logits dtype on a shifted contiguous copy, seed 001's trainer):
-        logits, shifted copy, log-softmax and its gradient: 4·d·E.
+        forward holds the logits, the shifted copy and the log-softmax output (saved); backward the saved
+        output, the gradient of the log-softmax and of its input: 3·d·E at either peak (traced:
+        ``benchmarks/trace_agreement.py``).
       * ``chunked``: the same fp32 arithmetic on ``CHUNKED_LOSS_TOKENS`` rows at a time.
     Gemma 2's final soft-capping (``tanh(logits / cap) · cap``) saves the tanh output and holds one more
     temporary: +2·d·E.
@@ -189,7 +191,7 @@ def loss_bytes_per_logit(model: ModelSpec, setting: TrainingSetting, dtypes: Dty
     fp32 arithmetic as ``fp32-upcast``, on fewer rows at a time."""
     logits_bytes = logits_dtype_bytes(setting, dtypes)
     if setting.loss_impl == "native":
-        per_logit = 4 * logits_bytes
+        per_logit = 3 * logits_bytes
     else:
         upcast_copy = FP32_BYTES if logits_bytes < FP32_BYTES else 0.0
         per_logit = max(logits_bytes + upcast_copy + FP32_BYTES, 3 * FP32_BYTES)

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from autotune.schemas.setting import TrainingSetting
-from autotune.trainer.chunked_loss import IGNORE_INDEX, capture_head_input, chunked_causal_lm_loss, final_logit_softcap
+from autotune.trainer.chunked_loss import IGNORE_INDEX, capture_head_input, chunked_loss_sum, final_logit_softcap
 from autotune.trainer.trace.tracker import LiveBytesTracker
 
 MIN_8BIT_SIZE = 4096
@@ -39,6 +39,24 @@ EIGHT_BIT_BLOCK = 256
 """Elements per absmax block of bitsandbytes' block-wise 8-bit optimizer state."""
 PAGED_MIN_NUMEL = 100_000
 """Paged optimizers page only state buffers of parameters with at least this many elements (``get_state_buffer``)."""
+
+
+def traced_chunked_loss(
+    hidden_states: torch.Tensor, head: torch.nn.Module, labels: torch.Tensor, softcap: float | None
+) -> torch.Tensor:
+    """``chunked_causal_lm_loss`` without its data-dependent row selection, for fake tensors.
+
+    The trace batch is filled, so every position but the last of each sequence has a target: the selected
+    rows are b·(s − 1), gathered into a new (rows, h) tensor as the boolean indexing of the real function
+    does; then the same chunked, checkpointed sum (:func:`chunked_loss_sum`).
+    """
+    batch, seq_len, hidden_size = hidden_states.shape
+    rows = batch * (seq_len - 1)
+    shift_labels = F.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:].reshape(-1)
+    index = torch.arange(rows)
+    hidden = hidden_states.reshape(-1, hidden_size).index_select(0, index)
+    total = chunked_loss_sum(hidden, head.weight, head.bias, shift_labels.index_select(0, index), softcap=softcap)
+    return total / rows
 
 
 def native_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -95,13 +113,7 @@ def forward_loss(
             with capture_head_input(head) as capture:
                 model(input_ids=input_ids)
             assert capture.hidden_states is not None
-            return chunked_causal_lm_loss(
-                capture.hidden_states,
-                head.weight,
-                input_ids,
-                softcap=final_logit_softcap(inner),
-                lm_head_bias=head.bias,
-            )
+            return traced_chunked_loss(capture.hidden_states, head, input_ids, final_logit_softcap(inner))
         if setting.loss_impl == "native":
             return native_loss(model(input_ids=input_ids).logits, input_ids)
         loss: torch.Tensor = model(input_ids=input_ids, labels=input_ids).loss
