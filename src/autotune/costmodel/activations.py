@@ -142,6 +142,27 @@ def stored_activation_bytes_per_token(
     return model.num_hidden_layers * per_layer + outside
 
 
+def recompute_transient_bytes_per_token(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
+    """Tensors alive, beyond the layer's saved set, when activation checkpointing's recomputation of one layer
+    reaches its last saved tensor (non-reentrant checkpoints stop recomputing there), per token.
+
+    Adapter methods: the MLP product (down_proj's input, compute dtype) and — when down_proj carries an adapter
+    — its fp32 copy for the adapter, plus residual-stream-wide tensors: with LoRA the attention residual sum,
+    the post-attention norm output, o_proj's base output and adapter result (fp32 and its cast back), and
+    down_proj's base output (seven compute-dtype widths incl. one fp32); QLoRA's base output is cast in place of
+    one of them (six). Traced with ``autotune trace`` (``benchmarks/trace_agreement.py``); full fine-tuning
+    peaks later in backward (gradients), so it gets none.
+    """
+    if not (setting.grad_ckpt and setting.uses_adapters):
+        return 0.0
+    m_b = dtypes.compute_bytes
+    targets = {module.name for module in lora_target_modules(model, setting.lora_targets)}
+    down_adapted = "down_proj" in targets
+    adapter_copy = (0.0 if dtypes.autocast else FP32_BYTES) if down_adapted else 0.0
+    widths_h = 6 if setting.method == "qlora" else 7
+    return (m_b + adapter_copy) * model.intermediate_size + widths_h * m_b * model.hidden_size
+
+
 def working_activation_bytes_per_token(
     model: ModelSpec,
     setting: TrainingSetting,
@@ -152,11 +173,14 @@ def working_activation_bytes_per_token(
 ) -> float:
     """Activations alive only while one layer runs backward, per token.
 
-    Checkpointing recomputes one layer (its full saved set) before its backward; both cases add the
-    backward workspace.
+    Checkpointing recomputes one layer (its full saved set) before its backward; at the end of that
+    recomputation its transients (``recompute_transient_bytes_per_token``) are alive, afterwards the backward
+    workspace is: the larger of the two counts. Without checkpointing only the workspace is added.
     """
-    recompute = layer.total if setting.grad_ckpt else 0.0
-    return recompute + backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention)
+    workspace = backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention)
+    if not setting.grad_ckpt:
+        return workspace
+    return layer.total + max(workspace, recompute_transient_bytes_per_token(model, setting, dtypes))
 
 
 def logits_dtype_bytes(setting: TrainingSetting, dtypes: DtypeBytes) -> float:

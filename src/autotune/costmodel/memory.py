@@ -12,6 +12,8 @@ and optimizer states to host RAM. DDP keeps a second copy of the gradients in it
 The peak is the largest of three phases:
   A. start of backward: resident states + persistent gradients (only with accumulation > 1) + all stored
      activations + the logits/cross-entropy peak;
+  B0. early backward (activation checkpointing): resident states + every layer's checkpointed input + the
+     first recomputed layer and its transients (``activations.working_activation_bytes_per_token``);
   B. late backward: resident states + all gradients + one layer's working activations;
   C. optimizer step: resident states + all gradients + the optimizer's temporary buffers.
 Allocated bytes (what ``torch.cuda.max_memory_allocated`` counts) are modelled; reserved memory adds the
@@ -192,6 +194,8 @@ def predict_memory(
     stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes) * tokens
     working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash) * tokens
     logits = act.logits_peak_bytes(model, setting, dtypes, tokens)
+    # In early backward the embedding output and the final norm's saved input are already freed.
+    checkpoints = model.num_hidden_layers * dtypes.residual_bytes * model.hidden_size * tokens
 
     resident = {
         "weights": states.weights,
@@ -209,6 +213,14 @@ def predict_memory(
         "activations": stored,
         "logits + loss": logits,
     }
+    phase_early = {
+        **resident,
+        "gathered weights": states.gathered_weights,
+        "gradients": persistent_grads,
+        "ddp buckets": states.ddp_buckets if setting.grad_accum > 1 else 0.0,
+        "autocast weight copies": states.autocast_weight_copies,
+        "activations": checkpoints + working if setting.grad_ckpt else 0.0,
+    }
     phase_b = {
         **resident,
         "gathered weights": states.gathered_weights,
@@ -223,7 +235,12 @@ def predict_memory(
         "ddp buckets": states.ddp_buckets,
         "optimizer step buffers": states.optimizer_temp,
     }
-    phases = {"forward/backward": phase_a, "late backward": phase_b, "optimizer step": phase_c}
+    phases = {
+        "forward/backward": phase_a,
+        "early backward": phase_early,
+        "late backward": phase_b,
+        "optimizer step": phase_c,
+    }
     phase_name, parts = max(phases.items(), key=lambda item: sum(item[1].values()))
     peak = sum(parts.values())
     ranks_per_node = cluster.num_gpus_per_node
