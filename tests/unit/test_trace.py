@@ -27,7 +27,7 @@ TINY = {
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
     "head_dim": 64,
-    "vocab_size": 2048,
+    "vocab_size": 32064,
 }
 SEQ_LEN = 256
 
@@ -65,8 +65,8 @@ def test_checkpointing_saves_less_and_recomputes(cluster: ClusterSpec) -> None:
     saved_plain = plain.phases[0].categories_bytes["saved activations"]
     saved_ckpt = ckpt.phases[0].categories_bytes["saved activations"]
     assert saved_ckpt < saved_plain / 3
-    assert ckpt.phases[1].categories_bytes["recomputed activations"] > 0
-    assert plain.phases[1].categories_bytes["recomputed activations"] == 0
+    # backward re-runs each layer's forward matmuls
+    assert ckpt.phases[1].ops["matmul"].count > plain.phases[1].ops["matmul"].count
 
 
 def test_qlora_stand_in_stores_nf4_with_double_quant(cluster: ClusterSpec) -> None:

@@ -203,8 +203,9 @@ def logits_peak_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeB
         output, the gradient of the log-softmax and of its input: 3·d·E at either peak (traced:
         ``benchmarks/trace_agreement.py``).
       * ``chunked``: the same fp32 arithmetic on ``CHUNKED_LOSS_TOKENS`` rows at a time.
-    Gemma 2's final soft-capping (``tanh(logits / cap) · cap``) saves the tanh output and holds one more
-    temporary: +2·d·E.
+    Gemma 2's final soft-capping (``tanh(logits / cap) · cap``) saves the tanh output: +d·E (+4 bytes per
+    logit of a chunk for ``chunked``, which soft-caps the fp32 chunk); its other temporaries are freed
+    before the peak (traced).
     """
     rows = min(tokens, CHUNKED_LOSS_TOKENS) if setting.loss_impl == "chunked" else tokens
     return loss_bytes_per_logit(model, setting, dtypes) * rows * model.vocab_size
@@ -220,5 +221,6 @@ def loss_bytes_per_logit(model: ModelSpec, setting: TrainingSetting, dtypes: Dty
         upcast_copy = FP32_BYTES if logits_bytes < FP32_BYTES else 0.0
         per_logit = max(logits_bytes + upcast_copy + FP32_BYTES, 3 * FP32_BYTES)
     if model.final_logit_softcapping is not None:
-        per_logit += 2 * logits_bytes
+        # tanh saves its output: on the logits (their dtype) before the loss, on fp32 chunks in the chunked loss
+        per_logit += FP32_BYTES if setting.loss_impl == "chunked" else logits_bytes
     return per_logit
