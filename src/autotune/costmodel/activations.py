@@ -94,6 +94,20 @@ def layer_activation_bytes_per_token(
     return LayerActivationBytes(norms=norms, attention=attention, attention_scores=scores, mlp=mlp, adapters=adapters)
 
 
+def attention_mask_materialised(model: ModelSpec, seq_len: float) -> bool:
+    """True when transformers builds an explicit mask for SDPA: a sliding window the sequence reaches
+    (``masking_utils._ignore_causal_mask_sdpa``: ``kv_length >= local_attention_size`` keeps the mask)."""
+    return model.sliding_window is not None and seq_len >= model.sliding_window
+
+
+def mask_bytes(model: ModelSpec, micro_batch_size: int, seq_len: float, flash_attention: bool) -> float:
+    """The boolean (b, 1, s, s) attention mask when one is built (eager always; SDPA with a reached sliding
+    window), kept for backward by the attention ops (``masking_utils.sdpa_mask`` / ``eager_mask``)."""
+    if flash_attention and not attention_mask_materialised(model, seq_len):
+        return 0.0
+    return MASK_BYTES * micro_batch_size * seq_len * seq_len
+
+
 def _attention_bytes(model: ModelSpec, m_b: float, seq_len: float, flash_attention: bool) -> tuple[float, float]:
     """Saved bytes per token of the attention core: (q/k/v/output part, s×s score part).
 
@@ -101,14 +115,17 @@ def _attention_bytes(model: ModelSpec, m_b: float, seq_len: float, flash_attenti
     filled batch) saves q, k (after RoPE), v, the output and an fp32 log-sum-exp per head. Eager attention
     (``eager_attention_forward``) repeats k and v to every query head (``repeat_kv``, a copy when heads are
     grouped), saves q and the repeated k and v for its two matmuls, the fp32 softmax output and its 16-bit
-    copy (s per head each), and with Gemma 2's attention soft-capping also the tanh output. With fused qkv
+    copy (s per head each), and with Gemma 2's attention soft-capping also the tanh output. SDPA with a
+    materialised mask (sliding window reached) gets k and v repeated like eager. With fused qkv
     (Phi-3) v is a slice of the fused projection output, so saving v keeps the whole output alive.
     """
     q_dim, kv_dim, heads = model.q_dim, model.kv_dim, model.num_attention_heads
     fused_extra = m_b * (q_dim + kv_dim) if model.fused_qkv else 0.0
-    if flash_attention:
-        return m_b * (2 * q_dim + 2 * kv_dim) + FP32_BYTES * heads + fused_extra, 0.0
     grouped = model.num_key_value_heads < heads
+    if flash_attention:
+        # with a materialised mask transformers cannot use enable_gqa: k and v are repeated per query head
+        kv_saved = q_dim if grouped and attention_mask_materialised(model, seq_len) else kv_dim
+        return m_b * (2 * q_dim + 2 * kv_saved) + FP32_BYTES * heads + fused_extra, 0.0
     attention = m_b * (q_dim + 2 * (q_dim if grouped else kv_dim)) + (0.0 if grouped else fused_extra)
     score_copies = FP32_BYTES + m_b + (m_b if model.attn_logit_softcapping is not None else 0.0)
     return attention, score_copies * heads * seq_len

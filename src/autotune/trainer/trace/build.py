@@ -62,6 +62,7 @@ def config_from_spec(spec: ModelSpec, source: str | None = None) -> PretrainedCo
                 raise ConfigError(f"transformers cannot build {config_file}: {error}") from error
     values: dict[str, Any] = {name: getattr(spec, name) for name in _SPEC_TO_CONFIG}
     values["attention_bias"] = spec.attention_bias
+    values["sliding_window"] = spec.sliding_window
     values["mlp_bias"] = spec.mlp_bias
     for name in ("final_logit_softcapping", "attn_logit_softcapping"):
         if getattr(spec, name) is not None:
