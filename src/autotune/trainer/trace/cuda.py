@@ -42,13 +42,13 @@ def cuda_code_paths() -> Iterator[None]:
     names = ("is_tracing", "find_packed_sequence_indices")
     saved: dict[str, Any] = {name: getattr(masking_utils, name) for name in names}
     dropout = F.dropout
-    F.dropout = _native_dropout  # type: ignore[assignment]
-    masking_utils.is_tracing = lambda tensor=None: False  # type: ignore[assignment]
+    setattr(F, "dropout", _native_dropout)  # noqa: B010  (patched for the trace only, restored below)
+    setattr(masking_utils, "is_tracing", lambda tensor=None: False)  # noqa: B010
     # position ids 0..s-1 in every row: no packed sub-sequences (what the real function finds for them).
-    masking_utils.find_packed_sequence_indices = lambda position_ids: None  # type: ignore[assignment]
+    setattr(masking_utils, "find_packed_sequence_indices", lambda position_ids: None)  # noqa: B010
     try:
         yield
     finally:
-        F.dropout = dropout  # type: ignore[assignment]
+        setattr(F, "dropout", dropout)  # noqa: B010
         for name, value in saved.items():
             setattr(masking_utils, name, value)

@@ -117,7 +117,7 @@ class TracedLinear4bit(bnb.nn.Linear4bit):
         weight = packed_weight(self.out_features, self.in_features, storage_dtype)
         self._parameters["weight"] = torch.nn.Parameter(weight, requires_grad=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``Linear4bit.forward``: cast to compute dtype, 4-bit matmul, cast back."""
         input_dtype = x.dtype
         compute_dtype = self.compute_dtype or x.dtype
@@ -133,7 +133,8 @@ def quantize_linear_layers(
     """Swap every ``nn.Linear`` except the output head for a meta :class:`TracedLinear4bit`, as
     transformers' bitsandbytes integration does (``replace_with_bnb_linear``; the head and its tied
     embedding stay unquantized, ``get_keys_to_not_convert``). Returns the names swapped."""
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    inner: Any = model
+    head = inner.get_output_embeddings() if hasattr(inner, "get_output_embeddings") else None
     swapped = []
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):

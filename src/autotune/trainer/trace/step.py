@@ -42,7 +42,7 @@ PAGED_MIN_NUMEL = 100_000
 
 
 def traced_chunked_loss(
-    hidden_states: torch.Tensor, head: torch.nn.Module, labels: torch.Tensor, softcap: float | None
+    hidden_states: torch.Tensor, head: torch.nn.Linear, labels: torch.Tensor, softcap: float | None
 ) -> torch.Tensor:
     """``chunked_causal_lm_loss`` without its data-dependent row selection, for fake tensors.
 
@@ -98,7 +98,8 @@ def forward_loss(
 ) -> torch.Tensor:
     """Forward of one micro batch and its loss; births from the output head on are tagged 'loss', and the
     first backward births until the head's input receives its gradient too."""
-    inner: Any = model.get_base_model() if hasattr(model, "get_base_model") else model
+    wrapper: Any = model
+    inner: Any = wrapper.get_base_model() if hasattr(wrapper, "get_base_model") else wrapper
     head = inner.get_output_embeddings()
 
     def enter_loss(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
