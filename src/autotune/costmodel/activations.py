@@ -72,15 +72,17 @@ def layer_activation_bytes_per_token(
     frozen = setting.uses_adapters
     num_norms = model.norms_per_layer
 
-    # RMSNorm: transformers upcasts the input to fp32 (saved for pow/mul); a trainable weight also saves
-    # the normalized output in the residual dtype.
-    norms = num_norms * (FP32_BYTES + (0.0 if frozen else s_b)) * h
+    # RMSNorm: transformers upcasts the input to fp32 (saved for pow/mul); a trainable weight also keeps the
+    # normalized value cast back to the residual dtype (saved by the weight's mul) and the output (saved as the
+    # next projections' input): two more residual-width tensors (traced).
+    norms = num_norms * (FP32_BYTES + (0.0 if frozen else 2 * s_b)) * h
     # Matmul inputs under autocast are fresh 16-bit casts, one per linear call (q, k, v, gate, up).
     if dtypes.autocast and not frozen:
         norms += (3 + (2 if model.mlp_gated else 1)) * m_b * h
     attention, scores = _attention_bytes(model, m_b, seq_len, flash_attention)
-    # o_proj saves its input (a contiguous copy of the attention output) only when its weight is trained.
-    if not frozen:
+    # o_proj saves its input only when its weight is trained; after SDPA that input is a view of the saved
+    # output (the kernels write (b, s, n, d)), after eager attention a contiguous copy.
+    if not frozen and not flash_attention:
         attention += m_b * q_dim
     # Gated MLP: act saves gate output, mul saves act output and up output, down saves its input.
     mlp = m_b * inter * (3 if frozen else 4) if model.mlp_gated else m_b * inter * (1 if frozen else 2)
@@ -219,13 +221,22 @@ def logits_peak_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeB
         forward holds the logits, the shifted copy and the log-softmax output (saved); backward the saved
         output, the gradient of the log-softmax and of its input: 3·d·E at either peak (traced:
         ``benchmarks/trace_agreement.py``).
-      * ``chunked``: the same fp32 arithmetic on ``CHUNKED_LOSS_TOKENS`` rows at a time.
+      * ``chunked``: the same fp32 arithmetic on ``CHUNKED_LOSS_TOKENS`` rows at a time; with a trained
+        head and more than one chunk, two head-weight gradients (running sum + the chunk's) + 8 bytes per
+        chunk logit.
     Gemma 2's final soft-capping (``tanh(logits / cap) · cap``) saves the tanh output: +d·E (+4 bytes per
     logit of a chunk for ``chunked``, which soft-caps the fp32 chunk); its other temporaries are freed
     before the peak (traced).
     """
     rows = min(tokens, CHUNKED_LOSS_TOKENS) if setting.loss_impl == "chunked" else tokens
-    return loss_bytes_per_logit(model, setting, dtypes) * rows * model.vocab_size
+    peak = loss_bytes_per_logit(model, setting, dtypes) * rows * model.vocab_size
+    if setting.loss_impl == "chunked" and not setting.uses_adapters and tokens > CHUNKED_LOSS_TOKENS:
+        # A trained head accumulates its weight gradient over the chunks: while a later chunk's gradient is
+        # formed, the running sum and the new one (V·h each) live beside the chunk's fp32 logit gradient and
+        # saved log-softmax (traced).
+        head_grad = model.vocab_size * model.hidden_size * dtypes.grad_bytes
+        peak = max(peak, 2 * head_grad + 2 * FP32_BYTES * rows * model.vocab_size)
+    return peak
 
 
 def loss_bytes_per_logit(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
