@@ -98,13 +98,31 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("key", "extra", "attention"), CASES)
-@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
-@pytest.mark.parametrize("grad_ckpt", [True, False])
-@pytest.mark.parametrize("loss_impl", ["fp32-upcast", "chunked"])
+FAST_CELLS = [
+    (case, method, grad_ckpt, loss_impl)
+    for case in CASES
+    for method, grad_ckpt, loss_impl in (
+        ("lora", True, "fp32-upcast"),
+        ("full", False, "chunked"),
+        ("qlora", False, "native"),
+    )
+]
+"""One adapter, one full and one QLoRA cell per family in the fast suite; the whole tiny matrix is ``slow``."""
+ALL_CELLS = [
+    pytest.param(case, method, grad_ckpt, loss_impl, marks=pytest.mark.slow)
+    for case in CASES
+    for method in ("full", "lora", "qlora")
+    for grad_ckpt in (True, False)
+    for loss_impl in ("fp32-upcast", "native", "chunked")
+    if (case, method, grad_ckpt, loss_impl) not in FAST_CELLS
+]
+
+
+@pytest.mark.parametrize(("case", "method", "grad_ckpt", "loss_impl"), FAST_CELLS + ALL_CELLS)
 def test_analytic_model_agrees_with_the_trace(
-    cluster: ClusterSpec, key: str, extra: dict[str, int], attention: str, method: str, grad_ckpt: bool, loss_impl: str
+    cluster: ClusterSpec, case: tuple[str, dict[str, int], str], method: str, grad_ckpt: bool, loss_impl: str
 ) -> None:
+    key, extra, attention = case
     spec = tiny(key, **extra)
     setting = TrainingSetting(
         method=method, micro_batch_size=2, grad_ckpt=grad_ckpt, loss_impl=loss_impl, attention_impl=attention
