@@ -9,20 +9,22 @@ import typer
 
 from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
-from autotune.cli.app import app
-from autotune.cli.render import console, print_json, render_estimate
+from autotune.cli.console import console
+from autotune.cli.planning import parse_lora_targets
+from autotune.cli.render import print_json, render_estimate
+from autotune.cli.resolve import resolve_cluster, resolve_model, validated
 from autotune.cli.trace_cmd import (
     AttentionOpt,
+    SettingInputs,
     render_predicted_vs_traced,
     render_trace,
     require_torch,
     run_trace,
-    setting_inputs,
 )
 from autotune.costmodel.estimate import estimate_setting
+from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding
 
 
-@app.command("estimate")
 def estimate_command(
     model: opt.ModelArg,
     gpu: opt.GpuOpt,
@@ -41,9 +43,9 @@ def estimate_command(
     lora_targets: Annotated[str, typer.Option("--lora-targets", help="all-linear or q_proj,v_proj,...")] = "all-linear",
     compile_: Annotated[bool, typer.Option("--compile/--no-compile", help="torch.compile.")] = False,
     loss_impl: Annotated[str, typer.Option("--loss-impl", help="fp32-upcast, native or chunked.")] = "fp32-upcast",
-    attention_impl: AttentionOpt = "sdpa",
     num_samples: opt.NumSamplesOpt = None,
     dataset_tokens: opt.DatasetTokensOpt = None,
+    attention_impl: AttentionOpt = "sdpa",
     epochs: opt.EpochsOpt = 1.0,
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
@@ -61,15 +63,34 @@ def estimate_command(
         check_plot_path(plot)  # fail before any work
     if trace:
         require_torch()
-    inputs = setting_inputs(
-        model, gpu, num_gpus, num_nodes, host_memory_gib, method, seq_len, micro_batch_size, grad_accum, grad_ckpt,
-        optimizer, precision, sharding, lora_rank, lora_targets, compile_, loss_impl, attention_impl,
-        num_samples, dataset_tokens, epochs,
-    )  # fmt: skip
-    spec, cluster, notes, setting, workload = inputs.spec, inputs.cluster, inputs.notes, inputs.setting, inputs.workload
+    spec, source = resolve_model(model)
+    cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
     coefficients, _ = coefficients_from_option(calibration)
+    setting = validated(
+        TrainingSetting,
+        method=method,
+        micro_batch_size=micro_batch_size,
+        grad_accum=grad_accum,
+        grad_ckpt=grad_ckpt,
+        compile=compile_,
+        sharding=sharding or default_sharding(cluster.world_size),
+        optimizer=optimizer,
+        precision=precision or default_precision(cluster.gpu.supports_bf16),
+        lora_rank=lora_rank,
+        lora_targets=parse_lora_targets(lora_targets),
+        loss_impl=loss_impl,
+        attention_impl=attention_impl,
+    )
+    workload = validated(
+        Workload,
+        seq_len=seq_len,
+        global_batch_size=micro_batch_size * grad_accum * cluster.world_size,
+        num_samples=num_samples,
+        dataset_tokens=dataset_tokens,
+        epochs=epochs,
+    )
     estimate = estimate_setting(spec, cluster, workload, setting, coefficients)
-    traced = run_trace(inputs) if trace else None
+    traced = run_trace(SettingInputs(spec, source, cluster, notes, setting, workload)) if trace else None
     if plot is not None:
         from autotune.cli.plots import memory_breakdown_png
 
@@ -77,13 +98,12 @@ def estimate_command(
         memory_breakdown_png([(setting.short(), estimate)], plot, title=title)
     if json_:
         extra = {"trace": traced.model_dump(mode="json")} if traced is not None else {}
-        print_json(
-            {**estimate.model_dump(mode="json"), "setting": setting.model_dump(mode="json"), "notes": notes, **extra}
-        )
+        data = {**estimate.model_dump(mode="json"), "setting": setting.model_dump(mode="json"), "notes": notes}
+        print_json({**data, **extra})
         return
     render_estimate(estimate, setting, notes)
     if traced is not None:
         render_trace(traced)
         render_predicted_vs_traced([(setting.short(), estimate.peak_memory_gib, traced)])
     if plot is not None:
-        console.print(f"[green]wrote[/] {plot}")
+        console().print(f"[green]wrote[/] {plot}")

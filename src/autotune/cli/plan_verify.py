@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.errors import InfeasibleError
-from autotune.planner.search import PlanResult, Scored, gpu_memory_need_gib
+from autotune.planner.search import PlanResult, Scored
 from autotune.schemas.plan import PlanFile
 
 GIB = 2**30
@@ -58,7 +58,7 @@ def verify_settings(plan_file: PlanFile, result: PlanResult) -> list[VerifiedSet
     for scored in to_verify(result):
         traced, phase = traced_peak_bytes(plan_file.model, scored.setting, plan_file.workload.seq_len, cluster)
         estimate = scored.estimate
-        need = gpu_memory_need_gib(estimate) - estimate.peak_memory_gib + traced / GIB
+        need = estimate.gpu_memory_need_gib - estimate.peak_memory_gib + traced / GIB
         verified.append(VerifiedSetting(scored, traced / GIB, phase, need <= estimate.gpu_memory_gib))
     return verified
 
@@ -67,7 +67,7 @@ def render_verified(verified: list[VerifiedSetting]) -> None:
     """Predicted vs traced peak allocated memory per GPU, side by side."""
     from rich.table import Table
 
-    from autotune.cli.render import console
+    from autotune.cli.console import console
 
     table = Table(title="--verify: analytic vs traced peak allocated memory per GPU (GiB)")
     for column in ("setting", "analytic", "traced", "difference", "traced phase", "fits by trace"):
@@ -84,7 +84,7 @@ def render_verified(verified: list[VerifiedSetting]) -> None:
             row.traced_phase,
             fits,
         )
-    console.print(table)
+    console().print(table)
 
 
 def replan(result: PlanResult, verified: list[VerifiedSetting]) -> tuple[PlanResult, str | None]:
@@ -116,7 +116,7 @@ def verify_plan(
     options: dict[str, Any], plan_file: PlanFile, result: PlanResult
 ) -> tuple[PlanFile, PlanResult, list[str]]:
     """Trace, show predicted vs traced side by side, and re-plan when the chosen setting does not fit."""
-    from autotune.cli.plan_cmd import request_from_options
+    from autotune.cli.planning import request_from_options
     from autotune.planner.build import build_plan_file
 
     verified = verify_settings(plan_file, result)

@@ -25,14 +25,14 @@ import typer
 from rich.table import Table
 
 from autotune.cli import options as opt
-from autotune.cli.app import app
-from autotune.cli.plan_cmd import parse_lora_targets
-from autotune.cli.render import console, print_json
+from autotune.cli.console import console
+from autotune.cli.planning import parse_lora_targets
+from autotune.cli.render import print_json
 from autotune.cli.resolve import resolve_cluster, resolve_model, validated
 from autotune.errors import ConfigError
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import DESCRIPTIONS, TrainingSetting, Workload
+from autotune.schemas.setting import DESCRIPTIONS, TrainingSetting, Workload, default_precision, default_sharding
 
 if TYPE_CHECKING:
     from autotune.schemas.trace import TraceReport
@@ -97,7 +97,6 @@ def setting_inputs(
     """
     spec, source = resolve_model(model)
     cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
-    default_precision = "bf16" if cluster.gpu.supports_bf16 else "fp16-mixed"
     setting = validated(
         TrainingSetting,
         method=method,
@@ -105,9 +104,9 @@ def setting_inputs(
         grad_accum=grad_accum,
         grad_ckpt=grad_ckpt,
         compile=compile_,
-        sharding=sharding or ("ddp" if cluster.world_size > 1 else "none"),
+        sharding=sharding or default_sharding(cluster.world_size),
         optimizer=optimizer,
-        precision=precision or default_precision,
+        precision=precision or default_precision(cluster.gpu.supports_bf16),
         lora_rank=lora_rank,
         lora_targets=parse_lora_targets(lora_targets),
         loss_impl=loss_impl,
@@ -152,7 +151,7 @@ def render_trace(report: TraceReport) -> None:
     for name in names:
         table.add_row(name, *(f"{p.categories_bytes[name] / GIB:.3f}" for p in report.phases))
     table.add_row("[bold]peak (512 B-rounded)", *(f"[bold]{p.peak_cuda_bytes / GIB:.3f}" for p in report.phases))
-    console.print(table)
+    console().print(table)
     ops = Table(title="ops dispatched per phase: count / TFLOP / GB moved")
     ops.add_column("op class")
     for phase in report.phases:
@@ -164,18 +163,18 @@ def render_trace(report: TraceReport) -> None:
             stats = p.ops.get(kind)
             cells.append(f"{stats.count} / {stats.flops / 1e12:.2f} / {stats.bytes_moved / 1e9:.1f}" if stats else "-")
         ops.add_row(kind, *cells)
-    console.print(ops)
-    console.print(
+    console().print(ops)
+    console().print(
         f"peak {report.peak_phase}: {report.peak_bytes / GIB:.3f} GiB live tensors; predicted CUDA max allocated "
         f"{report.cuda_peak_allocated_bytes / GIB:.3f} GiB (+{report.cuda_workspace_bytes / 2**20:.0f} MiB cuBLAS "
         f"workspaces{_sharding(report)}); traced in {report.elapsed_s:.1f} s"
     )
     if report.paged_optimizer_bytes:
-        console.print(
+        console().print(
             f"paged optimizer states: {report.paged_optimizer_bytes / GIB:.3f} GiB in unified memory (not counted)"
         )
     for note in report.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console().print(f"[yellow]note:[/] {note}")
 
 
 def _sharding(report: TraceReport) -> str:
@@ -194,10 +193,9 @@ def render_predicted_vs_traced(rows: list[tuple[str, float, TraceReport]]) -> No
         table.add_row(
             label, f"{predicted_gib:.2f}", f"{traced_gib:.2f}", f"{(predicted_gib - traced_gib) / traced_gib:+.1%}"
         )
-    console.print(table)
+    console().print(table)
 
 
-@app.command("trace")
 def trace_command(
     model: opt.ModelArg,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU (cuBLAS workspace, sharding, default precision).")] = "h100",
@@ -230,5 +228,5 @@ def trace_command(
         print_json({**report.model_dump(mode="json"), "setting": inputs.setting.model_dump(mode="json")})
         return
     for note in inputs.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console().print(f"[yellow]note:[/] {note}")
     render_trace(report)

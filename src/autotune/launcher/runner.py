@@ -20,7 +20,7 @@ from typing import Any
 
 from autotune.errors import AutotuneError, ConfigError, InvalidRequestError
 from autotune.launcher.options import PLAN_FILE, LaunchSpec
-from autotune.launcher.plan_io import plan_from_yaml
+from autotune.schemas.plan_io import plan_from_yaml
 
 _INTERPRETER_COMMANDS: dict[str, list[str]] = {
     "python": [],

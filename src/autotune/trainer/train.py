@@ -15,14 +15,14 @@ import transformers
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from autotune.errors import AutotuneError, ConfigError
-from autotune.launcher.plan_io import load_plan
 from autotune.quiet import is_verbose, quiet_third_party
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import load_plan
 from autotune.schemas.run_report import RunStatus
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.callbacks import MetricsCallback, ProgressCallback, RunMetrics, StopOnSignalCallback
 from autotune.trainer.chunked_loss import ChunkedLossTrainer
-from autotune.trainer.data import PadCollator, build_train_dataset, detect_format, load_raw_dataset
+from autotune.trainer.data import build_collator, build_train_dataset, detect_format, load_raw_dataset
 from autotune.trainer.guard import check_runtime
 from autotune.trainer.hf_args import build_training_arguments
 from autotune.trainer.model import (
@@ -101,6 +101,19 @@ def _configure_logging() -> None:
     quiet_third_party()
 
 
+def seed_everything(seed: int, *, full_determinism: bool = False) -> None:
+    """Seed Python, NumPy and torch once, before anything random (the adapters' init, data order, dropout).
+
+    ``transformers.set_seed``; with ``full_determinism`` ``transformers.enable_full_determinism`` (also
+    deterministic kernels). The Trainer seeds again with the same seed (``TrainingArguments.seed``), which
+    is too late for the adapters: peft initialises them when the model is built.
+    """
+    if full_determinism:
+        transformers.enable_full_determinism(seed)
+    else:
+        transformers.set_seed(seed)
+
+
 def run(args: TrainerArgs) -> None:
     """Run one training invocation as the plan says; write checkpoints, final weights and the report.
 
@@ -109,6 +122,7 @@ def run(args: TrainerArgs) -> None:
         RuntimeGuardError: what runs is not what was planned.
     """
     _configure_logging()
+    seed_everything(args.seed, full_determinism=args.full_determinism)
     plan = load_plan(args.plan_path)
     setting = plan.setting
     resume_from = check_output_dir(args)
@@ -145,7 +159,7 @@ def run(args: TrainerArgs) -> None:
         model=model,
         args=training_args,
         train_dataset=train_dataset,
-        data_collator=PadCollator(int(tokenizer.pad_token_id)),
+        data_collator=build_collator(tokenizer),
         processing_class=tokenizer,
         callbacks=[guard, MetricsCallback(metrics, setting.grad_accum), progress, stopper],
     )
