@@ -217,7 +217,7 @@ def trace_command(
     attention_impl: AttentionOpt = "sdpa",
     json_: opt.JsonOpt = False,
 ) -> None:
-    """Trace one training step of one micro batch on fake tensors: live memory per phase, ops, FLOPs."""
+    """Trace one training step on fake tensors: live memory per phase, ops, FLOPs (needs torch)."""
     require_torch()
     inputs = setting_inputs(
         model, gpu, num_gpus, num_nodes, host_memory_gib, method, seq_len, micro_batch_size, grad_accum, grad_ckpt,
