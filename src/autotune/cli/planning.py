@@ -64,7 +64,7 @@ def plan_from_options(**options: Any) -> tuple[PlanFile, PlanResult, list[str]]:
     return plan_file, result, notes
 
 
-PLAN_OUTPUT_PARAMS = frozenset({"output", "json_", "plot"})
+PLAN_OUTPUT_PARAMS = frozenset({"output", "json_", "plot", "verify"})
 """``plan`` parameters that choose what to print or write, not what to plan."""
 
 
