@@ -4,7 +4,7 @@ Matrix: one model per catalog family (llama, mistral, qwen2, gemma, gemma2, phi3
 QLoRA) × activation checkpointing on/off × seq_len (512, 2048, 4096) × micro batch (1, 2) × loss
 implementation (fp32-upcast, native, chunked), on one H100 80GB, bf16. Each cell is traced at the real widths
 and vocabulary with 2 and 4 decoder layers and extrapolated linearly in depth
-(``autotune.trainer.trace.agreement``); ``--full-depth`` traces every layer instead (slow).
+(``autotune.trace.agreement``); ``--full-depth`` traces every layer instead (slow).
 
     python benchmarks/trace_agreement.py            # the whole matrix (tens of minutes on 2 cores)
     python benchmarks/trace_agreement.py --families llama --seq-lens 2048   # a slice
@@ -22,7 +22,7 @@ from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.quiet import quiet_third_party
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.setting import TrainingSetting
-from autotune.trainer.trace.agreement import Agreement, compare
+from autotune.trace.agreement import Agreement, compare
 
 FAMILY_MODELS = {
     "llama": "llama3-8b",

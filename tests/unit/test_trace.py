@@ -17,7 +17,7 @@ from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
-from autotune.trainer.trace import trace_training_step
+from autotune.trace import trace_training_step
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "configs"
 TINY = {

@@ -1,6 +1,6 @@
 """``autotune plan --verify``: trace the chosen setting and the runner-up of each method, re-plan on a miss.
 
-Each setting is traced with :func:`autotune.trainer.trace.agreement.traced_peak_bytes` (the real training step
+Each setting is traced with :func:`autotune.trace.agreement.traced_peak_bytes` (the real training step
 on fake tensors at 2 and 4 decoder layers, extrapolated in depth; sharding by byte arithmetic). The traced peak
 takes the analytic peak's place in the planner's fit test (peak + CUDA context + headroom ≤ GPU memory). When
 the chosen setting does not fit by its trace, the plan moves to the fastest traced runner-up that does; when
@@ -48,7 +48,7 @@ def verify_settings(plan_file: PlanFile, result: PlanResult) -> list[VerifiedSet
     from autotune.profiles.catalog import resolve_gpu
     from autotune.quiet import quiet_third_party
     from autotune.schemas.hardware import ClusterSpec
-    from autotune.trainer.trace.agreement import traced_peak_bytes
+    from autotune.trace.agreement import traced_peak_bytes
 
     quiet_third_party()
     choice = plan_file.cluster

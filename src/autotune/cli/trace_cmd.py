@@ -127,7 +127,7 @@ def run_trace(inputs: SettingInputs) -> TraceReport:
     """Trace the setting (imports torch). Raises ConfigError when the stack is missing or cannot build it."""
     require_torch()
     from autotune.quiet import quiet_third_party
-    from autotune.trainer.trace import trace_training_step
+    from autotune.trace import trace_training_step
 
     quiet_third_party()
     return trace_training_step(

@@ -13,12 +13,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from autotune.planner.request import PlanRequest
+from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import (
     METHODS,
     OFFLOAD_SHARDINGS,
     OPTIMIZERS,
     PARAMETER_SHARDINGS,
     ZERO_SHARDINGS,
+    AttentionImpl,
     LossImpl,
     Method,
     Optimizer,
@@ -113,6 +115,13 @@ def _choices(forced: Any, options: tuple[Any, ...]) -> tuple[Any, ...]:
     return (forced,) if forced is not None else options
 
 
+def attention_impl_for(model: ModelSpec) -> AttentionImpl:
+    """The attention implementation the training core can run for ``model``: ``sdpa``, or ``eager`` when the
+    model soft-caps its attention logits (Gemma 2), which PyTorch SDPA cannot do — transformers refuses it
+    (``Gemma2PreTrainedModel._supports_sdpa = False``, "sdpa does not support softcapping", transformers 5.23)."""
+    return "eager" if model.attn_logit_softcapping else "sdpa"
+
+
 def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     """Every setting in the search space that the hardware supports, with the user's forced choices."""
     gpu = request.cluster.gpu
@@ -127,6 +136,7 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     precision: Precision = o.precision or default_precision(gpu.supports_bf16)
     shardings: tuple[Sharding, ...] = _choices(o.sharding, SINGLE_GPU_SHARDINGS if world == 1 else MULTI_GPU_SHARDINGS)
     per_rank = request.workload.global_batch_size // world
+    attention_impl = attention_impl_for(request.model)
     for method in methods:
         for sharding in shardings:
             for micro in micro_batch_sizes(request):
@@ -151,4 +161,5 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
                                     lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
                                     lora_targets=o.lora_targets or ("all-linear",),
                                     loss_impl=loss_impl,
+                                    attention_impl=attention_impl,
                                 )

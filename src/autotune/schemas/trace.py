@@ -1,6 +1,6 @@
 """What ``autotune trace`` reports: live tensor bytes per phase of one traced training step, and op counts.
 
-Produced by ``autotune.trainer.trace`` (needs torch); read by the CLI and ``plan --verify`` without torch.
+Produced by ``autotune.trace`` (needs torch); read by the CLI and ``plan --verify`` without torch.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ CATEGORIES = (
     "logits + loss",
     "temporaries",
 )
-"""Categories of live bytes, in display order (how each storage is classified: ``trainer/trace/__init__.py``)."""
+"""Categories of live bytes, in display order (how each storage is classified: ``trace/__init__.py``)."""
 
 
 class OpClassStats(StrictModel):

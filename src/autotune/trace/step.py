@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 
 from autotune.schemas.setting import TrainingSetting
+from autotune.trace.tracker import LiveBytesTracker
 from autotune.trainer.chunked_loss import IGNORE_INDEX, capture_head_input, chunked_loss_sum, final_logit_softcap
-from autotune.trainer.trace.tracker import LiveBytesTracker
 
 MIN_8BIT_SIZE = 4096
 """Parameters with fewer elements keep 32-bit state in bitsandbytes' 8-bit optimizers (``min_8bit_size``)."""

@@ -6,7 +6,7 @@ implementation (``ATTENTION_IMPLEMENTATIONS``), load dtype (``choose_precision``
 preparation (``apply_method``), gradient checkpointing (``gradient_checkpointing_enable`` with
 non-reentrant checkpoints, as ``TrainingArguments(activation_checkpointing=True)`` makes the Trainer do)
 — but on the meta device (no weights), with bitsandbytes layers replaced by the stand-in of
-:mod:`autotune.trainer.trace.qlora`. peft wraps while the parameters are meta tensors; then every
+:mod:`autotune.trace.qlora`. peft wraps while the parameters are meta tensors; then every
 parameter and buffer is re-materialised as a fake CPU tensor of the same shape, dtype and
 ``requires_grad`` (ties kept), inside one ``FakeTensorMode``.
 """
@@ -102,7 +102,7 @@ def build_meta_model(config: PretrainedConfig, setting: TrainingSetting) -> PreT
         raise ConfigError(f"transformers cannot build {config.model_type}: {str(error).splitlines()[0]}") from error
     model.config.use_cache = False
     if setting.method == "qlora":
-        from autotune.trainer.trace.qlora import quantize_linear_layers
+        from autotune.trace.qlora import quantize_linear_layers
 
         compute_dtype = torch.float16 if precision.fp16 else torch.bfloat16
         quantize_linear_layers(model, compute_dtype, setting.qlora_double_quant, precision.load_dtype)
@@ -117,7 +117,7 @@ def build_meta_model(config: PretrainedConfig, setting: TrainingSetting) -> PreT
 def materialize_fake(model: torch.nn.Module, fake_mode: FakeTensorMode, setting: TrainingSetting) -> None:
     """Replace every meta parameter and buffer by a fake CPU tensor (same shape, dtype, requires_grad;
     shared parameters stay shared). QLoRA stand-in layers get their packed weight and constants."""
-    from autotune.trainer.trace.qlora import TracedLinear4bit
+    from autotune.trace.qlora import TracedLinear4bit
 
     precision = trace_precision(setting)
     done: dict[int, torch.Tensor] = {}

@@ -17,7 +17,7 @@ from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.schemas.trace import TraceReport
-from autotune.trainer.trace import trace_training_step
+from autotune.trace import trace_training_step
 
 DEPTHS = (2, 4)
 """Layer counts traced for the linear depth extrapolation (even: Gemma 2's two layer kinds alternate)."""

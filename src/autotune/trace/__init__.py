@@ -45,10 +45,10 @@ from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.trace import CATEGORIES, OpClassStats, PhaseTrace, TraceReport
-from autotune.trainer.trace.build import build_meta_model, config_from_spec, materialize_fake, trace_precision
-from autotune.trainer.trace.cuda import cuda_code_paths
-from autotune.trainer.trace.step import run_step
-from autotune.trainer.trace.tracker import PHASES, LiveBytesTracker, StorageRecord, cuda_rounded
+from autotune.trace.build import build_meta_model, config_from_spec, materialize_fake, trace_precision
+from autotune.trace.cuda import cuda_code_paths
+from autotune.trace.step import run_step
+from autotune.trace.tracker import PHASES, LiveBytesTracker, StorageRecord, cuda_rounded
 
 STEADY_STATE_PHASES = ("forward", "backward")
 """Phases that, from the second step on, also hold the optimizer states (the traced step is the first)."""
@@ -79,7 +79,7 @@ def _classify(index: int, record: StorageRecord, saved: set[int]) -> str:
 
 
 def _register_model(tracker: LiveBytesTracker, model: torch.nn.Module, adapters: bool) -> None:
-    from autotune.trainer.trace.qlora import TracedLinear4bit
+    from autotune.trace.qlora import TracedLinear4bit
 
     for param in model.parameters():
         tracker.register(param, "adapters" if adapters and param.requires_grad else "weights")
@@ -188,7 +188,7 @@ def _phase(tracker: LiveBytesTracker, name: str, saved: set[int], optimizer_stat
 
 
 def _paged_bytes(model: torch.nn.Module, setting: TrainingSetting) -> int:
-    from autotune.trainer.trace.step import MIN_8BIT_SIZE, PAGED_MIN_NUMEL
+    from autotune.trace.step import MIN_8BIT_SIZE, PAGED_MIN_NUMEL
 
     if not setting.optimizer.startswith("paged"):
         return 0
