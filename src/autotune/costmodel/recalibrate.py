@@ -39,6 +39,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from autotune import yamlio
 from autotune.costmodel._optimize import nelder_mead
 from autotune.costmodel.fitting import (
     Case,
@@ -95,10 +96,9 @@ def load_run_report(run_dir: str | Path) -> RunReport:
     path = Path(run_dir) / RUN_REPORT_FILE
     if not path.is_file():
         raise ConfigError(f"{run_dir}: no {RUN_REPORT_FILE} (is it a run directory written by autotune launch?)")
+    data = yamlio.parse_json(yamlio.read_text_file(path, "run report"), str(path), "run report")
     try:
-        return RunReport.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: cannot read it: {error}") from None
+        return RunReport.model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top level)"
