@@ -14,6 +14,8 @@ from autotune.cli.plan_cmd import parse_lora_targets
 from autotune.cli.render import console, print_json, render_estimate
 from autotune.cli.resolve import resolve_cluster, resolve_model, validated
 from autotune.costmodel.estimate import estimate_setting
+from autotune.errors import InvalidRequestError
+from autotune.planner.space import sharding_error
 from autotune.schemas.setting import TrainingSetting, Workload
 
 
@@ -76,6 +78,9 @@ def estimate_command(
         dataset_tokens=dataset_tokens,
         epochs=epochs,
     )
+    topology_error = sharding_error(setting.sharding, cluster.world_size)
+    if topology_error:
+        raise InvalidRequestError(topology_error)
     estimate = estimate_setting(spec, cluster, workload, setting, coefficients)
     if plot is not None:
         from autotune.cli.plots import memory_breakdown_png
