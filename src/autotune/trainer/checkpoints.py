@@ -2,7 +2,8 @@
 
 transformers' Trainer writes ``OUT/checkpoints/checkpoint-<step>/`` file by file; a ``kill -9`` (or a
 full disk) in the middle leaves a directory that looks like a checkpoint and is not. So a checkpoint
-counts only once :class:`ManifestCallback` has written ``autotune_checkpoint.json`` into it — atomically
+counts only once ``ManifestCallback`` (:mod:`autotune.trainer.checkpoint_callback`) has written
+``autotune_checkpoint.json`` into it — atomically
 (:func:`autotune.fileio.write_atomic`), after the Trainer's ``on_save`` (which follows the whole
 save) and after every rank finished its part — listing each file with its size. A directory
 without a manifest is *partial*.
@@ -19,6 +20,7 @@ counts them or deletes an intact one because of them.
 
 The manifest also records the plan that trained the checkpoint; :func:`plan_changes` compares it
 with the plan being resumed, so an edited LoRA rank or sequence length is refused before training.
+Standard library only (no torch): the checks are cheap and testable alone.
 """
 
 from __future__ import annotations
@@ -32,8 +34,6 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from autotune.errors import ConfigError
 from autotune.fileio import fsync_directory, is_temporary, write_atomic
@@ -225,24 +225,6 @@ def write_manifest(checkpoint: Path, step: int, plan: PlanFile) -> None:
     manifest = {"step": step, "files": files, "plan": plan_fingerprint(plan)}
     text = json.dumps(manifest, indent=1) + "\n"
     write_atomic(checkpoint / MANIFEST, text, overwrite=True, what="checkpoint manifest")
-
-
-class ManifestCallback(TrainerCallback):
-    """After each save (every rank done), global rank 0 writes the checkpoint's manifest."""
-
-    def __init__(self, plan: PlanFile, checkpoints_dir: Path) -> None:
-        self.plan = plan
-        self.checkpoints_dir = checkpoints_dir
-
-    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        import torch
-
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.barrier()  # every rank has written its shard
-        if state.is_world_process_zero:
-            checkpoint = self.checkpoints_dir / f"checkpoint-{state.global_step}"
-            if checkpoint.is_dir():
-                write_manifest(checkpoint, state.global_step, self.plan)
 
 
 def _check_format(file: Path) -> str | None:

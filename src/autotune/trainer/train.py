@@ -20,7 +20,8 @@ from autotune.schemas.plan import PlanFile
 from autotune.schemas.run_report import RunStatus
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.callbacks import MetricsCallback, ProgressCallback, RunMetrics, StopOnSignalCallback
-from autotune.trainer.checkpoints import ManifestCallback, ResumePoint, resolve_start
+from autotune.trainer.checkpoint_callback import ManifestCallback
+from autotune.trainer.checkpoints import ResumePoint, resolve_start
 from autotune.trainer.chunked_loss import ChunkedLossTrainer
 from autotune.trainer.consistency import check_model_matches_plan, check_resume_plan
 from autotune.trainer.data import PadCollator, build_train_dataset, detect_format, load_raw_dataset
