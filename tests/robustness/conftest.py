@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-INTEGRATION = Path(__file__).resolve().parent.parent / "integration"
-if str(INTEGRATION) not in sys.path:
-    sys.path.insert(0, str(INTEGRATION))
+TESTS = Path(__file__).resolve().parent.parent
+for helpers in (TESTS / "integration", TESTS / "unit"):  # trainer_helpers; launcher.plans (as pytest imports it)
+    if str(helpers) not in sys.path:
+        sys.path.insert(0, str(helpers))
