@@ -39,7 +39,7 @@ def test_kill_nine_at_twenty_points_loses_and_repeats_no_step(tmp_path: Path) ->
             "1e-2",
             "--seed",
             "0",
-        ],  # fmt: skip
+        ],
         "work_dir": str(tmp_path),
         "seed": SEED,
         "kills": KILLS,

@@ -54,7 +54,7 @@ def test_estimate_refuses_bad_epochs(capsys: pytest.CaptureFixture[str], value: 
     ids=lambda args: " ".join(a[:12] for a in args),
 )
 def test_plan_refuses_out_of_range_and_inconsistent(capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
-    code, out, err = run(capsys, *PLAN, *args)
+    code, _, err = run(capsys, *PLAN, *args)
     if args == ["--global-batch-size", "8192"]:
         assert code in (0, 2) and "Traceback" not in err  # a valid request: plans with accumulation
         return

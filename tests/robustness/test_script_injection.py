@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 import yaml
+from launcher.plans import LLAMA_8B, make_plan
 
 from autotune.errors import InvalidRequestError
 from autotune.launcher import LaunchOptions, build_launch_spec
 from autotune.launcher.command import node_command
 from autotune.launcher.options import ACCELERATE_CONFIG_FILE, SLURM_SCRIPT_FILE
-from launcher.plans import LLAMA_8B, make_plan
 
 HOSTILE = [
     "$(touch PWNED)",

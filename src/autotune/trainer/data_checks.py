@@ -8,6 +8,8 @@ tokens alone and reports success. :func:`check_rows` refuses both with one line 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from autotune.errors import ConfigError
@@ -16,6 +18,36 @@ logger = logging.getLogger("autotune.trainer")
 
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {"instruction": ("instruction", "output"), "text": ("text",)}
 """String fields each format needs (``input`` of the instruction format is optional)."""
+
+
+TEXT_SUFFIXES = (".jsonl", ".json", ".txt")
+
+
+def check_encoding(dataset: str) -> None:
+    """Refuse a local text dataset (JSONL / JSON / txt) with bytes that are not UTF-8, naming the line.
+
+    ``datasets`` reads such a file lazily (pyarrow keeps the bytes) and fails with a traceback when
+    the row is first used; this reads the file once, line by line (bounded memory), before loading.
+    Hub names and other file types are left to the loader.
+
+    Raises:
+        ConfigError: the first line holding invalid UTF-8, with the byte offset in it.
+    """
+    path = Path(dataset).expanduser()
+    if path.suffix.lower() not in TEXT_SUFFIXES or not path.is_file():
+        return
+    try:
+        with path.open("rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise ConfigError(
+                        f"dataset {dataset} line {number}: invalid UTF-8 (byte {error.start}); "
+                        "re-encode the file as UTF-8"
+                    ) from None
+    except OSError as error:
+        raise ConfigError(f"dataset {dataset}: cannot read it ({' '.join(str(error).split())})") from None
 
 
 def check_rows(raw: Any, fmt: str, name: str) -> None:
@@ -32,7 +64,7 @@ def check_rows(raw: Any, fmt: str, name: str) -> None:
     learned_field = {"instruction": "output", "text": "text"}.get(fmt)
     empty = 0
     rows = 0
-    for index, row in enumerate(raw, start=1):
+    for index, row in enumerate(_rows(raw, name), start=1):
         rows += 1
         if fmt == "chat":
             empty += _check_chat(row.get("messages"), name, index)
@@ -49,6 +81,23 @@ def check_rows(raw: Any, fmt: str, name: str) -> None:
         raise ConfigError(f"dataset {name}: every one of its {rows} rows has nothing to learn (empty text)")
     if empty:
         logger.warning("dataset %s: %d of %d rows have nothing to learn (empty) and add no loss", name, empty, rows)
+
+
+def _rows(raw: Any, name: str) -> Iterator[dict[str, Any]]:
+    """The rows of ``raw``; a row that cannot be decoded becomes one ConfigError line."""
+    iterator = iter(raw)
+    index = 0
+    while True:
+        index += 1
+        try:
+            row = next(iterator)
+        except StopIteration:
+            return
+        except (UnicodeDecodeError, ValueError, TypeError) as error:
+            raise ConfigError(
+                f"dataset {name} row {index}: cannot be read ({' '.join(str(error).split())[:200]})"
+            ) from None
+        yield row
 
 
 def _check_string(value: Any, name: str, index: int, field: str, *, optional: bool) -> None:

@@ -25,7 +25,7 @@ from autotune.trainer.checkpoints import ResumePoint, resolve_start
 from autotune.trainer.chunked_loss import ChunkedLossTrainer
 from autotune.trainer.consistency import check_model_matches_plan, check_resume_plan
 from autotune.trainer.data import PadCollator, build_train_dataset, detect_format, load_raw_dataset
-from autotune.trainer.data_checks import check_rows
+from autotune.trainer.data_checks import check_encoding, check_rows
 from autotune.trainer.guard import check_runtime
 from autotune.trainer.hf_args import build_training_arguments
 from autotune.trainer.model import (
@@ -116,6 +116,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> None:
         check_resume_plan(start.checkpoint, plan)
         logger.info("resuming from %s (step %d)", start.checkpoint, start.step)
     resume_from = start.checkpoint
+    check_encoding(args.dataset)
     raw = load_raw_dataset(args.dataset)
     fmt = detect_format(list(raw.column_names), args.dataset_format, args.dataset)
     check_rows(raw, fmt, args.dataset)
