@@ -5,11 +5,12 @@ The training stack is imported once here; every invocation of the core is a ``fo
 that runs ``autotune.trainer.__main__.main`` (the real entry point), so twenty kills cost twenty
 short runs, not twenty interpreter starts.
 
-Kill points are *events* inside the child: a micro step (``Trainer.training_step``) or one part of a
-checkpoint save (the model weights, optimizer + scheduler, RNG state, ``trainer_state.json``, the
-completion manifest). At the chosen event the child either dies before it (``before``) or lets it
-write, truncates the file it wrote to half its size, and dies (``mid``: a save cut short). The
-parent draws (event, variant) from ``random.Random(seed)``, so the run is the same every time.
+Kill points are *events* inside the child: a micro step (``Trainer.training_step``) or one part of
+a checkpoint save (the model weights, optimizer + scheduler, RNG state, ``trainer_state.json``, the
+completion manifest written before the staged checkpoint is renamed into place). At the chosen event
+the child either dies before it (``before``) or lets it write, truncates the file it wrote to half
+its size, and dies (``mid``: a save cut short). The parent draws (event, variant) from
+``random.Random(seed)``, so the run is the same every time.
 
 The reference is one uninterrupted run of the same command; the result holds both runs' final
 ``trainer_state.json`` log histories (step, loss) and the largest difference of the final weights.
@@ -30,7 +31,7 @@ import transformers
 from safetensors.torch import load_file
 from transformers import Trainer, TrainerState
 
-import autotune.trainer.checkpoint_callback as checkpoint_callback
+import autotune.trainer.checkpoints as checkpoints
 import autotune.trainer.train  # noqa: F401  (the whole training stack, loaded before forking)
 from autotune.trainer.__main__ import main
 
@@ -82,12 +83,12 @@ def _install_fault(kill_at: int, variant: str) -> None:
             return hit(target, lambda: _original(self, path, *args, **kwargs))
 
         setattr(owner, name, patched)
-    original_manifest = checkpoint_callback.write_manifest
+    original_manifest = checkpoints.write_manifest
 
     def write_manifest(checkpoint: Path, *args: Any, **kwargs: Any) -> Any:
         return hit(checkpoint / "autotune_checkpoint.json", lambda: original_manifest(checkpoint, *args, **kwargs))
 
-    checkpoint_callback.write_manifest = write_manifest
+    checkpoints.write_manifest = write_manifest
 
 
 def invoke(argv: list[str], log: Path, kill_at: int | None = None, variant: str = "before") -> tuple[str, int]:

@@ -188,3 +188,27 @@ def test_model_matching_plan_accepted_incl_text_config() -> None:
     )
     check_model_matches_plan(text, PLAN)
     check_model_matches_plan(SimpleNamespace(text_config=text, hidden_size=1), PLAN)
+
+
+def test_publish_writes_manifest_then_renames(tmp_path: Path) -> None:
+    from autotune.trainer.checkpoints import STAGING_DIR, publish_checkpoint
+
+    staged = make_checkpoint(tmp_path / "x", 7, manifest=False)
+    target_dir = tmp_path / "checkpoints"
+    target_dir.mkdir()
+    (target_dir / STAGING_DIR).mkdir()
+    staged = staged.rename(target_dir / STAGING_DIR / "checkpoint-7")
+    publish_checkpoint(staged, target_dir / "checkpoint-7", 7, PLAN)
+    assert not staged.exists() and verify_checkpoint(target_dir / "checkpoint-7") is None
+
+
+def test_staging_leftover_of_killed_save_reported_on_resume(tmp_path: Path) -> None:
+    from autotune.trainer.checkpoints import STAGING_DIR
+
+    make_checkpoint(tmp_path, 3)
+    leftover = tmp_path / "checkpoints" / STAGING_DIR / "checkpoint-6"
+    leftover.mkdir(parents=True)
+    (leftover / "optimizer.pt").write_bytes(b"PK\x03\x04half")
+    point = find_resume_checkpoint(tmp_path / "checkpoints")
+    assert point.step == 3 and point.skipped[0].startswith("checkpoint-6 (partial")
+    assert (tmp_path / "checkpoints" / IGNORED_DIR / "checkpoint-6" / "optimizer.pt").is_file()

@@ -1,12 +1,12 @@
 """Checkpoints that are complete or ignored: a manifest marks each finished save; resume takes the newest intact one.
 
-transformers' Trainer writes ``OUT/checkpoints/checkpoint-<step>/`` file by file; a ``kill -9`` (or a
-full disk) in the middle leaves a directory that looks like a checkpoint and is not. So a checkpoint
-counts only once ``ManifestCallback`` (:mod:`autotune.trainer.checkpoint_callback`) has written
-``autotune_checkpoint.json`` into it — atomically
-(:func:`autotune.fileio.write_atomic`), after the Trainer's ``on_save`` (which follows the whole
-save) and after every rank finished its part — listing each file with its size. A directory
-without a manifest is *partial*.
+transformers' Trainer writes a checkpoint file by file; a ``kill -9`` (or a full disk) in the middle
+would leave a directory that looks like a checkpoint and is not. So the Trainer writes it under a
+temporary name, ``OUT/checkpoints/.staging/checkpoint-<step>/``
+(:class:`autotune.trainer.staged_save.StagedSaveMixin`); once every rank has finished,
+:func:`publish_checkpoint` fsyncs its files, writes ``autotune_checkpoint.json`` (atomically, listing
+each file with its size) and renames the directory to ``OUT/checkpoints/checkpoint-<step>/``. A
+leftover under ``.staging``, or a ``checkpoint-<step>`` without a manifest, is *partial*.
 
 On ``--resume``, :func:`find_resume_checkpoint` walks the checkpoints from the newest and takes the
 first that verifies: the manifest lists every file at its recorded size, ``trainer_state.json``
@@ -43,6 +43,8 @@ logger = logging.getLogger("autotune.trainer")
 
 MANIFEST = "autotune_checkpoint.json"
 IGNORED_DIR = "ignored"
+STAGING_DIR = ".staging"
+"""Where a checkpoint is written before it is complete: ``OUT/checkpoints/.staging/checkpoint-<step>``."""
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 _PICKLE_SUFFIXES = (".pt", ".pth", ".bin")
 
@@ -148,7 +150,10 @@ def find_resume_checkpoint(checkpoints_dir: Path) -> ResumePoint:
     Raises:
         ConfigError: no checkpoint at all, or none intact (each one's reason is named).
     """
-    skipped: list[str] = []
+    skipped = [
+        f"{leftover.name} (partial: its save did not finish) moved to {_set_aside(leftover)}"
+        for leftover in list_checkpoints(checkpoints_dir / STAGING_DIR)
+    ]
     for checkpoint in list_checkpoints(checkpoints_dir):
         reason = verify_checkpoint(checkpoint)
         if reason is None:
@@ -201,9 +206,29 @@ def _report_status(report_path: Path) -> tuple[str | None, object]:
     return data.get("status"), data.get("steps")
 
 
+def publish_checkpoint(staged: Path, target: Path, step: int, plan: PlanFile) -> None:
+    """Make a staged checkpoint visible: write its manifest, then rename it to ``target`` (atomic).
+
+    A ``target`` that already exists (left by an older autotune, or a checkpoint of a step that is
+    trained again) is moved to ``ignored/`` first. The directory holding ``target`` is fsync-ed.
+    """
+    write_manifest(staged, step, plan)
+    if target.exists():
+        _set_aside(target)
+    staged.rename(target)
+    fsync_directory(target.parent)
+
+
+def set_aside_leftover(staged: Path) -> None:
+    """Move the leftover of a save that did not finish (a killed run) out of the way, keeping it."""
+    if staged.exists():
+        logger.warning("partial checkpoint %s (its save did not finish) moved to %s", staged, _set_aside(staged))
+
+
 def _set_aside(checkpoint: Path) -> Path:
     """Move a broken checkpoint to ``ignored/`` under a free name; return where it went."""
-    target_dir = checkpoint.parent / IGNORED_DIR
+    checkpoints_dir = checkpoint.parent.parent if checkpoint.parent.name == STAGING_DIR else checkpoint.parent
+    target_dir = checkpoints_dir / IGNORED_DIR
     target_dir.mkdir(exist_ok=True)
     for attempt in range(1000):
         target = target_dir / (checkpoint.name + (f".{attempt}" if attempt else ""))

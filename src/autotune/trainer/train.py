@@ -20,7 +20,6 @@ from autotune.schemas.plan import PlanFile
 from autotune.schemas.run_report import RunStatus
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.callbacks import MetricsCallback, ProgressCallback, RunMetrics, StopOnSignalCallback
-from autotune.trainer.checkpoint_callback import ManifestCallback
 from autotune.trainer.checkpoints import ResumePoint, resolve_start
 from autotune.trainer.chunked_loss import ChunkedLossTrainer
 from autotune.trainer.consistency import check_model_matches_plan, check_resume_plan
@@ -37,6 +36,7 @@ from autotune.trainer.model import (
     resolve_source,
 )
 from autotune.trainer.report import build_report, describe_device, write_report
+from autotune.trainer.staged_save import staged_trainer_class
 
 logger = logging.getLogger("autotune.trainer")
 
@@ -148,7 +148,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> None:
     progress = ProgressCallback(metrics)
     stopper = StopOnSignalCallback()
     guard = _GuardCallback(plan)
-    trainer_class = ChunkedLossTrainer if setting.loss_impl == "chunked" else Trainer
+    trainer_class = staged_trainer_class(ChunkedLossTrainer if setting.loss_impl == "chunked" else Trainer, plan)
     trainer = trainer_class(
         model=model,
         args=training_args,
@@ -160,7 +160,6 @@ def _run(args: TrainerArgs, plan: PlanFile) -> None:
             MetricsCallback(metrics, setting.grad_accum),
             progress,
             stopper,
-            ManifestCallback(plan, args.checkpoints_dir),
         ],
     )
     guard.trainer = trainer
