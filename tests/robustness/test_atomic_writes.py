@@ -149,3 +149,26 @@ def test_launch_files_on_full_disk_keep_no_partial_file(monkeypatch: pytest.Monk
     with pytest.raises(ConfigError):
         prepare_output_dir(spec, tmp_path / "run", resume=False)
     assert not [p for p in (tmp_path / "run").iterdir() if p.stat().st_size == 0]
+
+
+@pytest.mark.parametrize(
+    "error,full",
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), True),
+        (RuntimeError("[enforce fail at inline_container.cc:664] . PytorchStreamWriter failed writing file"), False),
+        (
+            RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 2240 vs 2108: file write failed"),
+            True,
+        ),
+        (OSError(errno.EDQUOT, "Disk quota exceeded"), True),
+        (FileNotFoundError(2, "No such file or directory"), False),
+        (ValueError("nan loss"), False),
+    ],
+)
+def test_trainer_recognises_a_full_disk(error: BaseException, full: bool) -> None:
+    pytest.importorskip("transformers")
+    from autotune.trainer.train import _out_of_space
+
+    wrapped = RuntimeError("while saving")
+    wrapped.__cause__ = error
+    assert _out_of_space(error) is full and _out_of_space(wrapped) is full

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -80,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> TrainerArgs:
     ns = parser.parse_args(argv)
     if not 0.0 <= ns.warmup_ratio < 1.0:
         parser.error(f"--warmup-ratio must be in [0, 1), got {ns.warmup_ratio}")
-    if ns.learning_rate <= 0:
+    if not math.isfinite(ns.learning_rate) or ns.learning_rate <= 0:
         parser.error(f"--learning-rate must be > 0, got {ns.learning_rate}")
     return TrainerArgs(
         plan_path=ns.plan,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import warnings
@@ -86,7 +87,9 @@ def run(args: TrainerArgs) -> None:
     """Run one training invocation as the plan says; write checkpoints, final weights and the report.
 
     Raises:
-        ConfigError: bad plan, output directory, dataset or model source.
+        ConfigError: bad plan, output directory, dataset or model source; the disk filled up (the
+            message says what was kept).
+        InvalidRequestError: the run directory is in use by another run.
         RuntimeGuardError: what runs is not what was planned.
     """
     _configure_logging()
@@ -96,8 +99,10 @@ def run(args: TrainerArgs) -> None:
         logger.info("took over the stale lock of %s (no longer running)", describe_owner(lock.previous_owner))
     try:
         _run(args, plan)
-    except OSError as error:  # disk full, quota, I/O error: say what was kept, no traceback
-        raise ConfigError(
+    except Exception as error:
+        if not _out_of_space(error):
+            raise
+        raise ConfigError(  # one line saying what was kept, no traceback
             f"{' '.join(str(error).split())[:300]} — stopped; kept in {args.output_dir}: the plan, every "
             "checkpoint whose save finished (a partial one is ignored by --resume); free the space and resume "
             "with --resume"
@@ -105,6 +110,23 @@ def run(args: TrainerArgs) -> None:
     finally:
         if lock is not None:
             lock.release()
+
+
+_NO_SPACE = ("No space left on device", "Disk quota exceeded", "file write failed")
+
+
+def _out_of_space(error: BaseException) -> bool:
+    """True when ``error`` or one it was raised from reports a full disk (torch.save raises RuntimeError)."""
+    seen: BaseException | None = error
+    for _ in range(10):
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(text in str(seen) for text in _NO_SPACE):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _run(args: TrainerArgs, plan: PlanFile) -> None:
