@@ -34,7 +34,7 @@ def default_coefficients() -> CostCoefficients:
     resource = resources.files("autotune.profiles").joinpath("calibration", f"{SHIPPED_CALIBRATION}.yaml")
     if not resource.is_file():
         return CostCoefficients()
-    data = yamlio.safe_load(resource.read_text(encoding="utf-8"))
+    data = yamlio.safe_load(resource.read_text(encoding="utf-8"), shipped=True)
     return CostCoefficients.model_validate(data)
 
 
