@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -94,6 +95,7 @@ def run(args: TrainerArgs) -> None:
     """
     _configure_logging()
     plan = load_plan(args.plan_path)
+    created = not args.output_dir.exists()
     lock = acquire(args.output_dir) if int(os.environ.get("RANK", "0")) == 0 else None
     if lock is not None and lock.previous_owner:
         logger.info("took over the stale lock of %s (no longer running)", describe_owner(lock.previous_owner))
@@ -110,6 +112,9 @@ def run(args: TrainerArgs) -> None:
     finally:
         if lock is not None:
             lock.release()
+            if created:  # refused before anything was written: leave no empty directory behind
+                with contextlib.suppress(OSError):
+                    args.output_dir.rmdir()
 
 
 _NO_SPACE = ("No space left on device", "Disk quota exceeded", "file write failed")
