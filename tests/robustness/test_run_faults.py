@@ -121,3 +121,23 @@ def test_all_empty_dataset_refused(finished_run: dict[str, Path], tmp_path: Path
     proc = run_trainer(*core_args(finished_run["plan"], data, tmp_path / "run", MAX_STEPS))
     assert proc.returncode == 2
     assert "nothing to learn" in _one_line_error(proc.stderr)
+
+
+@pytest.mark.slow
+def test_two_process_run_publishes_checkpoints_and_resumes(finished_run: dict[str, Path], tmp_path: Path) -> None:
+    """Every rank writes under .staging; rank 0 publishes after a barrier; the run resumes from it."""
+    from trainer_helpers import run_torchrun
+
+    plan = build_plan_file(
+        finished_run["model"], tmp_path / "ddp.yaml", num_gpus=2, method="lora", sharding="ddp", micro_batch_size=2
+    )
+    out = tmp_path / "run"
+    first = run_torchrun(*core_args(plan, finished_run["data"], out, 2), "--save-steps", "1")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert [p.name for p in sorted((out / "checkpoints").glob("checkpoint-*"))] == ["checkpoint-1", "checkpoint-2"]
+    assert not any((out / "checkpoints" / ".staging").iterdir())
+    (out / "run_report.json").unlink()  # as if stopped after the save at step 2
+    second = run_torchrun(*core_args(plan, finished_run["data"], out, 3), "--save-steps", "1", "--resume")
+    assert second.returncode == 0, second.stderr[-3000:]
+    report = read_report(out)
+    assert report.status == "completed" and report.resumed_from_step == 2 and report.loss_steps == [3]
