@@ -141,3 +141,29 @@ def test_two_process_run_publishes_checkpoints_and_resumes(finished_run: dict[st
     assert second.returncode == 0, second.stderr[-3000:]
     report = read_report(out)
     assert report.status == "completed" and report.resumed_from_step == 2 and report.loss_steps == [3]
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_loading_is_one_line(finished_run: dict[str, Path], tmp_path: Path) -> None:
+    """SIGINT during imports / model load: one line, exit 130, nothing left behind (no traceback)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from trainer_helpers import trainer_env
+
+    out = tmp_path / "run"
+    argv = core_args(finished_run["plan"], finished_run["data"], out, MAX_STEPS)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autotune.trainer", *argv], stderr=subprocess.PIPE, text=True, env=trainer_env()
+    )
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert "Traceback" not in stderr, stderr
+    if proc.returncode == 130:
+        assert "interrupted before training started" in _one_line_error(stderr)
+        assert not (out / "checkpoints").exists()
+    else:  # a fast machine reached training: the signal callback saved and stopped
+        assert proc.returncode == 0 and read_report(out).status == "interrupted"
