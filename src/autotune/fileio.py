@@ -7,7 +7,8 @@ and ``fsync``-ed, then moved into place:
 
 - ``overwrite=False`` (the default): ``os.link`` the temporary file to the destination, which fails
   if the destination exists, even when another process created it a moment ago (the exclusive
-  create of ``open(..., "x")``, but of a complete file);
+  create of ``open(..., "x")``, but of a complete file); where the file system has no hard links,
+  an exclusive create reserves the name and a rename fills it;
 - ``overwrite=True``: ``os.replace`` (POSIX ``rename``): readers see the old or the new content,
   never a mix.
 
@@ -20,6 +21,7 @@ destination is exactly what it was before: the error says so. Pure standard libr
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -65,8 +67,7 @@ def write_atomic(path: str | Path, content: str | bytes, *, overwrite: bool = Fa
         if overwrite:
             os.replace(temp, path)
         else:
-            os.link(temp, path)  # fails with FileExistsError if someone created it meanwhile
-            os.unlink(temp)
+            _link_exclusive(temp, path)
         temp = None
         fsync_directory(directory)
     except FileExistsError:
@@ -81,6 +82,31 @@ def write_atomic(path: str | Path, content: str | bytes, *, overwrite: bool = Fa
             with contextlib.suppress(OSError):
                 os.unlink(temp)
     return path
+
+
+_NO_HARD_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS, errno.EMLINK)
+
+
+def _link_exclusive(temp: str, path: Path) -> None:
+    """Give the complete temporary file the name ``path`` unless that name exists (then FileExistsError).
+
+    ``os.link`` does both at once. On a file system without hard links (FAT, some network and FUSE
+    mounts) the name is reserved with an exclusive create, then replaced by the complete file.
+    """
+    try:
+        os.link(temp, path)  # fails with FileExistsError if someone created it meanwhile
+    except OSError as error:
+        if isinstance(error, FileExistsError) or error.errno not in _NO_HARD_LINKS:
+            raise
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        try:
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # our empty placeholder: leave nothing behind
+            raise
+        return
+    os.unlink(temp)
 
 
 def fsync_directory(directory: str | Path) -> None:

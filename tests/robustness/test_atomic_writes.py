@@ -172,3 +172,17 @@ def test_trainer_recognises_a_full_disk(error: BaseException, full: bool) -> Non
     wrapped = RuntimeError("while saving")
     wrapped.__cause__ = error
     assert _out_of_space(error) is full and _out_of_space(wrapped) is full
+
+
+def test_file_system_without_hard_links_still_exclusive(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def no_links(source: Any, destination: Any) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(fileio.os, "link", no_links)
+    target = tmp_path / "a.txt"
+    fileio.write_atomic(target, "one")
+    assert target.read_text() == "one"
+    with pytest.raises(InvalidRequestError):
+        fileio.write_atomic(target, "two")
+    assert target.read_text() == "one"
+    _no_temporaries(tmp_path)
