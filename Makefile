@@ -3,6 +3,7 @@ quality:
 	ruff check src tests benchmarks
 	ruff format --check src tests benchmarks
 	mypy
+	lint-imports
 style:
 	ruff check --fix src tests benchmarks
 	ruff format src tests benchmarks

@@ -30,3 +30,9 @@ class InfeasibleError(AutotuneError):
 
 class RuntimeGuardError(AutotuneError):
     """What the training core set up differs from the plan (e.g. FSDP silently became DDP)."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (its class name when the message is empty), for one-line errors."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -15,7 +15,6 @@ one ``ConfigError`` line.
 
 from __future__ import annotations
 
-import difflib
 import json
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from autotune.errors import ConfigError
+from autotune.validation import format_validation_error
 
 _SafeLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -39,8 +39,6 @@ class YamlLimitError(yaml.YAMLError):
     """A YAML document beyond the bounds (depth, expanded size); the message says which."""
 
 
-_MAX_ERRORS_SHOWN = 3
-_MAX_INPUT_REPR = 40
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 
 
@@ -194,72 +192,6 @@ def load_validated(path: str | Path, schema: type[SchemaT], what: str) -> Schema
     """Read, parse and validate a user-supplied YAML file (``read_text_file`` → ``parse_mapping`` → ``validate``)."""
     origin = str(path)
     return validate(schema, parse_mapping(read_text_file(path, what), origin, f"a {what}"), origin, what)
-
-
-def format_validation_error(error: ValidationError, model: type[BaseModel]) -> str:
-    """One line describing a pydantic error: unknown keys (with close valid names), missing keys, bad values.
-
-    ``model`` is the class that was validated; it is used to list the valid keys at the place of an
-    unknown one. At most three problems are spelled out; the rest are counted.
-    """
-    parts: list[str] = []
-    # Unknown keys first: a misspelt key also shows up as a missing one, and the typo is the news.
-    problems = sorted(error.errors(), key=lambda problem: problem["type"] != "extra_forbidden")
-    for problem in problems[:_MAX_ERRORS_SHOWN]:
-        loc = tuple(problem["loc"])
-        where = ".".join(str(part) for part in loc)
-        if problem["type"] == "extra_forbidden":
-            parts.append(_unknown_key_message(where, loc, model))
-        elif problem["type"] == "missing":
-            parts.append(f"missing key '{where}'")
-        else:
-            message = problem["msg"]
-            if message.startswith("Value error, "):
-                message = message[len("Value error, ") :]
-            shown = repr(problem.get("input"))
-            if len(shown) > _MAX_INPUT_REPR:
-                shown = shown[: _MAX_INPUT_REPR - 3] + "..."
-            prefix = f"{where}: " if where else ""
-            parts.append(f"{prefix}{message} (got {shown})")
-    if len(problems) > _MAX_ERRORS_SHOWN:
-        parts.append(f"and {len(problems) - _MAX_ERRORS_SHOWN} more")
-    return "; ".join(parts)
-
-
-def _unknown_key_message(where: str, loc: tuple[Any, ...], model: type[BaseModel]) -> str:
-    valid = _field_names_at(model, loc[:-1])
-    if not valid:
-        return f"unknown key '{where}'"
-    close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
-    hint = f"did you mean '{close[0]}'? " if close else ""
-    return f"unknown key '{where}' ({hint}valid keys: {', '.join(valid)})"
-
-
-def _field_names_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """Field names of the nested model reached by following ``loc`` from ``model`` (list indices skipped)."""
-    current: type[BaseModel] = model
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = current.model_fields.get(str(part))
-        if field is None:
-            return []
-        nested = _model_in_annotation(field.annotation)
-        if nested is None:
-            return []
-        current = nested
-    return list(current.model_fields)
-
-
-def _model_in_annotation(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model inside an annotation such as ``ModelSpec`` or ``list[Alternative]``."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for argument in getattr(annotation, "__args__", ()):
-        found = _model_in_annotation(argument)
-        if found is not None:
-            return found
-    return None
 
 
 def _yaml_position(error: yaml.YAMLError) -> str:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from trainer_helpers import chat_rows, read_report, run_command, write_jsonl
 
+from autotune.schemas.plan_io import load_plan
+
 AUTOTUNE = [sys.executable, "-c", "from autotune.cli.app import main; main()"]
 
 
@@ -60,7 +62,7 @@ def test_plan_then_launch_on_cpu_trains_and_reports(tiny_model_dir: Path, tmp_pa
     assert report.status == "completed" and report.steps == 4
     assert report.setting.method == "lora"
     assert (out / "plan.yaml").is_file() and (out / "final").is_dir()
-    assert report.peak_memory_gib > 0 and report.tokens_per_s > 0  # the plan's predictions travel along
+    assert report.prediction == load_plan(out / "plan.yaml").prediction  # the plan's prediction travels along
 
     again = run_command(
         [*AUTOTUNE, "launch", str(plan_path), "--dataset", str(data), "--output-dir", str(out), "--cpu"],

@@ -15,8 +15,8 @@ from autotune.costmodel.calibration import save_coefficients
 from autotune.errors import ConfigError, InvalidRequestError
 from autotune.launcher import build_launch_spec, prepare_output_dir
 from autotune.launcher.options import LaunchOptions
-from autotune.launcher.plan_io import save_plan
 from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.plan_io import save_plan
 
 
 def _disk_full(monkeypatch: pytest.MonkeyPatch) -> None:

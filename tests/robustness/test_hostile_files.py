@@ -11,8 +11,8 @@ from cli_runner import run
 
 from autotune import yamlio
 from autotune.errors import ConfigError
-from autotune.launcher.plan_io import load_plan
 from autotune.profiles.hf_config import model_spec_from_config
+from autotune.schemas.plan_io import load_plan
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8)

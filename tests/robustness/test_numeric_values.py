@@ -10,7 +10,7 @@ from cli_runner import run
 from launcher.plans import make_plan
 
 from autotune.errors import ConfigError
-from autotune.launcher.plan_io import load_plan, plan_to_yaml
+from autotune.schemas.plan_io import load_plan, plan_to_yaml
 
 NON_FINITE = ["nan", "inf", "-inf", "NaN", "Infinity", "1e400"]
 PLAN = ["plan", "llama3-8b", "--gpu", "4090"]

@@ -19,7 +19,7 @@ from trainer_helpers import (
 )
 
 from autotune import run_lock
-from autotune.launcher.plan_io import load_plan, save_plan
+from autotune.schemas.plan_io import load_plan, save_plan
 
 MAX_STEPS = 6
 

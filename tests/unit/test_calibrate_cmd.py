@@ -11,10 +11,10 @@ import yaml
 from cli_runner import run
 from run_reports import make_report
 
-from autotune.cli.plan_cmd import request_from_options
-from autotune.launcher.plan_io import save_plan
+from autotune.cli.planning import request_from_options
 from autotune.planner import build_plan_file, search
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import save_plan
 
 MEMORY_SHIFT = 1.2
 TIME_SHIFT = 1.5

@@ -15,7 +15,8 @@ import pytest
 
 from autotune.costmodel.params import count_params
 from autotune.errors import ConfigError
-from autotune.profiles.gguf_reader import GgufArray, model_spec_from_gguf, read_gguf_header
+from autotune.profiles.gguf_file import GgufArray, read_gguf_header
+from autotune.profiles.gguf_reader import model_spec_from_gguf
 
 # Small but realistic shapes: h=64, I=128, L=2, n_q=4, n_kv=2, d=16, V=100.
 H, INTER, LAYERS, HEADS, KV_HEADS, HEAD_DIM, VOCAB = 64, 128, 2, 4, 2, 16, 100

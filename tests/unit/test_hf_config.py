@@ -13,11 +13,8 @@ import pytest
 
 from autotune.costmodel.params import count_params, linear_modules
 from autotune.errors import ConfigError
-from autotune.profiles.hf_config import (
-    EXACT_MODEL_TYPES,
-    GENERIC_COUNT_REL_TOLERANCE,
-    model_spec_from_config,
-)
+from autotune.profiles.families import EXACT_MODEL_TYPES, GENERIC_COUNT_REL_TOLERANCE
+from autotune.profiles.hf_config import model_spec_from_config
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 

@@ -1,29 +1,20 @@
-"""benchmarks/plan_quality.py: sweeps, the planner's choice and its judgement, on synthetic tables."""
+"""autotune.planner.quality (printed by benchmarks/plan_quality.py): sweeps, the planner's choice and its judgement."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from autotune.planner import quality
 from autotune.schemas.calibration import CostCoefficients, Measurement
 from autotune.schemas.setting import TrainingSetting, Workload
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_quality.py"
 
 
 @pytest.fixture(scope="module")
 def pq() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("plan_quality", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["plan_quality"] = module  # dataclasses look their module up while the class is created
-    spec.loader.exec_module(module)
-    return module
+    return quality
 
 
 def row(

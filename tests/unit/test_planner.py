@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.cli.plan_cmd import request_from_options
+from autotune.cli.planning import request_from_options
 from autotune.errors import InfeasibleError, InvalidRequestError
 from autotune.planner import search
 from autotune.planner.search import METHOD_QUALITY_ORDER

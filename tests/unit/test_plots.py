@@ -6,12 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import typer
 from cli_runner import run as run_cli
 
-import autotune.cli.app as cli_app
-from autotune.cli import estimate_cmd, plan_cmd, plot_data, plots, sweep_cmd, validate_cmd
-from autotune.cli.plan_cmd import request_from_options
+from autotune.cli import plot_data, plots
+from autotune.cli.planning import request_from_options
 from autotune.costmodel.fitting import evaluate, prepare_cases
 from autotune.costmodel.validation import summarize
 from autotune.errors import AutotuneError, ConfigError, InvalidRequestError
@@ -21,15 +19,8 @@ from autotune.schemas.estimate import Estimate
 
 
 @pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``main`` runs an app with only the commands that draw pictures (independent of other commands)."""
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command("estimate")(estimate_cmd.estimate_command)
-    app.command("plan")(plan_cmd.plan_command)
-    app.command("validate")(validate_cmd.validate_command)
-    app.command("sweep")(sweep_cmd.sweep_command)
-    monkeypatch.setattr(cli_app, "app", app)
-    monkeypatch.setattr(cli_app, "_register_commands", lambda: None)
+def cli() -> None:
+    """The real ``autotune`` app (it imports a command's module only when that command runs)."""
 
 
 def plan_estimates(model: str, gpu: str, num_gpus: int, **overrides: object) -> list[tuple[str, Estimate]]:

@@ -11,10 +11,11 @@ import yaml
 from cli_runner import run
 
 from autotune.cli import probe_cmd
-from autotune.cli.plan_cmd import request_from_options
-from autotune.launcher import LaunchSpec, load_plan, plan_from_yaml, prepare_output_dir, save_plan
+from autotune.cli.planning import request_from_options
+from autotune.launcher import LaunchSpec, gpus, prepare_output_dir
 from autotune.planner import build_plan_file, search
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import load_plan, plan_from_yaml, save_plan
 from autotune.schemas.run_report import RunReport
 
 NOW = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
@@ -30,9 +31,9 @@ def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tables one line per row, so that rows can be read back from the output."""
-    from autotune.cli.render import console
+    from autotune.cli.console import console
 
-    monkeypatch.setattr(console, "width", 200)
+    monkeypatch.setattr(console(), "width", 200)
 
 
 @pytest.fixture(scope="module")
@@ -70,17 +71,17 @@ def test_detects_nvidia_then_rocm_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
             "GPU[0]\t\t: Card model: \t\t0x744c",
         ],
     }
-    monkeypatch.setattr(probe_cmd, "_command_lines", lambda argv: outputs.get(argv[0], []))
-    assert probe_cmd.detect_gpus() == ["NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"]
+    monkeypatch.setattr(gpus, "_command_lines", lambda argv: outputs.get(argv[0], []))
+    assert gpus.detect_gpus() == ["NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"]
     outputs["nvidia-smi"] = []
-    assert probe_cmd.detect_gpus() == ["Radeon RX 7900 XTX"]
+    assert gpus.detect_gpus() == ["Radeon RX 7900 XTX"]
     outputs["rocm-smi"] = []
-    assert probe_cmd.detect_gpus() == []
+    assert gpus.detect_gpus() == []
 
 
 def test_missing_tools_mean_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "")
-    assert probe_cmd.detect_gpus() == []
+    assert gpus.detect_gpus() == []
 
 
 # --- refusals -------------------------------------------------------------------------------------
@@ -158,11 +159,7 @@ class FakeRunner:
             "memory_kind": "allocated",
             "micro_step_time_s_measured": None if oom else p.micro_step_time_s * self.time_scale,
             "step_time_s_measured": None if oom else p.step_time_s * self.time_scale,
-            "peak_memory_gib": p.peak_memory_gib,
-            "peak_reserved_gib": p.peak_reserved_gib,
-            "tokens_per_s": p.tokens_per_s,
-            "step_time_s": p.step_time_s,
-            "micro_step_time_s": p.micro_step_time_s,
+            "prediction": p,
             "model": planned.model.key,
             "model_source": planned.model_source,
             "gpu": planned.cluster.gpu,

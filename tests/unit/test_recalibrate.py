@@ -8,23 +8,21 @@ from typing import Any
 import pytest
 from run_reports import NOW, make_report
 
-from autotune.cli.plan_cmd import request_from_options
+from autotune.cli.planning import request_from_options
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.recalibrate import (
-    CSV_COLUMNS,
-    UnusableRunError,
     case_from_run,
     collect,
-    measurement_from_run_report,
-    measurements_from_csv,
     recalibrate,
     unidentified_time_factors,
     widest_bands,
 )
 from autotune.errors import ConfigError
-from autotune.launcher.plan_io import load_plan, save_plan
 from autotune.planner import build_plan_file, search
+from autotune.profiles.measurement_csv import CSV_COLUMNS, measurements_from_csv
+from autotune.profiles.run_reports import UnusableRunError, measurement_from_run_report
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import load_plan, save_plan
 from autotune.schemas.run_report import RunReport
 
 
@@ -247,3 +245,21 @@ def test_shared_time_factor_is_identified_only_with_and_without_it_on_one_gpu(tm
 def test_recalibrate_needs_measurements() -> None:
     with pytest.raises(ConfigError, match="no measurements"):
         recalibrate([], default_coefficients(), start_name="seeds", sources=[], with_seeds=False, name="x")
+
+
+def test_a_version_1_run_report_still_reads(tmp_path: Path) -> None:
+    """Reports written before the prediction was embedded keep calibrating (their copied fields are dropped)."""
+    from run_reports import make_report
+
+    from autotune.cli.planning import request_from_options as plan_options
+    from autotune.planner import build_plan_file, search
+    from autotune.schemas.run_report import V1_PREDICTION_FIELDS, RunReport
+
+    request, _ = plan_options(model="llama3.2-1b", gpu="rtx-4090", seq_len=512, method="lora")
+    plan = build_plan_file(request, search(request))
+    data = make_report(plan).model_dump(mode="json")
+    data.pop("prediction")
+    data.update({name: getattr(plan.prediction, name) for name in V1_PREDICTION_FIELDS}, schema_version=1)
+    report = RunReport.model_validate(data)
+    assert report.schema_version == 2 and report.prediction is None
+    assert make_report(plan).prediction == plan.prediction

@@ -1,1 +1,15 @@
-"""Thin typer CLI: each module registers one command; domain errors are rendered once in ``app.main``."""
+"""The ``autotune`` command line: a thin typer layer over the planner, the launcher and the cost model.
+
+Modules:
+  app            the entry point: the command table (``COMMANDS``), lazy registration, one-line errors (exit 2)
+  *_cmd          one module per command (plan, estimate, sweep, launch, probe, calibrate, validate, catalog);
+                 none imports another, none imports ``app``
+  planning       options → PlanRequest → plan, shared by plan / sweep / launch MODEL
+  refit          options, refit-and-write and tables shared by calibrate and probe
+  _shared        which calibration to use (``--calibration``, the user's, the shipped) and a plan's estimator
+  options        typer option types whose help comes from the schemas' field descriptions
+  resolve        model / GPU / cluster names → schemas, CLI values → validated schemas
+  render         rich tables of estimates and plans; JSON output
+  console        the two rich consoles (stdout, stderr), created on first use
+  plot_data, plots   matplotlib figures (``--plot``), imported only when asked for
+"""

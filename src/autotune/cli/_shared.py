@@ -1,16 +1,20 @@
-"""Helpers shared by command modules: calibration loading and plan writing."""
+"""Helpers shared by command modules: which calibration to use, and the estimator a plan was made with."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-
+from autotune.cli.console import note
 from autotune.costmodel.calibration import SHIPPED_CALIBRATION, default_coefficients, load_coefficients
+from autotune.errors import ConfigError
 from autotune.profiles.user_config import find_user_calibration
 from autotune.schemas.calibration import CostCoefficients
 
-_notes = Console(stderr=True, highlight=False, soft_wrap=True)
+if TYPE_CHECKING:  # the launcher package is imported only by the commands that launch
+    from autotune.launcher.overrides import Estimator, GpuResolver
+    from autotune.schemas.plan import PlanFile
 
 
 def coefficients_from_option(path: Path | None) -> tuple[CostCoefficients, str]:
@@ -29,11 +33,52 @@ def coefficients_from_option(path: Path | None) -> tuple[CostCoefficients, str]:
             return default_coefficients(), SHIPPED_CALIBRATION
         path = user_file
         coefficients = load_coefficients(path)
-        _notes.print(
-            f"[yellow]note:[/] using calibration '{coefficients.name}' from {path} "
-            "(--calibration FILE to choose another)",
-            highlight=False,
-        )
+        note(f"using calibration '{coefficients.name}' from {path} (--calibration FILE to choose another)")
         return coefficients, coefficients.name
     coefficients = load_coefficients(path)
     return coefficients, coefficients.name
+
+
+def plan_coefficients(plan: PlanFile, path: Path | None = None) -> CostCoefficients:
+    """The calibration ``plan`` was computed with (its ``calibration`` name), so a re-estimate stays comparable.
+
+    ``path`` (``--calibration FILE``) is used when given and its name must match the plan's; otherwise the
+    shipped fit when the plan names it, else the user's calibration file when its name matches.
+
+    Raises:
+        ConfigError: the plan's calibration cannot be found, or ``path`` holds another calibration (one line
+            saying which file to pass).
+    """
+    wanted = plan.calibration
+    if path is not None:
+        coefficients = load_coefficients(path)
+        if coefficients.name != wanted:
+            raise ConfigError(
+                f"--calibration {path} is calibration '{coefficients.name}', the plan was made with '{wanted}': "
+                "pass the plan's calibration file, or re-plan with this one"
+            )
+        return coefficients
+    if wanted == SHIPPED_CALIBRATION:
+        return default_coefficients()
+    user_file = find_user_calibration()
+    if user_file is not None:
+        coefficients = load_coefficients(user_file)
+        if coefficients.name == wanted:
+            return coefficients
+    raise ConfigError(
+        f"the plan was made with calibration '{wanted}', which is not the shipped one nor your calibration file: "
+        "pass it with --calibration FILE so that re-estimates use it"
+    )
+
+
+def plan_estimator(plan: PlanFile, path: Path | None = None) -> tuple[Estimator, GpuResolver]:
+    """The cost model with ``plan``'s calibration (:func:`plan_coefficients`) and the GPU catalog lookup.
+
+    Raises:
+        ConfigError: the plan's calibration cannot be found.
+    """
+    from autotune.costmodel.estimate import estimate_setting
+    from autotune.profiles.catalog import resolve_gpu
+
+    coefficients = plan_coefficients(plan, path)
+    return partial(estimate_setting, coefficients=coefficients), lambda key: resolve_gpu(key)[0]

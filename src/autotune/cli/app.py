@@ -1,46 +1,161 @@
-"""The ``autotune`` root: registers the commands and turns user errors into one line and exit code 2.
+"""The ``autotune`` root: the command table, and user errors turned into one line and exit code 2.
 
-Command modules are imported here; each keeps its heavy imports inside the command function, so
-``autotune plan`` never imports the training stack.
+Dependencies point one way: this module names every command (``COMMANDS``: name → module, function and
+one-line help) and nothing in :mod:`autotune.cli` imports it back. A command's module is imported only
+when that command runs (or its ``--help`` is shown), so ``autotune plan`` never imports the calibration
+fitter and ``autotune --help`` imports no command module at all; each command module keeps its heavy
+imports inside the function too, so ``autotune plan`` never imports the training stack.
+
+``app`` is complete on import: ``typer.main.get_command(app)`` lists and builds every command.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 import typer
-from rich.console import Console
+from typer.core import TyperGroup
 
 from autotune.errors import AutotuneError
 from autotune.quiet import quiet_third_party
 
+
+@dataclass(frozen=True)
+class CommandRef:
+    """Where a command's function lives, and its one-line summary for ``autotune --help``."""
+
+    module: str
+    function: str
+    summary: str
+    context_settings: dict[str, Any] | None = None
+
+
+LAUNCH_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+"""``launch`` collects unknown options (``ctx.args``): plan options for a MODEL, refused for a plan file."""
+
+COMMANDS: dict[str, CommandRef] = {
+    "plan": CommandRef(
+        "autotune.cli.plan_cmd",
+        "plan_command",
+        "Find the best setting that fits MODEL on your GPUs; every option fixes one choice.",
+    ),
+    "estimate": CommandRef(
+        "autotune.cli.estimate_cmd", "estimate_command", "Predict peak memory per GPU and step time for one setting."
+    ),
+    "sweep": CommandRef(
+        "autotune.cli.sweep_cmd",
+        "sweep_command",
+        "Plan MODEL for each method × sequence length: what fits, how fast, or why not.",
+    ),
+    "launch": CommandRef(
+        "autotune.cli.launch_cmd",
+        "launch_command",
+        "Run a plan with the shared training core: a PLAN.yaml, or a MODEL planned first.",
+        LAUNCH_CONTEXT,
+    ),
+    "probe": CommandRef(
+        "autotune.cli.probe_cmd",
+        "probe_command",
+        "Run a few real steps of a plan (and its neighbours) on this machine's GPU, then recalibrate.",
+    ),
+    "calibrate": CommandRef(
+        "autotune.cli.calibrate_cmd",
+        "calibrate_command",
+        "Refit the cost model's coefficients from your runs and write a calibration file.",
+    ),
+    "validate": CommandRef(
+        "autotune.cli.validate_cmd",
+        "validate_command",
+        "Compare the cost model's predictions with every measured row (the seed tables by default).",
+    ),
+    "gpus": CommandRef(
+        "autotune.cli.catalog_cmd",
+        "gpus_command",
+        "List the GPUs autotune knows (datasheet values; see each profile's source).",
+    ),
+    "models": CommandRef(
+        "autotune.cli.catalog_cmd",
+        "models_command",
+        "List the catalog models with their parameter counts (from config.json shapes).",
+    ),
+}
+"""Every command of ``autotune``, in the order ``autotune --help`` lists them."""
+
+
+def build_command(name: str) -> typer.core.TyperCommand:
+    """Import ``name``'s module and turn its function into a click command (typer reads the signature)."""
+    ref = COMMANDS[name]
+    function = getattr(importlib.import_module(ref.module), ref.function)
+    single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    single.command(name, context_settings=ref.context_settings)(function)
+    command = typer.main.get_command(single)
+    assert isinstance(command, typer.core.TyperCommand)
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """The root group: commands come from ``COMMANDS`` and are built on first use.
+
+    The root's own help is click's plain help with the summaries of ``COMMANDS`` (no command module and
+    no rich imported); each command's help is typer's rich help.
+    """
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        """The command names, in table order."""
+        return list(COMMANDS)
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> typer.core.TyperCommand | None:  # type: ignore[override]
+        """The command ``cmd_name``, imported and built once (None for an unknown name)."""
+        if cmd_name not in COMMANDS:
+            return None
+        if cmd_name not in self.commands:
+            self.commands[cmd_name] = build_command(cmd_name)
+        command = self.commands[cmd_name]
+        assert isinstance(command, typer.core.TyperCommand)
+        return command
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """List the commands with their summaries from the table, without importing them."""
+        rows = [(name, ref.summary) for name, ref in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
 app = typer.Typer(
     name="autotune",
+    cls=LazyGroup,
     help="Pick the fastest LLM fine-tuning setting that fits your GPUs, and launch it.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
-_stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
-
-def _register_commands() -> None:
-    """Import the command modules (each decorates functions onto ``app``)."""
-    from autotune.cli import commands  # noqa: F401  (import for its side effect)
+@app.callback()
+def _root() -> None:
+    """Pick the fastest LLM fine-tuning setting that fits your GPUs, and launch it."""
 
 
 def report_error(message: str) -> None:
     """Print one red line on stderr (no traceback)."""
+    from autotune.cli.console import err_console
+
+    err_console().print(f"[bold red]error:[/] {_escape(message)}", markup=True, highlight=False)
+
+
+def _escape(message: str) -> str:
     from rich.markup import escape
 
-    _stderr.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
+    return escape(message)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app; user errors → one line on stderr, exit code 2."""
     quiet_third_party()
-    _register_commands()
     try:
         code = app(args=argv, standalone_mode=False)
     except AutotuneError as error:

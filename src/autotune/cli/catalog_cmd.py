@@ -5,13 +5,12 @@ from __future__ import annotations
 from rich.table import Table
 
 from autotune.cli import options as opt
-from autotune.cli.app import app
-from autotune.cli.render import console, print_json
+from autotune.cli.console import console
+from autotune.cli.render import print_json
 from autotune.costmodel.params import count_params
 from autotune.profiles.catalog import list_gpus, list_models
 
 
-@app.command("gpus")
 def gpus_command(json_: opt.JsonOpt = False) -> None:
     """List the GPUs autotune knows (datasheet values; see each profile's source)."""
     gpus = list_gpus()
@@ -43,10 +42,9 @@ def gpus_command(json_: opt.JsonOpt = False) -> None:
             "yes" if gpu.supports_bitsandbytes else "no",
             ", ".join(gpu.aliases[:4]),
         )
-    console.print(table)
+    console().print(table)
 
 
-@app.command("models")
 def models_command(json_: opt.JsonOpt = False) -> None:
     """List the catalog models with their parameter counts (from config.json shapes)."""
     models = list_models()
@@ -67,4 +65,4 @@ def models_command(json_: opt.JsonOpt = False) -> None:
             str(m.vocab_size),
             "yes" if m.tie_word_embeddings else "no",
         )
-    console.print(table)
+    console().print(table)

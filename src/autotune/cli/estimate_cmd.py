@@ -9,17 +9,16 @@ import typer
 
 from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
-from autotune.cli.app import app
-from autotune.cli.plan_cmd import parse_lora_targets
-from autotune.cli.render import console, print_json, render_estimate
+from autotune.cli.console import console
+from autotune.cli.planning import parse_lora_targets
+from autotune.cli.render import print_json, render_estimate
 from autotune.cli.resolve import resolve_cluster, resolve_model, validated
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InvalidRequestError
 from autotune.planner.space import sharding_error
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding
 
 
-@app.command("estimate")
 def estimate_command(
     model: opt.ModelArg,
     gpu: opt.GpuOpt,
@@ -55,7 +54,6 @@ def estimate_command(
     spec, _ = resolve_model(model)
     cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
     coefficients, _ = coefficients_from_option(calibration)
-    default_precision = "bf16" if cluster.gpu.supports_bf16 else "fp16-mixed"
     setting = validated(
         TrainingSetting,
         method=method,
@@ -63,9 +61,9 @@ def estimate_command(
         grad_accum=grad_accum,
         grad_ckpt=grad_ckpt,
         compile=compile_,
-        sharding=sharding or ("ddp" if cluster.world_size > 1 else "none"),
+        sharding=sharding or default_sharding(cluster.world_size),
         optimizer=optimizer,
-        precision=precision or default_precision,
+        precision=precision or default_precision(cluster.gpu.supports_bf16),
         lora_rank=lora_rank,
         lora_targets=parse_lora_targets(lora_targets),
         loss_impl=loss_impl,
@@ -92,4 +90,4 @@ def estimate_command(
         return
     render_estimate(estimate, setting, notes)
     if plot is not None:
-        console.print(f"[green]wrote[/] {plot}")
+        console().print(f"[green]wrote[/] {plot}")

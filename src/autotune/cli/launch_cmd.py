@@ -7,17 +7,18 @@ and hands it to the thin runner. No heavy imports: the training core runs in a s
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from autotune.cli.app import app
+from autotune.cli._shared import plan_estimator
+from autotune.cli.console import console, err_console, warn
 from autotune.errors import InvalidRequestError
 from autotune.launcher import (
     LaunchOptions,
@@ -26,34 +27,23 @@ from autotune.launcher import (
     build_launch_spec,
     changed_fields,
     check_output_dir,
-    load_plan,
     run_launch,
 )
 from autotune.launcher.overrides import Estimator, GpuResolver
-from autotune.schemas.estimate import Estimate
+from autotune.planner.fit import fit_shortfall
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import load_plan
+from autotune.validation import format_validation_error
 
 _PLAN_SUFFIXES = (".yaml", ".yml")
 _FIELDS = LaunchOptions.model_fields
-
-_stdout = Console(highlight=False)
-_stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _help(name: str) -> str:
     return _FIELDS[name].description or ""
 
 
-LAUNCH_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
-"""Unknown options are collected (``ctx.args``): plan options for a MODEL, refused for a plan file."""
-
-
-@app.command(
-    "launch",
-    context_settings=LAUNCH_CONTEXT,
-    help="Run a plan with the shared training core: PLAN.yaml (from `autotune plan -o`) or MODEL [plan options].",
-)
-def launch(
+def launch_command(
     ctx: typer.Context,
     target: Annotated[str, typer.Argument(metavar="PLAN.yaml|MODEL", help="A plan file, or a model to plan first.")],
     dataset: Annotated[str, typer.Option("--dataset", help=_help("dataset"))],
@@ -88,8 +78,19 @@ def launch(
     learning_rate: Annotated[float | None, typer.Option("--learning-rate", help=_help("learning_rate"))] = None,
     warmup_ratio: Annotated[float | None, typer.Option("--warmup-ratio", help=_help("warmup_ratio"))] = None,
     seed: Annotated[int | None, typer.Option("--seed", help=_help("seed"))] = None,
+    full_determinism: Annotated[bool, typer.Option("--full-determinism", help=_help("full_determinism"))] = False,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            help="Calibration YAML that --set re-estimates with (default: the plan's, found by its name).",
+        ),
+    ] = None,
 ) -> None:
-    """Plan (if given a MODEL), apply ``--set`` overrides, build the spec, print it, and run it."""
+    """Run a plan with the shared training core: a PLAN.yaml, or a MODEL planned first.
+
+    PLAN.yaml comes from `autotune plan -o`; a MODEL is planned first with the options of `autotune plan`.
+    """
     options = _options(
         dataset=_absolute_if_local(dataset),
         dataset_format=dataset_format,
@@ -106,10 +107,11 @@ def launch(
         learning_rate=learning_rate,
         warmup_ratio=warmup_ratio,
         seed=seed,
+        full_determinism=full_determinism,
     )
-    plan = resolve_plan(target, list(ctx.args))
+    plan = resolve_plan(target, list(ctx.args), plan_command=lambda: _plan_click_command(ctx))
     if sets:
-        estimate, resolve_gpu = default_estimator()
+        estimate, resolve_gpu = plan_estimator(plan, calibration)
         plan = override_plan(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
     spec = build_launch_spec(plan, options)
     if not dry_run:
@@ -122,7 +124,13 @@ def launch(
         raise SystemExit(code)
 
 
-def resolve_plan(target: str, plan_args: list[str]) -> PlanFile:
+def _plan_click_command(ctx: typer.Context) -> Any:
+    """``autotune plan``'s click command, from the root group (no command module imports another)."""
+    root = ctx.find_root()
+    return root.command.get_command(root, "plan")  # type: ignore[attr-defined]
+
+
+def resolve_plan(target: str, plan_args: list[str], *, plan_command: Callable[[], Any]) -> PlanFile:
     """The plan to run: ``target`` loaded as a plan file, or planned from a MODEL with ``plan_args``.
 
     Raises:
@@ -136,31 +144,22 @@ def resolve_plan(target: str, plan_args: list[str]) -> PlanFile:
                 "to change a plan file's fields use --set key=value"
             )
         return load_plan(target)
-    return plan_from_model(target, plan_args)
+    return plan_from_model(target, plan_args, plan_command())
 
 
-def plan_from_model(model: str, plan_args: list[str]) -> PlanFile:
-    """Plan ``model`` with the options of ``autotune plan`` (``plan_args``, unparsed) and return the best plan.
+def plan_from_model(model: str, plan_args: list[str], plan_command: Any) -> PlanFile:
+    """Plan ``model`` with ``plan_args`` parsed by ``plan_command`` (``autotune plan``'s click command).
 
     Raises:
         click.UsageError / AutotuneError: bad plan options, unknown model or GPU, nothing fits.
     """
-    from autotune.cli.plan_cmd import parse_plan_args, plan_from_options
-    from autotune.cli.render import console
+    from autotune.cli.planning import parse_plan_args, plan_from_options
 
-    plan_file, _, notes = plan_from_options(**parse_plan_args(model, plan_args))
-    for note in notes:
-        console.print(f"[yellow]note:[/] {note}")
-    console.print(f"planned: {plan_file.setting.short()}")
+    plan_file, _, notes = plan_from_options(**parse_plan_args(plan_command, model, plan_args))
+    for line in notes:
+        console().print(f"[yellow]note:[/] {line}")
+    console().print(f"planned: {plan_file.setting.short()}")
     return plan_file
-
-
-def default_estimator() -> tuple[Estimator, GpuResolver]:
-    """The cost model and GPU catalog, imported on use (the launcher itself does not depend on them)."""
-    from autotune.costmodel.estimate import estimate_setting
-    from autotune.profiles.catalog import resolve_gpu
-
-    return estimate_setting, lambda key: resolve_gpu(key)[0]
 
 
 def override_plan(plan: PlanFile, sets: list[str], *, estimate: Estimator, resolve_gpu: GpuResolver) -> PlanFile:
@@ -169,25 +168,10 @@ def override_plan(plan: PlanFile, sets: list[str], *, estimate: Estimator, resol
     changes = changed_fields(plan, new_plan)
     if changes:
         shown = ", ".join(f"{key} {old} → {new}" for key, old, new in changes)
-        _stderr.print(f"overrides: {shown}", markup=False)
+        err_console().print(f"overrides: {shown}", markup=False)
     if not new_plan.prediction.fits:
-        _stderr.print(f"[bold yellow]warning:[/] {fit_warning(new_plan.prediction)}", highlight=False)
+        warn(f"with the overrides the plan no longer fits: {fit_shortfall(new_plan.prediction)}")
     return new_plan
-
-
-def fit_warning(prediction: Estimate) -> str:
-    """One line saying why the overridden setting is predicted not to fit (GPU memory, else host RAM)."""
-    need_gib = prediction.peak_memory_gib + prediction.cuda_context_gib + prediction.memory_uncertainty_gib
-    if need_gib > prediction.gpu_memory_gib:
-        return (
-            f"with the overrides the plan no longer fits: peak {prediction.peak_memory_gib:.1f} GiB + "
-            f"context {prediction.cuda_context_gib:.1f} + band {prediction.memory_uncertainty_gib:.1f} = "
-            f"{need_gib:.1f} GiB > {prediction.gpu_memory_gib:.1f} GiB per GPU (the run may go out of memory)"
-        )
-    return (
-        f"with the overrides the plan no longer fits: CPU offload needs {prediction.host_memory_gib:.1f} GiB "
-        "of host RAM per node, more than the plan's node has"
-    )
 
 
 def format_command(argv: list[str]) -> str:
@@ -205,7 +189,7 @@ def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool) -> N
     out = Path(options.output_dir)
     title = "dry run: nothing written, nothing run" if dry_run else "launching"
     placement = f"{spec.num_nodes} node(s) × {spec.num_processes_per_node} process(es) per node"
-    _stdout.print(Panel(Text(format_command(spec.argv)), title=title, subtitle=placement, title_align="left"))
+    console().print(Panel(Text(format_command(spec.argv)), title=title, subtitle=placement, title_align="left"))
     files = Table(title=f"files in {out}", title_justify="left", show_edge=False)
     files.add_column("file")
     files.add_column("lines", justify="right")
@@ -216,23 +200,21 @@ def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool) -> N
     env.add_column("value")
     for name, value in spec.env.items():
         env.add_row(name, value)
-    _stdout.print(files)
-    _stdout.print(env)
+    console().print(files)
+    console().print(env)
     if dry_run:
         for relative, content in spec.files.items():
-            _stdout.print(Panel(Text(content.rstrip("\n")), title=str(out / relative), title_align="left"))
-    for note in spec.notes:
-        _stdout.print(f"[yellow]note:[/] {note}", highlight=False)
+            console().print(Panel(Text(content.rstrip("\n")), title=str(out / relative), title_align="left"))
+    for line in spec.notes:
+        console().print(f"[yellow]note:[/] {line}", highlight=False)
 
 
 def _options(**values: object) -> LaunchOptions:
-    """Validate the options; an error names the flag (``--max-steps: ...``)."""
+    """Validate the options given (None = not given: the schema's default); an error names the flag."""
     try:
-        return LaunchOptions.model_validate(values)
+        return LaunchOptions.model_validate({name: value for name, value in values.items() if value is not None})
     except ValidationError as error:
-        first = error.errors()[0]
-        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "options"
-        raise InvalidRequestError(f"{flag}: {first['msg']} (got {first.get('input')!r})") from None
+        raise InvalidRequestError(format_validation_error(error, LaunchOptions, flags=True)) from None
 
 
 def _absolute_if_local(dataset: str) -> str:

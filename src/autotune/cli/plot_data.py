@@ -130,7 +130,7 @@ def oom_needs(results: Sequence[CaseResult]) -> dict[str, tuple[float, float]]:
     for r in results:
         if r.oom_measured:
             e = r.estimate
-            needs[r.id] = (e.gpu_memory_gib, e.peak_memory_gib + e.cuda_context_gib + e.memory_headroom_gib)
+            needs[r.id] = (e.gpu_memory_gib, e.gpu_memory_need_gib)
     return needs
 
 

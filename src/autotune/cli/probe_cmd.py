@@ -9,20 +9,19 @@ runner are parameters of :func:`probe`, so the GPU path is tested with fakes.
 
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from autotune.cli._shared import coefficients_from_option
-from autotune.cli.app import app
-from autotune.cli.calibrate_cmd import (
+from autotune.cli._shared import coefficients_from_option, plan_coefficients
+from autotune.cli.console import console
+from autotune.cli.refit import (
     NameOpt,
     OutputOpt,
     SeedsOpt,
@@ -32,18 +31,19 @@ from autotune.cli.calibrate_cmd import (
     render_recalibration,
     resolve_output,
 )
-from autotune.cli.render import console
 from autotune.costmodel.estimate import estimate_setting
-from autotune.costmodel.recalibrate import RUN_REPORT_FILE, collect
+from autotune.costmodel.recalibrate import collect
 from autotune.errors import AutotuneError, InvalidRequestError
-from autotune.launcher import LaunchOptions, LaunchSpec, apply_overrides, build_launch_spec, load_plan, run_launch
+from autotune.launcher import LaunchOptions, LaunchSpec, build_launch_spec, run_launch
+from autotune.launcher.gpus import detect_gpus
+from autotune.launcher.overrides import micro_batch_neighbours
 from autotune.profiles.catalog import resolve_gpu
+from autotune.profiles.run_reports import RUN_REPORT_FILE
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import PlanFile
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.plan_io import load_plan
 
 GpuDetector = Callable[[], list[str]]
 """Returns the names of this machine's GPUs (empty when there are none)."""
@@ -56,30 +56,6 @@ NO_GPU_MESSAGE = (
     "(nvidia-smi -L / rocm-smi); run probe on the GPU machine, or there run `autotune launch PLAN.yaml "
     "--dataset D --output-dir RUN --max-steps 20` and then `autotune calibrate RUN`"
 )
-DETECT_TIMEOUT_S = 20.0
-
-_NVIDIA_LINE = re.compile(r"^GPU \d+: (.+?)(?: \(UUID: .*\))?$")
-_ROCM_SERIES = re.compile(r"^GPU\[\d+\]\s*:\s*Card [Ss]eries:\s*(.+)$")
-
-
-def _command_lines(argv: list[str]) -> list[str]:
-    """stdout lines of a command, or [] when it is missing, fails or hangs."""
-    if shutil.which(argv[0]) is None:
-        return []
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=DETECT_TIMEOUT_S, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return done.stdout.splitlines() if done.returncode == 0 else []
-
-
-def detect_gpus() -> list[str]:
-    """Names of the NVIDIA GPUs (``nvidia-smi -L``) or, failing that, AMD GPUs (``rocm-smi``) of this machine."""
-    names = [m.group(1).strip() for line in _command_lines(["nvidia-smi", "-L"]) if (m := _NVIDIA_LINE.match(line))]
-    if names:
-        return names
-    lines = [line.strip() for line in _command_lines(["rocm-smi", "--showproductname"])]
-    return [m.group(1).strip() for line in lines if (m := _ROCM_SERIES.match(line))]
 
 
 def launch_run(spec: LaunchSpec, output_dir: Path) -> int:
@@ -88,29 +64,10 @@ def launch_run(spec: LaunchSpec, output_dir: Path) -> int:
 
 
 def neighbour_plans(plan: PlanFile, coefficients: CostCoefficients) -> list[PlanFile]:
-    """The plan with micro batch ×2 (accumulation ÷2) and ÷2 (accumulation ×2), where both stay whole.
-
-    The global batch stays the same; each neighbour's prediction is recomputed with ``coefficients``.
-    """
-    setting = plan.setting
-    pairs = []
-    if setting.grad_accum % 2 == 0:
-        pairs.append((setting.micro_batch_size * 2, setting.grad_accum // 2))
-    if setting.micro_batch_size % 2 == 0:
-        pairs.append((setting.micro_batch_size // 2, setting.grad_accum * 2))
-
-    def estimate(model: ModelSpec, cluster: ClusterSpec, workload: Workload, setting: TrainingSetting) -> Estimate:
-        return estimate_setting(model, cluster, workload, setting, coefficients)
-
-    return [
-        apply_overrides(
-            plan,
-            [f"micro_batch_size={micro}", f"grad_accum={accum}"],
-            estimate=estimate,
-            resolve_gpu=lambda key: resolve_gpu(key)[0],
-        )
-        for micro, accum in pairs
-    ]
+    """The plan's micro-batch neighbours (:func:`autotune.launcher.overrides.neighbour_plans`) re-estimated
+    with ``coefficients``."""
+    estimate = partial(estimate_setting, coefficients=coefficients)
+    return micro_batch_neighbours(plan, estimate=estimate, resolve_gpu=lambda key: resolve_gpu(key)[0])
 
 
 def _check_machine(plan: PlanFile, gpus: list[str]) -> list[str]:
@@ -186,9 +143,10 @@ def probe(
     plan = load_plan(plan_path)
     target = resolve_output(output)
     for note in _check_machine(plan, (detector or detect_gpus)()):
-        console.print(f"[yellow]note:[/] {note}")
-    start, _ = coefficients_from_option(calibration)
-    plans = [plan, *(neighbour_plans(plan, start) if neighbours else [])]
+        console().print(f"[yellow]note:[/] {note}")
+    start, _ = coefficients_from_option(calibration)  # what the refit starts from ("before" in the table)
+    # the neighbours are predicted like the plan itself: with the plan's calibration (fails loudly if missing)
+    plans = [plan, *(neighbour_plans(plan, plan_coefficients(plan)) if neighbours else [])]
     local = Path(dataset).expanduser()
     dataset = str(local.absolute()) if local.exists() else dataset
     base = runs_dir if runs_dir is not None else Path(tempfile.mkdtemp(prefix="autotune-probe-"))
@@ -200,12 +158,12 @@ def probe(
             options = LaunchOptions(
                 dataset=dataset, output_dir=str(out.absolute()), max_steps=steps, save_steps=steps + 1, logging_steps=1
             )
-            console.print(f"[bold]probe {index + 1}/{len(plans)}:[/] {s.short()} ({steps} steps) → {out}")
+            console().print(f"[bold]probe {index + 1}/{len(plans)}:[/] {s.short()} ({steps} steps) → {out}")
             code = (runner or launch_run)(build_launch_spec(probed, options), out)
             if (out / RUN_REPORT_FILE).is_file():
                 run_dirs.append(out)
             else:
-                console.print(f"[yellow]skipped:[/] {out}: exit code {code} and no {RUN_REPORT_FILE}")
+                console().print(f"[yellow]skipped:[/] {out}: exit code {code} and no {RUN_REPORT_FILE}")
         collected = collect(run_dirs, load_plan)
         print_collected(collected)
         result = fit_and_write(collected, target, with_seeds=with_seeds, name=name, start_file=calibration)
@@ -227,11 +185,10 @@ def probe(
     )
     before = estimate_setting(plan.model, cluster, plan.workload, plan.setting, start)
     after = estimate_setting(plan.model, cluster, plan.workload, plan.setting, result.coefficients)
-    console.print(_moved_table(plan, before, after, measured))
+    console().print(_moved_table(plan, before, after, measured))
     return target
 
 
-@app.command("probe")
 def probe_command(
     plan_file: Annotated[Path, typer.Argument(metavar="PLAN.yaml", help="A plan written by autotune plan -o.")],
     dataset: Annotated[str, typer.Option("--dataset", help=LaunchOptions.model_fields["dataset"].description)],

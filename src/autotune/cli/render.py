@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-
+from autotune.cli.console import console
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import TrainingSetting
 
-console = Console(highlight=False)
+if TYPE_CHECKING:  # rich's tables are imported when a table is drawn (not for --json)
+    from rich.table import Table
 
 
 def print_json(data: Any) -> None:
@@ -49,6 +48,8 @@ def human_duration(seconds: float | None) -> str:
 
 def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
     """The chosen values, one row each."""
+    from rich.table import Table
+
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("option", style="cyan")
     table.add_column("value")
@@ -77,6 +78,8 @@ def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
 
 def memory_table(estimate: Estimate) -> Table:
     """Memory breakdown at the peak, per GPU, with totals and the GPU's capacity."""
+    from rich.table import Table
+
     table = Table(title=f"Peak memory per GPU (at {estimate.peak_phase})", title_justify="left")
     table.add_column("part", style="cyan")
     table.add_column("GiB", justify="right")
@@ -98,6 +101,8 @@ def memory_table(estimate: Estimate) -> Table:
 
 def time_table(estimate: Estimate) -> Table:
     """Times and throughput."""
+    from rich.table import Table
+
     table = Table(title="Time", show_header=False, title_justify="left")
     table.add_column("quantity", style="cyan")
     table.add_column("value", justify="right")
@@ -116,26 +121,28 @@ def time_table(estimate: Estimate) -> Table:
 def render_estimate(estimate: Estimate, setting: TrainingSetting, notes: list[str]) -> None:
     """Print an estimate as tables."""
     for note in notes:
-        console.print(f"[yellow]note:[/] {note}")
-    console.print(setting_table(setting))
-    console.print(memory_table(estimate))
-    console.print(time_table(estimate))
+        console().print(f"[yellow]note:[/] {note}")
+    console().print(setting_table(setting))
+    console().print(memory_table(estimate))
+    console().print(time_table(estimate))
 
 
 def render_plan(plan: PlanFile, notes: list[str], searched: int, elapsed_s: float) -> None:
     """Print a plan: chosen setting, memory, time, alternatives and rejections."""
     cluster = plan.cluster
     for note in notes:
-        console.print(f"[yellow]note:[/] {note}")
-    console.print(
-        f"[bold]{plan.model.key}[/] on {cluster.num_nodes * cluster.num_gpus_per_node}× {cluster.gpu}, "
+        console().print(f"[yellow]note:[/] {note}")
+    console().print(
+        f"[bold]{plan.model.key}[/] on {cluster.world_size}× {cluster.gpu}, "
         f"seq_len {plan.workload.seq_len}, global batch {plan.workload.global_batch_size} "
         f"— objective {plan.objective}; {searched} settings searched in {elapsed_s * 1000:.0f} ms"
     )
-    console.print(setting_table(plan.setting, title="Chosen setting"))
-    console.print(memory_table(plan.prediction))
-    console.print(time_table(plan.prediction))
+    console().print(setting_table(plan.setting, title="Chosen setting"))
+    console().print(memory_table(plan.prediction))
+    console().print(time_table(plan.prediction))
     if plan.alternatives:
+        from rich.table import Table
+
         table = Table(title="Runner-ups (best of each other method / sharding)", title_justify="left")
         for column in ("setting", "peak GiB", "tokens/s", "step s"):
             table.add_column(column, justify="left" if column == "setting" else "right")
@@ -147,8 +154,8 @@ def render_plan(plan: PlanFile, notes: list[str], searched: int, elapsed_s: floa
                 f"{e.tokens_per_s:,.0f}",
                 f"{e.step_time_s:.1f}",
             )
-        console.print(table)
+        console().print(table)
     if plan.rejected:
-        console.print("[bold]Rejected[/]")
+        console().print("[bold]Rejected[/]")
         for rejection in plan.rejected:
-            console.print(f"  [red]✗[/] {rejection.reason}")
+            console().print(f"  [red]✗[/] {rejection.reason}")

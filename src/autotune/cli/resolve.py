@@ -15,6 +15,7 @@ from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import Workload
+from autotune.validation import format_validation_error
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 
@@ -44,12 +45,7 @@ def validated(schema: type[SchemaT], **values: Any) -> SchemaT:
     try:
         return schema.model_validate(values)
     except ValidationError as error:
-        first = error.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else ""
-        option = OPTION_NAMES.get(field, f"--{field.replace('_', '-')}" if field else "")
-        message = first["msg"].removeprefix("Value error, ")
-        given = f" (got {first['input']!r})" if field and not isinstance(first["input"], dict) else ""
-        raise InvalidRequestError(f"{option}: {message}{given}" if option else message) from error
+        raise InvalidRequestError(format_validation_error(error, schema, flags=OPTION_NAMES)) from None
 
 
 def resolve_model(name: str) -> tuple[ModelSpec, str]:

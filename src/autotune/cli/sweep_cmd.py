@@ -9,9 +9,9 @@ import typer
 from rich.table import Table
 
 from autotune.cli import options as opt
-from autotune.cli.app import app
-from autotune.cli.plan_cmd import request_from_options
-from autotune.cli.render import console, print_json
+from autotune.cli.console import console
+from autotune.cli.planning import request_from_options
+from autotune.cli.render import print_json
 from autotune.errors import InvalidRequestError
 from autotune.planner.request import PlanRequest
 from autotune.planner.sweep import SweepCell, SweepResult, sweep
@@ -99,7 +99,6 @@ def sweep_table(result: SweepResult) -> Table:
     return table
 
 
-@app.command("sweep")
 def sweep_command(
     model: opt.ModelArg,
     gpu: opt.GpuOpt,
@@ -154,7 +153,7 @@ def sweep_command(
         print_json({**result.as_dict(), "notes": notes, "plot": None if plot is None else str(plot)})
         return
     for note in notes:
-        console.print(f"[yellow]note:[/] {note}")
-    console.print(sweep_table(result))
+        console().print(f"[yellow]note:[/] {note}")
+    console().print(sweep_table(result))
     if plot is not None:
-        console.print(f"[green]wrote[/] {plot}")
+        console().print(f"[green]wrote[/] {plot}")

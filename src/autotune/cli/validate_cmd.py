@@ -11,8 +11,8 @@ from rich.table import Table
 
 from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
-from autotune.cli.app import app
-from autotune.cli.render import console, print_json
+from autotune.cli.console import console, err_console
+from autotune.cli.render import print_json
 from autotune.costmodel.fitting import evaluate, prepare_cases
 from autotune.costmodel.validation import summarize
 from autotune.profiles.measurements import all_measurements, load_measurement_set
@@ -23,7 +23,6 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:+.0f}%"
 
 
-@app.command("validate")
 def validate_command(
     measurements: Annotated[
         Path | None, typer.Option("--measurements", help="A measurement-set YAML instead of the seed tables.")
@@ -86,16 +85,14 @@ def validate_command(
             f"{'OOM' if row.oom_measured else 'ran'}/{'fits' if row.predicted_fits else 'OOM'}"
             + ("" if row.verdict_correct else " [red]✗[/]"),
         )
-    console.print(table)
-    console.print(summary.text(worst))
+    console().print(table)
+    console().print(summary.text(worst))
     if plot is not None:
-        console.print(f"[green]wrote[/] {plot}")
+        console().print(f"[green]wrote[/] {plot}")
 
 
 def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool) -> None:
     """``validate --cv``: in-sample vs held-out MAPE per GPU and method, verdicts, worst held-out rows."""
-    from rich.console import Console
-
     from autotune.costmodel.crossval import (
         comparison,
         cross_validate,
@@ -106,11 +103,10 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
     )
 
     groupings = parse_groupings(cv_by)
-    progress_console = Console(stderr=True, highlight=False)
     started = time.perf_counter()
 
     def progress(label: str, index: int, total: int) -> None:
-        progress_console.print(f"[dim]fitting {label} ({index}/{total}, {time.perf_counter() - started:.0f} s)[/]")
+        err_console().print(f"[dim]fitting {label} ({index}/{total}, {time.perf_counter() - started:.0f} s)[/]")
 
     cases = prepare_cases(rows)
     progress("all rows (in-sample)", 1, 1)
@@ -142,22 +138,22 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
             _mape(line.time_in_sample),
             *(_mape(line.time_held_out[label]) for label in labels),
         )
-    console.print(table)
-    console.print("memory: rows of known kind only; a held-out GPU is predicted with the 'default' efficiency")
+    console().print(table)
+    console().print("memory: rows of known kind only; a held-out GPU is predicted with the 'default' efficiency")
     verdicts = Table(title="OOM / fits verdicts")
     for column in ("predictions", "OOM rows predicted not to fit", "ran rows predicted to fit"):
         verdicts.add_column(column, justify="left" if column == "predictions" else "right")
     for name, results in [("in-sample", reports[0].in_sample)] + [(r.label, r.held_out) for r in reports]:
         counts = verdict_counts(results)
         verdicts.add_row(name, f"{counts.oom_caught}/{counts.oom_total}", f"{counts.ran_fit}/{counts.ran_total}")
-    console.print(verdicts)
+    console().print(verdicts)
     for report in reports:
         for quantity in ("memory", "time"):
             listed = ", ".join(
                 f"{r.id} {getattr(r, quantity + '_error') * 100:+.0f}%" for r in worst_rows(report, worst, quantity)
             )
             if listed:
-                console.print(f"worst held-out {quantity} ({short[report.label]}): {listed}")
+                console().print(f"worst held-out {quantity} ({short[report.label]}): {listed}")
 
 
 def _mape(value: float | None) -> str:

@@ -186,7 +186,7 @@ def predict_time(
     if ranks > 1:
         fraction = (ranks - 1) / ranks
         gathered_bytes = full_weight_bytes if not dtypes.autocast else counts.total_params * dtypes.compute_bytes
-        if setting.sharding in ("fsdp", "fsdp-offload", "zero3", "zero3-offload"):
+        if setting.shards_parameters:
             per_micro_comm_s = fraction * (2 * gathered_bytes + grad_bytes) / link
         elif setting.sharding == "zero2":
             per_micro_comm_s = fraction * grad_bytes / link

@@ -45,7 +45,7 @@ def memory_family(setting: TrainingSetting) -> str:
     """Key for the per-family error bands: method, plus 'offload' / 'sharded' when states move."""
     if setting.offloads_to_cpu:
         return f"{setting.method}-offload"
-    if setting.sharding in ("fsdp", "zero2", "zero3"):
+    if setting.shards_states:
         return f"{setting.method}-sharded"
     return setting.method
 

@@ -107,8 +107,8 @@ def model_state_bytes(
     optimizer = trainable * dtypes.optimizer_bytes
     optimizer_temp = trainable * dtypes.optimizer_temp_bytes
 
-    shard_params = sharding in ("fsdp", "fsdp-offload", "zero3", "zero3-offload")
-    shard_states = shard_params or sharding == "zero2"
+    shard_params = setting.shards_parameters
+    shard_states = setting.shards_states
     offload = setting.offloads_to_cpu
     gathered = 0.0
     if shard_params:

@@ -62,7 +62,7 @@ def dtype_bytes(setting: TrainingSetting, gpu: GpuSpec) -> DtypeBytes:
     elif setting.precision == "fp16-mixed":
         compute_dtype = "fp16"
     compute_bytes = BYTES_PER_DTYPE[compute_dtype]
-    deepspeed = setting.sharding.startswith("zero")
+    deepspeed = setting.uses_deepspeed
     # DeepSpeed's bf16/fp16 engine casts the model to 16 bits and keeps fp32 master weights in the
     # optimizer: no autocast. torch AMP ("*-mixed" without DeepSpeed) keeps fp32 weights and autocasts.
     autocast = setting.precision.endswith("-mixed") and not deepspeed

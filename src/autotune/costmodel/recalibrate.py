@@ -1,6 +1,7 @@
 """Recalibration from the user's own runs (``autotune calibrate`` / ``autotune probe``).
 
-Three kinds of input become :class:`~autotune.costmodel.fitting.Case` objects:
+Three kinds of input become :class:`~autotune.costmodel.fitting.Case` objects (reading them lives in
+:mod:`autotune.profiles.run_reports` and :mod:`autotune.profiles.measurement_csv`):
   * a run directory written by ``autotune launch``: ``RUN/run_report.json`` (measured peak allocated
     memory, median micro-step and step times) plus ``RUN/plan.yaml`` for the model and cluster;
   * a CSV file of measurements, one row per run (format in docs/calibration.md, :data:`CSV_COLUMNS`);
@@ -28,18 +29,12 @@ Assumptions (and why):
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
-import difflib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from pydantic import Field, ValidationError
-
-from autotune import yamlio
 from autotune.costmodel._optimize import nelder_mead
 from autotune.costmodel.fitting import (
     Case,
@@ -52,29 +47,27 @@ from autotune.costmodel.fitting import (
 )
 from autotune.errors import AutotuneError, ConfigError
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.profiles.measurement_csv import measurements_from_csv
 from autotune.profiles.measurements import all_measurements, load_measurement_set
-from autotune.schemas._base import StrictModel
-from autotune.schemas.calibration import CostCoefficients, Measurement, MemoryKind
+from autotune.profiles.run_reports import (
+    PLAN_FILE,
+    UnusableRunError,
+    load_run_report,
+    measurement_from_run_report,
+)
+from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.run_report import RunReport
-from autotune.schemas.setting import Method, Optimizer, Precision, Sharding, TrainingSetting, Workload
-
-RUN_REPORT_FILE = "run_report.json"
-PLAN_FILE = "plan.yaml"
-OOM_MARKERS = ("outofmemoryerror", "out of memory")
-"""Substrings (lower case) of a failed run's message that mean the run ran out of GPU memory
-(``torch.OutOfMemoryError`` / "CUDA out of memory. Tried to allocate ..." / "HIP out of memory")."""
+from autotune.schemas.setting import (
+    TrainingSetting,
+)
 
 RESERVED_KINDS = ("reserved", "nvidia-smi")
 """Memory kinds whose prediction depends on ``allocator_overhead_fraction`` (see fitting._predicted_memory)."""
 
 PlanLoader = Callable[[Path], PlanFile]
-"""``autotune.launcher.plan_io.load_plan`` (injected: the cost model does not import the launcher)."""
-
-
-class UnusableRunError(ConfigError):
-    """A run report that cannot calibrate a GPU prediction (CPU run, failed run); the message says why."""
+"""``autotune.schemas.plan_io.load_plan`` (injected: the cost model does not import the launcher)."""
 
 
 @dataclass
@@ -85,88 +78,6 @@ class Collected:
     sources: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def load_run_report(run_dir: str | Path) -> RunReport:
-    """Read ``RUN/run_report.json``.
-
-    Raises:
-        ConfigError: no report in the directory, or a malformed one (one line naming the file).
-    """
-    path = Path(run_dir) / RUN_REPORT_FILE
-    if not path.is_file():
-        raise ConfigError(f"{run_dir}: no {RUN_REPORT_FILE} (is it a run directory written by autotune launch?)")
-    data = yamlio.parse_json(yamlio.read_text_file(path, "run report"), str(path), "run report")
-    try:
-        return RunReport.model_validate(data)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise ConfigError(f"{path}: not a valid run report: {where}: {first['msg']}") from None
-
-
-def _positive(value: float | None) -> float | None:
-    return value if value is not None and value > 0 else None
-
-
-def _device_gpu_key(device: str) -> str | None:
-    """Catalog key of the device named in 'cuda:0 (NVIDIA GeForce RTX 4090)', or None if not in the catalog."""
-    if "(" not in device or not device.endswith(")"):
-        return None
-    name = device[device.index("(") + 1 : -1]
-    try:
-        return resolve_gpu(name)[0].key
-    except AutotuneError:
-        return None
-
-
-def measurement_from_run_report(report: RunReport, run_dir: str | Path) -> Measurement:
-    """One measurement from a run report: id = the run directory's name, source = its path.
-
-    Memory is ``peak_memory_gib_measured`` (kind ``allocated``, i.e. ``torch.cuda.max_memory_allocated``,
-    max over ranks); times are the median micro-step and optimizer-step times. A run that failed out of
-    memory becomes an OOM row. The cluster is one node of ``world_size`` GPUs (:func:`case_from_run`
-    takes the node layout from the plan when there is one).
-
-    Raises:
-        UnusableRunError: a CPU run (``cpu-rss`` measures the host process, not a GPU), a run that failed
-            for another reason than memory, or one without any measured figure.
-    """
-    run = Path(run_dir)
-    if report.memory_kind != "allocated":
-        raise UnusableRunError(
-            f"{run}: a CPU run ({report.memory_kind} measures the host process, not a GPU): it cannot "
-            "calibrate GPU memory or GPU time"
-        )
-    oom = report.status == "failed" and any(marker in report.message.lower() for marker in OOM_MARKERS)
-    if report.status == "failed" and not oom:
-        raise UnusableRunError(f"{run}: the run failed ({report.message[:120]}): nothing measured to calibrate")
-    memory = None if oom else _positive(report.peak_memory_gib_measured)
-    micro = None if oom else _positive(report.micro_step_time_s_measured)
-    step = None if oom else _positive(report.step_time_s_measured)
-    if not oom and memory is None and micro is None and step is None:
-        raise UnusableRunError(f"{run}: the report has no measured memory or time")
-    gpu = report.gpu
-    notes = f"{report.status} run of {report.steps}/{report.max_steps} steps on {report.device}"
-    device_key = _device_gpu_key(report.device)
-    if device_key is not None and device_key != report.gpu:
-        gpu = device_key
-        notes += f"; planned for {report.gpu}, measured on {device_key}"
-    return Measurement(
-        id=run.resolve().name,
-        source=str(run.resolve()),
-        model=report.model,
-        gpu=gpu,
-        num_gpus_per_node=report.world_size,
-        setting=report.setting,
-        workload=report.workload,
-        oom=oom,
-        peak_memory_gib=memory,
-        memory_kind="allocated",
-        micro_step_time_s=micro,
-        step_time_s=step,
-        notes=notes,
-    )
 
 
 def case_from_run(report: RunReport, run_dir: str | Path, plan: PlanFile | None) -> Case:
@@ -191,7 +102,7 @@ def case_from_run(report: RunReport, run_dir: str | Path, plan: PlanFile | None)
             ) from None
         return Case(measurement, model, ClusterSpec(gpu=gpu, num_gpus_per_node=report.world_size))
     cluster = plan.cluster
-    if cluster.num_gpus_per_node * cluster.num_nodes == report.world_size:
+    if cluster.world_size == report.world_size:
         measurement = measurement.model_copy(
             update={"num_gpus_per_node": cluster.num_gpus_per_node, "num_nodes": cluster.num_nodes}
         )
@@ -204,134 +115,6 @@ def case_from_run(report: RunReport, run_dir: str | Path, plan: PlanFile | None)
     else:
         spec = ClusterSpec(gpu=gpu, num_gpus_per_node=report.world_size)
     return Case(measurement, plan.model, spec)
-
-
-# --- CSV ---------------------------------------------------------------------------------------------
-
-
-class CsvRow(StrictModel):
-    """One CSV row (one run); columns are these field names. Empty cells take the default."""
-
-    model: str = Field(description="Model catalog key or alias.")
-    gpu: str = Field(description="GPU catalog key or alias.")
-    num_gpus: int = Field(default=1, ge=1, le=64, description="GPUs (one node).")
-    method: Method
-    seq_len: int = Field(ge=8, le=1_048_576)
-    micro_batch_size: int = Field(default=1, ge=1)
-    grad_accum: int = Field(default=1, ge=1)
-    grad_ckpt: bool = True
-    sharding: Sharding | None = Field(default=None, description="Default: none on one GPU, ddp on several.")
-    optimizer: Optimizer = "adamw"
-    precision: Precision | None = Field(default=None, description="Default: bf16 if the GPU has it, else fp16-mixed.")
-    lora_rank: int = Field(default=16, ge=1)
-    peak_memory_gib: float | None = Field(default=None, gt=0)
-    memory_kind: MemoryKind | None = Field(default=None, description="Required with peak_memory_gib.")
-    micro_step_time_s: float | None = Field(default=None, gt=0)
-    step_time_s: float | None = Field(default=None, gt=0)
-    oom: bool = False
-
-
-CSV_COLUMNS: tuple[str, ...] = tuple(CsvRow.model_fields)
-CSV_REQUIRED: tuple[str, ...] = tuple(name for name, info in CsvRow.model_fields.items() if info.is_required())
-
-
-def _row_error(path: Path, row: int, line: int, column: str, message: str) -> ConfigError:
-    return ConfigError(f"{path}: row {row} (line {line}), column {column}: {message}")
-
-
-def _csv_measurement(path: Path, row: int, line: int, cells: dict[str, str]) -> Measurement:
-    """Validate one row's non-empty cells and build its measurement (errors name file, row and column)."""
-    try:
-        parsed = CsvRow.model_validate(cells)
-    except ValidationError as error:
-        first = error.errors()[0]
-        column = str(first["loc"][0]) if first["loc"] else "?"
-        given = f" (got {first['input']!r})" if first["type"] != "missing" else ""
-        raise _row_error(path, row, line, column, first["msg"] + given) from None
-    try:
-        gpu, _ = resolve_gpu(parsed.gpu)
-    except AutotuneError as error:
-        raise _row_error(path, row, line, "gpu", str(error)) from None
-    try:
-        model = resolve_model_profile(parsed.model).key
-    except AutotuneError as error:
-        raise _row_error(path, row, line, "model", str(error)) from None
-    if parsed.peak_memory_gib is not None and parsed.memory_kind is None:
-        raise _row_error(
-            path,
-            row,
-            line,
-            "memory_kind",
-            "required with peak_memory_gib: allocated, reserved, nvidia-smi or unknown (what the number measures)",
-        )
-    if parsed.oom and (parsed.peak_memory_gib or parsed.micro_step_time_s or parsed.step_time_s):
-        raise _row_error(path, row, line, "oom", "an OOM row has no peak_memory_gib or times (leave them empty)")
-    try:
-        setting = TrainingSetting(
-            method=parsed.method,
-            micro_batch_size=parsed.micro_batch_size,
-            grad_accum=parsed.grad_accum,
-            grad_ckpt=parsed.grad_ckpt,
-            sharding=parsed.sharding or ("ddp" if parsed.num_gpus > 1 else "none"),
-            optimizer=parsed.optimizer,
-            precision=parsed.precision or ("bf16" if gpu.supports_bf16 else "fp16-mixed"),
-            lora_rank=parsed.lora_rank,
-        )
-    except ValidationError as error:
-        message = error.errors()[0]["msg"].removeprefix("Value error, ")
-        raise _row_error(path, row, line, "method/precision", message) from None
-    global_batch = parsed.micro_batch_size * parsed.grad_accum * parsed.num_gpus
-    return Measurement(
-        id=f"{path.stem}-row{row}",
-        source=f"{path} row {row}",
-        model=model,
-        gpu=gpu.key,
-        num_gpus_per_node=parsed.num_gpus,
-        setting=setting,
-        workload=Workload(seq_len=parsed.seq_len, global_batch_size=global_batch),
-        oom=parsed.oom,
-        peak_memory_gib=parsed.peak_memory_gib,
-        memory_kind=parsed.memory_kind or "unknown",
-        micro_step_time_s=parsed.micro_step_time_s,
-        step_time_s=parsed.step_time_s,
-    )
-
-
-def measurements_from_csv(path: str | Path) -> list[Measurement]:
-    """Read a CSV of measurements (header row, then one row per run; see :class:`CsvRow`).
-
-    Raises:
-        ConfigError: missing/unreadable file, no header, an unknown or missing required column, a row with
-            more cells than the header, or a bad value (one line naming the file, row and column).
-    """
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise ConfigError(f"{file}: file not found") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{file}: cannot read it: {error}") from None
-    reader = csv.DictReader(text.splitlines(), skipinitialspace=True)
-    header = [name.strip() for name in reader.fieldnames or []]
-    if not header:
-        raise ConfigError(f"{file}: empty CSV (expected a header row: {', '.join(CSV_COLUMNS)})")
-    for name in header:
-        if name not in CSV_COLUMNS:
-            close = difflib.get_close_matches(name, CSV_COLUMNS, n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            raise ConfigError(f"{file}: unknown column '{name}' ({hint}valid columns: {', '.join(CSV_COLUMNS)})")
-    missing = [name for name in CSV_REQUIRED if name not in header]
-    if missing:
-        raise ConfigError(f"{file}: missing required column(s) {', '.join(missing)}")
-    reader.fieldnames = header
-    measurements = []
-    for row, record in enumerate(reader, start=1):
-        if None in record:
-            raise _row_error(file, row, reader.line_num, "?", f"more cells than the {len(header)} columns")
-        cells: dict[str, Any] = {k: v.strip() for k, v in record.items() if v is not None and v.strip()}
-        if cells:
-            measurements.append(_csv_measurement(file, row, reader.line_num, cells))
-    return measurements
 
 
 # --- collecting ---------------------------------------------------------------------------------------

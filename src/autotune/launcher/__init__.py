@@ -1,13 +1,23 @@
 """Plan → launch: pure builders (command, environment, accelerate / DeepSpeed configs, SLURM script)
 and a thin runner that writes the run directory and starts the shared training core.
 
-No heavy imports here (ruff TID253): the training stack runs in the subprocess.
+No heavy imports here (ruff TID253): the training stack runs in the subprocess. The launcher imports
+only schemas (import-linter checks it); the CLI passes the cost model and the GPU catalog in as functions.
+
+Modules:
+  options          LaunchOptions (TrainerOptions + process placement), LaunchSpec, file names
+  overrides        ``--set key=value`` on a plan, re-estimated; micro-batch neighbours
+  spec             build_launch_spec: plan + options → LaunchSpec
+  command          the per-node command and the trainer's arguments
+  backend_configs  accelerate (FSDP) YAML and DeepSpeed JSON
+  slurm            the SLURM batch script
+  runner           write the run directory, run the command
+  gpus             this machine's GPUs (nvidia-smi / rocm-smi)
 """
 
 from autotune.launcher.backend_configs import accelerate_config, deepspeed_config
 from autotune.launcher.options import LaunchOptions, LaunchSpec
 from autotune.launcher.overrides import Estimator, GpuResolver, apply_overrides, changed_fields
-from autotune.launcher.plan_io import load_plan, plan_from_yaml, plan_to_yaml, save_plan
 from autotune.launcher.runner import check_output_dir, prepare_output_dir, run_command, run_launch
 from autotune.launcher.slurm import slurm_script
 from autotune.launcher.spec import build_launch_spec
@@ -23,12 +33,8 @@ __all__ = [
     "changed_fields",
     "check_output_dir",
     "deepspeed_config",
-    "load_plan",
-    "plan_from_yaml",
-    "plan_to_yaml",
     "prepare_output_dir",
     "run_command",
     "run_launch",
-    "save_plan",
     "slurm_script",
 ]

@@ -22,10 +22,7 @@ from typing import Any, Final
 from autotune.errors import InvalidRequestError
 from autotune.launcher.options import DEFAULT_MASTER_PORT
 from autotune.schemas.plan import PlanFile
-from autotune.schemas.setting import Precision, Sharding
-
-FSDP_SHARDINGS: Final[tuple[Sharding, ...]] = ("fsdp", "fsdp-offload")
-ZERO_SHARDINGS: Final[tuple[Sharding, ...]] = ("zero2", "zero3", "zero3-offload")
+from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS, Precision, Sharding
 
 _ZERO_STAGE: Final[dict[Sharding, int]] = {"zero2": 2, "zero3": 3, "zero3-offload": 3}
 
@@ -69,7 +66,7 @@ def accelerate_config(
         "compute_environment": "LOCAL_MACHINE",
         "distributed_type": "FSDP",
         "mixed_precision": _ACCELERATE_MIXED_PRECISION[setting.precision],
-        "num_processes": cluster.num_gpus_per_node * cluster.num_nodes,
+        "num_processes": cluster.world_size,
         "num_machines": cluster.num_nodes,
         "machine_rank": node_rank,
     }
@@ -92,7 +89,7 @@ def accelerate_config(
                 "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
                 "fsdp_transformer_layer_cls_to_wrap": plan.model.decoder_layer_class,
                 "fsdp_backward_prefetch": "BACKWARD_PRE",
-                "fsdp_offload_params": setting.sharding == "fsdp-offload",
+                "fsdp_offload_params": setting.offloads_to_cpu,
                 "fsdp_activation_checkpointing": setting.grad_ckpt,
                 "fsdp_state_dict_type": "SHARDED_STATE_DICT",
                 "fsdp_use_orig_params": True,
@@ -124,7 +121,7 @@ def deepspeed_config(plan: PlanFile) -> dict[str, Any]:
     setting = plan.setting
     if setting.sharding not in ZERO_SHARDINGS:
         raise InvalidRequestError(f"DeepSpeed config requested for sharding={setting.sharding}")
-    offload = setting.sharding == "zero3-offload"
+    offload = setting.offloads_to_cpu
     if offload and setting.optimizer != "adamw":
         raise InvalidRequestError(
             f"sharding=zero3-offload steps the optimizer on the CPU with DeepSpeed's CPU AdamW, "
@@ -144,7 +141,7 @@ def deepspeed_config(plan: PlanFile) -> dict[str, Any]:
     if offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
         zero["offload_param"] = {"device": "cpu", "pin_memory": True}
-    world_size = plan.cluster.num_gpus_per_node * plan.cluster.num_nodes
+    world_size = plan.cluster.world_size
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": setting.micro_batch_size,
         "gradient_accumulation_steps": setting.grad_accum,

@@ -10,7 +10,6 @@ from pathlib import PurePath
 from typing import Final
 
 from autotune.errors import InvalidRequestError
-from autotune.launcher.backend_configs import FSDP_SHARDINGS, ZERO_SHARDINGS
 from autotune.launcher.options import (
     ACCELERATE_CONFIG_FILE,
     DEEPSPEED_CONFIG_FILE,
@@ -20,6 +19,8 @@ from autotune.launcher.options import (
     LaunchOptions,
 )
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS
+from autotune.schemas.trainer_options import option_flag
 
 RUN_ENV: Final[dict[str, str]] = {
     "PYTHONUNBUFFERED": "1",
@@ -91,16 +92,12 @@ def trainer_args(plan: PlanFile, options: LaunchOptions) -> list[str]:
         args.append("--resume")
     if plan.setting.sharding in ZERO_SHARDINGS:
         args += ["--deepspeed-config", output_path(options, DEEPSPEED_CONFIG_FILE)]
-    passthrough = (
-        ("--save-steps", options.save_steps),
-        ("--logging-steps", options.logging_steps),
-        ("--learning-rate", options.learning_rate),
-        ("--warmup-ratio", options.warmup_ratio),
-        ("--seed", options.seed),
-    )
-    for flag, value in passthrough:
-        if value is not None:
-            args += [flag, str(value)]
+    given = options.model_fields_set  # options not given keep the training core's (identical) defaults
+    for name in ("save_steps", "logging_steps", "learning_rate", "warmup_ratio", "seed"):
+        if name in given:
+            args += [option_flag(name), str(getattr(options, name))]
+    if options.full_determinism:
+        args.append("--full-determinism")
     return args
 
 
@@ -111,7 +108,7 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
         InvalidRequestError: see :func:`build_launch_spec`.
     """
     cluster = plan.cluster
-    world_size = cluster.num_gpus_per_node * cluster.num_nodes
+    world_size = cluster.world_size
     if plan.setting.sharding == "none" and world_size > 1:
         raise InvalidRequestError(
             f"sharding=none runs one process but the plan has {world_size} GPUs "

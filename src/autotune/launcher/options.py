@@ -1,18 +1,17 @@
 """What the launcher is asked to do (:class:`LaunchOptions`) and what it builds (:class:`LaunchSpec`).
 
-The field descriptions are reused as the help of ``autotune launch``'s options.
+The field descriptions are reused as the help of ``autotune launch``'s options; the trainer's own options
+(and their defaults and bounds) come from :class:`autotune.schemas.trainer_options.TrainerOptions`.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final
 
 from pydantic import Field
 
 from autotune.schemas._base import FrozenModel
-
-DatasetFormat = Literal["auto", "instruction", "chat", "text"]
-DATASET_FORMATS: Final[tuple[DatasetFormat, ...]] = ("auto", "instruction", "chat", "text")
+from autotune.schemas.trainer_options import TrainerOptions
 
 PLAN_FILE: Final[str] = "plan.yaml"
 ACCELERATE_CONFIG_FILE: Final[str] = "accelerate_config.yaml"
@@ -24,20 +23,13 @@ DEFAULT_MASTER_PORT: Final[int] = 29500
 """torchrun's and accelerate's default rendezvous port (``torch.distributed.run --master_port``)."""
 
 
-class LaunchOptions(FrozenModel):
-    """Run options that are not part of the plan: data, output, process placement, trainer knobs."""
+class LaunchOptions(TrainerOptions):
+    """The trainer's options (:class:`TrainerOptions`) plus process placement: SLURM, node rank, rendezvous.
 
-    dataset: str = Field(
-        min_length=1, description="Training data: a local JSONL / JSON / parquet file or a hub dataset name."
-    )
-    dataset_format: DatasetFormat = Field(
-        default="auto",
-        description="Dataset format: instruction, chat, text, or auto (detected from the keys).",
-    )
-    output_dir: str = Field(min_length=1, description="Run directory (must not exist unless --resume).")
-    max_steps: int | None = Field(default=None, ge=1, description="Stop after this many optimizer steps.")
-    cpu: bool = Field(default=False, description="Run on the CPU (multi-process runs use torchrun + gloo).")
-    resume: bool = Field(default=False, description="Continue the run in --output-dir from its last checkpoint.")
+    Trainer options that were not given (not in ``model_fields_set``) are not passed on: the training core
+    applies the same defaults.
+    """
+
     slurm: bool = Field(default=False, description="Write a SLURM batch script and submit it with sbatch.")
     node_rank: int = Field(default=0, ge=0, description="Multi-node: rank of this node (0 = the main node).")
     main_process_ip: str | None = Field(default=None, description="Multi-node: address of node 0.")
@@ -47,13 +39,6 @@ class LaunchOptions(FrozenModel):
         le=65535,
         description="Rendezvous port on node 0 (default 29500; single node: a free port).",
     )
-    save_steps: int | None = Field(default=None, ge=1, description="Checkpoint every N optimizer steps.")
-    logging_steps: int | None = Field(default=None, ge=1, description="Log the loss every N optimizer steps.")
-    learning_rate: float | None = Field(default=None, gt=0, description="Peak learning rate.")
-    warmup_ratio: float | None = Field(
-        default=None, ge=0, le=1, description="Fraction of the steps spent warming up the learning rate."
-    )
-    seed: int | None = Field(default=None, ge=0, description="Random seed.")
 
 
 class LaunchSpec(FrozenModel):

@@ -30,7 +30,7 @@ from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import ClusterChoice, PlanFile
 from autotune.schemas.setting import TrainingSetting, Workload
-from autotune.yamlio import format_validation_error
+from autotune.validation import format_validation_error
 
 Estimator = Callable[[ModelSpec, ClusterSpec, Workload, TrainingSetting], Estimate]
 """``autotune.costmodel.estimate.estimate_setting``'s signature."""
@@ -149,7 +149,7 @@ def _updated(current: Any, changes: dict[str, Any], section: str) -> Any:
 def _keep_global_batch(
     setting: TrainingSetting, workload: Workload, cluster: ClusterChoice, touched: set[str]
 ) -> tuple[TrainingSetting, Workload]:
-    world_size = cluster.num_gpus_per_node * cluster.num_nodes
+    world_size = cluster.world_size
     per_accum = setting.micro_batch_size * world_size
     product = per_accum * setting.grad_accum
     if "grad_accum" in touched and "global_batch_size" not in touched:
@@ -165,3 +165,23 @@ def _keep_global_batch(
         f"× grad_accum {setting.grad_accum} × {world_size} GPU(s): set grad_accum and global_batch_size "
         f"so that they match (e.g. --set grad_accum=N alone makes global_batch_size follow)"
     )
+
+
+def micro_batch_neighbours(plan: PlanFile, *, estimate: Estimator, resolve_gpu: GpuResolver) -> list[PlanFile]:
+    """The plan with micro batch ×2 (accumulation ÷2) and ÷2 (accumulation ×2), where both stay whole.
+
+    The global batch stays the same; each neighbour's prediction is recomputed with ``estimate``
+    (``autotune probe`` measures these to pin the micro-batch dependence of the cost model).
+    """
+    setting = plan.setting
+    pairs = []
+    if setting.grad_accum % 2 == 0:
+        pairs.append((setting.micro_batch_size * 2, setting.grad_accum // 2))
+    if setting.micro_batch_size % 2 == 0:
+        pairs.append((setting.micro_batch_size // 2, setting.grad_accum * 2))
+    return [
+        apply_overrides(
+            plan, [f"micro_batch_size={micro}", f"grad_accum={accum}"], estimate=estimate, resolve_gpu=resolve_gpu
+        )
+        for micro, accum in pairs
+    ]

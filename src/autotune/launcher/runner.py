@@ -22,7 +22,7 @@ from autotune import run_lock
 from autotune.errors import AutotuneError, ConfigError, InvalidRequestError
 from autotune.fileio import write_atomic
 from autotune.launcher.options import PLAN_FILE, LaunchSpec
-from autotune.launcher.plan_io import plan_from_yaml
+from autotune.schemas.plan_io import plan_from_yaml
 
 _INTERPRETER_COMMANDS: dict[str, list[str]] = {
     "python": [],

@@ -28,12 +28,7 @@ import json
 
 import yaml
 
-from autotune.launcher.backend_configs import (
-    FSDP_SHARDINGS,
-    ZERO_SHARDINGS,
-    accelerate_config,
-    deepspeed_config,
-)
+from autotune.launcher.backend_configs import accelerate_config, deepspeed_config
 from autotune.launcher.command import RUN_ENV, check_topology, check_values, node_command, output_path
 from autotune.launcher.options import (
     ACCELERATE_CONFIG_FILE,
@@ -43,9 +38,10 @@ from autotune.launcher.options import (
     LaunchOptions,
     LaunchSpec,
 )
-from autotune.launcher.plan_io import plan_to_yaml
 from autotune.launcher.slurm import slurm_script
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import plan_to_yaml
+from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS
 
 
 def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:

@@ -1,4 +1,13 @@
-"""The planner: candidate space, feasibility, ranking and explanations (pure Python, no torch)."""
+"""The planner: candidate space, feasibility, ranking and explanations (pure Python, no torch).
+
+Modules:
+  request   PlanRequest and the user's fixed choices (Overrides)
+  space     the candidate settings of a request and what is refused up front
+  search    estimate every candidate, rank, explain each rejected family
+  fit       why a predicted setting does not fit, in one line
+  build     PlanFile from a request and its search result
+  sweep     plan over a grid of sequence lengths / methods
+"""
 
 from autotune.planner.build import build_plan_file, plan
 from autotune.planner.request import Overrides, PlanRequest

@@ -83,16 +83,11 @@ def _states_gib(estimate: Estimate) -> float:
     return sum(estimate.memory_breakdown_gib.get(name, 0.0) for name in parts)
 
 
-def gpu_memory_need_gib(estimate: Estimate) -> float:
-    """What must fit in one GPU: peak allocated + CUDA context + headroom, GiB (as in ``Estimate.fits``)."""
-    return estimate.peak_memory_gib + estimate.cuda_context_gib + estimate.memory_headroom_gib
-
-
 def overshoot(scored: Scored, host_memory_gib: float | None) -> float:
     """How far a candidate is from fitting: the larger of GPU need / GPU memory and host need / host RAM
     (> 1 means it does not fit)."""
     e = scored.estimate
-    ratio = gpu_memory_need_gib(e) / e.gpu_memory_gib
+    ratio = e.gpu_memory_need_gib / e.gpu_memory_gib
     if host_memory_gib:
         ratio = max(ratio, e.host_memory_gib / host_memory_gib)
     return ratio
@@ -101,7 +96,7 @@ def overshoot(scored: Scored, host_memory_gib: float | None) -> float:
 def _why_not(label: str, closest: Scored, host_memory_gib: float | None) -> str:
     """One line with the numbers: what the closest-to-fitting setting of a family needs and has."""
     e = closest.estimate
-    needed = gpu_memory_need_gib(e)
+    needed = e.gpu_memory_need_gib
     reasons = []
     if needed > e.gpu_memory_gib:
         reasons.append(

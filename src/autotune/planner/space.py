@@ -15,13 +15,17 @@ from typing import Any
 from autotune.planner.request import PlanRequest
 from autotune.schemas.setting import (
     METHODS,
+    OFFLOAD_SHARDINGS,
     OPTIMIZERS,
+    PARAMETER_SHARDINGS,
+    ZERO_SHARDINGS,
     LossImpl,
     Method,
     Optimizer,
     Precision,
     Sharding,
     TrainingSetting,
+    default_precision,
 )
 
 SINGLE_GPU_SHARDINGS: tuple[Sharding, ...] = ("none", "fsdp-offload", "zero3-offload")
@@ -34,9 +38,6 @@ one 24 GB card). Offload plans are checked against it; ``--host-memory-gib`` rep
 LOSS_IMPLEMENTATIONS: tuple[LossImpl, ...] = ("fp32-upcast", "chunked")
 """Loss implementations the training core provides (``native`` only describes other trainers' seeds)."""
 
-PARAMETER_SHARDINGS: tuple[Sharding, ...] = ("fsdp", "fsdp-offload", "zero3", "zero3-offload")
-"""Shardings that split the weights: the chunked loss reads the whole lm_head weight outside the model's
-forward, so the training core refuses it there (trainer/hf_args.py)."""
 
 DEFAULT_LORA_RANK = 16
 DEFAULT_LORA_ALPHA = 32.0
@@ -95,7 +96,7 @@ def check_overrides_supported(request: PlanRequest) -> None:
 
 def sharding_error(sharding: str | None, world_size: int) -> str | None:
     """Why ``--sharding`` cannot run on ``world_size`` GPUs, or None (one rule for plan and estimate)."""
-    if world_size == 1 and sharding in ("ddp", "fsdp", "zero2", "zero3"):
+    if world_size == 1 and sharding is not None and sharding not in SINGLE_GPU_SHARDINGS:
         return (
             f"--sharding {sharding} needs more than one GPU (use --num-gpus); on one GPU use none, "
             "fsdp-offload or zero3-offload"
@@ -138,7 +139,7 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     optimizers: tuple[Optimizer, ...] = _choices(o.optimizer, OPTIMIZERS)
     if not gpu.supports_bitsandbytes:
         optimizers = tuple(opt for opt in optimizers if opt == "adamw")
-    precision: Precision = o.precision or ("bf16" if gpu.supports_bf16 else "fp16-mixed")
+    precision: Precision = o.precision or default_precision(gpu.supports_bf16)
     shardings: tuple[Sharding, ...] = _choices(o.sharding, SINGLE_GPU_SHARDINGS if world == 1 else MULTI_GPU_SHARDINGS)
     per_rank = request.workload.global_batch_size // world
     for method in methods:
@@ -147,11 +148,11 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
                 for grad_ckpt in _choices(o.grad_ckpt, (False, True)):
                     for compile_ in _choices(o.compile, (False, True)):
                         for optimizer in optimizers:
-                            if optimizer != "adamw" and (sharding.startswith("zero") or "offload" in sharding):
+                            if optimizer != "adamw" and (sharding in ZERO_SHARDINGS or sharding in OFFLOAD_SHARDINGS):
                                 continue  # DeepSpeed / CPU offload use their own (CPU-)Adam, not bnb 8-bit
                             for loss_impl in _choices(o.loss_impl, LOSS_IMPLEMENTATIONS):
                                 if loss_impl == "chunked" and sharding in PARAMETER_SHARDINGS:
-                                    continue
+                                    continue  # the chunked loss reads the whole lm_head weight (trainer/hf_args.py)
                                 yield TrainingSetting(
                                     method=method,
                                     micro_batch_size=micro,

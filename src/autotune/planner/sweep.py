@@ -16,7 +16,7 @@ from typing import Literal
 
 from autotune.errors import InfeasibleError, InvalidRequestError
 from autotune.planner.request import PlanRequest
-from autotune.planner.search import evaluate_candidates, gpu_memory_need_gib, overshoot, search
+from autotune.planner.search import evaluate_candidates, overshoot, search
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.setting import TrainingSetting
 
@@ -65,7 +65,7 @@ class SweepCell:
             "setting_short": None if self.setting is None else self.setting.short(),
             "peak_memory_gib": None if e is None else e.peak_memory_gib,
             "memory_uncertainty_gib": None if e is None else e.memory_uncertainty_gib,
-            "gpu_memory_need_gib": None if e is None else gpu_memory_need_gib(e),
+            "gpu_memory_need_gib": None if e is None else e.gpu_memory_need_gib,
             "tokens_per_s": None if e is None else e.tokens_per_s,
             "step_time_s": None if e is None else e.step_time_s,
             "reason": self.reason,
@@ -125,7 +125,7 @@ class SweepResult:
 def short_of(estimate: Estimate, host_memory_gib: float | None) -> tuple[str, ...]:
     """What a setting lacks: 'GPU memory' (need > GPU memory) and/or 'host RAM' (offload > host RAM)."""
     lacks = []
-    if gpu_memory_need_gib(estimate) > estimate.gpu_memory_gib:
+    if estimate.gpu_memory_need_gib > estimate.gpu_memory_gib:
         lacks.append("GPU memory")
     if host_memory_gib and estimate.host_memory_gib > host_memory_gib:
         lacks.append("host RAM")
@@ -137,7 +137,7 @@ def short_reason(estimate: Estimate, host_memory_gib: float | None) -> str:
     parts = []
     lacks = short_of(estimate, host_memory_gib)
     if "GPU memory" in lacks:
-        parts.append(f"needs {gpu_memory_need_gib(estimate):.1f} GiB/GPU > {estimate.gpu_memory_gib:.0f} GiB")
+        parts.append(f"needs {estimate.gpu_memory_need_gib:.1f} GiB/GPU > {estimate.gpu_memory_gib:.0f} GiB")
     if "host RAM" in lacks:
         parts.append(f"host RAM {estimate.host_memory_gib:.0f} > {host_memory_gib:.0f} GiB")
     return "; ".join(parts) if parts else "does not fit"
@@ -164,7 +164,7 @@ def plan_cell(request: PlanRequest, method: str) -> SweepCell:
             reason=str(error),
             short_reason=short_reason(closest.estimate, host),
             closest_setting=closest.setting,
-            closest_need_gib=gpu_memory_need_gib(closest.estimate),
+            closest_need_gib=closest.estimate.gpu_memory_need_gib,
             closest_short_of=short_of(closest.estimate, host),
         )
     return SweepCell(method, seq_len, "fits", setting=result.best.setting, estimate=result.best.estimate)

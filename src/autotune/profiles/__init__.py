@@ -1,1 +1,14 @@
-"""Catalog data (GPUs, models, measurements) shipped as YAML inside the package, and its loaders."""
+"""Catalog data (GPUs, models, measurements, the shipped calibration) shipped as YAML inside the package,
+and the readers that turn files into schemas.
+
+Modules:
+  catalog          GPU and model catalogs: list, resolve names and aliases, load profiles
+  measurements     the shipped measurement sets (seed tables) and measurement-set YAML files
+  families         model families: config keys → ModelSpec fields (used by both model readers)
+  hf_config        a Hugging Face config.json → ModelSpec
+  gguf_file        the GGUF binary header (metadata, tensor names)
+  gguf_reader      GGUF metadata → ModelSpec (through the families)
+  run_reports      RUN/run_report.json → Measurement (calibration from the user's runs)
+  measurement_csv  CSV files of measurements → Measurement
+  user_config      the user's config directory and calibration file
+"""

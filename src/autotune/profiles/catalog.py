@@ -33,6 +33,7 @@ from autotune import yamlio
 from autotune.errors import UnknownNameError
 from autotune.schemas.hardware import GpuSpec
 from autotune.schemas.model import ModelSpec
+from autotune.validation import format_validation_error
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -100,7 +101,9 @@ def load_profile_dir(directory: Traversable | Path, schema: type[SpecT]) -> list
         try:
             spec = schema.model_validate(data)
         except ValidationError as error:
-            raise ValueError(f"profile {entry.name}: invalid {schema.__name__}: {error}") from error
+            raise ValueError(
+                f"profile {entry.name}: invalid {schema.__name__}: {format_validation_error(error, schema)}"
+            ) from error
         if spec.key != stem:
             raise ValueError(f"profile {entry.name}: key '{spec.key}' differs from the file name '{stem}'")
         specs.append(spec)

@@ -48,6 +48,11 @@ class Measurement(StrictModel):
             raise ValueError(f"{self.id}: an OOM row has no peak memory or time")
         return self
 
+    @property
+    def world_size(self) -> int:
+        """Total GPUs (= data-parallel ranks; autotune does no tensor or pipeline parallelism)."""
+        return self.num_gpus_per_node * self.num_nodes
+
 
 class MeasurementSet(StrictModel):
     """A file of measurements from one source, with the conditions it states, copied verbatim."""

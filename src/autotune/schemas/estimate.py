@@ -13,7 +13,8 @@ class Estimate(FrozenModel):
     Memory is per GPU. ``peak_memory_gib`` is the peak allocated by tensors (what
     ``torch.cuda.max_memory_allocated`` reports); ``peak_reserved_gib`` is what the caching allocator
     holds at that peak (``torch.cuda.max_memory_reserved``), which plus the CUDA context is roughly what
-    nvidia-smi shows. ``fits`` compares allocated + context + the uncertainty band with the GPU memory.
+    nvidia-smi shows. ``fits`` compares :attr:`gpu_memory_need_gib` (allocated + context + the headroom
+    kept for under-prediction) with the GPU memory; the ± uncertainty band is reported, not added.
     """
 
     peak_memory_gib: float = Field(description="Peak allocated memory per GPU, GiB.")
@@ -43,3 +44,8 @@ class Estimate(FrozenModel):
     total_time_s: float | None = Field(default=None, description="Whole run (dataset × epochs), seconds.")
     num_optimizer_steps: int | None = Field(default=None, description="Optimizer steps in the whole run.")
     time_breakdown_s: dict[str, float] = Field(default_factory=dict, description="Parts of one micro-step, s.")
+
+    @property
+    def gpu_memory_need_gib(self) -> float:
+        """What must fit in one GPU: peak allocated + CUDA context + headroom, GiB (what ``fits`` compares)."""
+        return self.peak_memory_gib + self.cuda_context_gib + self.memory_headroom_gib

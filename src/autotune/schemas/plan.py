@@ -27,6 +27,11 @@ class ClusterChoice(StrictModel):
     num_nodes: int = Field(default=1, ge=1, le=4096)
     host_memory_gib_per_node: float | None = Field(default=None, gt=0)
 
+    @property
+    def world_size(self) -> int:
+        """Total GPUs (= data-parallel ranks; autotune does no tensor or pipeline parallelism)."""
+        return self.num_gpus_per_node * self.num_nodes
+
 
 class Alternative(StrictModel):
     """A runner-up setting with its prediction."""

@@ -11,21 +11,26 @@ therefore not comparable with a GPU prediction.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from autotune.schemas._base import StrictModel
+from autotune.schemas.estimate import Estimate
 from autotune.schemas.setting import TrainingSetting, Workload
 
 RunStatus = Literal["completed", "interrupted", "failed"]
 RunMemoryKind = Literal["allocated", "cpu-rss"]
 
+RUN_REPORT_SCHEMA_VERSION: Literal[2] = 2
+V1_PREDICTION_FIELDS = ("peak_memory_gib", "peak_reserved_gib", "tokens_per_s", "step_time_s", "micro_step_time_s")
+"""Version 1 copied these five fields of the plan's :class:`Estimate`; version 2 embeds the whole prediction."""
+
 
 class RunReport(StrictModel):
     """What one invocation of ``python -m autotune.trainer`` did, measured, next to the plan's predictions."""
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = RUN_REPORT_SCHEMA_VERSION
     status: RunStatus = Field(description="completed, interrupted (SIGINT/SIGTERM, checkpoint saved) or failed.")
     message: str = Field(default="", description="Why the run was interrupted or failed; empty when completed.")
     steps: int = Field(ge=0, description="Global optimizer step reached (counting steps of resumed runs).")
@@ -52,11 +57,9 @@ class RunReport(StrictModel):
     micro_step_time_s_measured: float | None = Field(
         default=None, ge=0, description="Median forward+backward time of one micro batch, seconds."
     )
-    peak_memory_gib: float = Field(description="Plan's prediction: peak allocated memory per GPU, GiB.")
-    peak_reserved_gib: float = Field(description="Plan's prediction: peak reserved memory per GPU, GiB.")
-    tokens_per_s: float = Field(description="Plan's prediction: tokens per second over all GPUs.")
-    step_time_s: float = Field(description="Plan's prediction: one optimizer step, seconds.")
-    micro_step_time_s: float = Field(description="Plan's prediction: one micro-step, seconds.")
+    prediction: Estimate | None = Field(
+        description="The plan's prediction for this run (None in reports written with schema_version 1)."
+    )
     model: str = Field(description="Model catalog key of the plan.")
     model_source: str = Field(description="Where the weights were loaded from.")
     gpu: str = Field(description="GPU catalog key of the plan (the planned hardware, not necessarily the device).")
@@ -67,3 +70,12 @@ class RunReport(StrictModel):
     started_at: datetime
     finished_at: datetime
     autotune_version: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        """Read a version-1 report: its five copied prediction fields are dropped (``prediction`` is None)."""
+        if isinstance(data, dict) and data.get("schema_version") == 1:
+            data = {key: value for key, value in data.items() if key not in V1_PREDICTION_FIELDS}
+            data.update(schema_version=RUN_REPORT_SCHEMA_VERSION, prediction=None)
+        return data

@@ -23,6 +23,26 @@ SHARDINGS: tuple[Sharding, ...] = ("none", "ddp", "fsdp", "fsdp-offload", "zero2
 OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adamw-8bit", "paged-adamw-8bit")
 PRECISIONS: tuple[Precision, ...] = ("bf16", "bf16-mixed", "fp16-mixed", "fp32")
 
+FSDP_SHARDINGS: tuple[Sharding, ...] = ("fsdp", "fsdp-offload")
+"""Run by PyTorch FSDP (FULL_SHARD) through accelerate."""
+ZERO_SHARDINGS: tuple[Sharding, ...] = ("zero2", "zero3", "zero3-offload")
+"""Run by DeepSpeed ZeRO (stage 2 or 3)."""
+PARAMETER_SHARDINGS: tuple[Sharding, ...] = ("fsdp", "fsdp-offload", "zero3", "zero3-offload")
+"""Split the weights over the ranks (FULL_SHARD, ZeRO stage 3): each rank gathers a layer to use it."""
+OFFLOAD_SHARDINGS: tuple[Sharding, ...] = ("fsdp-offload", "zero3-offload")
+"""Keep optimizer states (and parameters) in host RAM (CPU offload)."""
+
+
+def default_precision(supports_bf16: bool) -> Precision:
+    """The precision used unless one is asked for: pure bf16 where the GPU has it, else fp16 mixed precision."""
+    return "bf16" if supports_bf16 else "fp16-mixed"
+
+
+def default_sharding(world_size: int) -> Sharding:
+    """The data parallelism used for a fixed setting unless one is asked for: none on one GPU, else DDP."""
+    return "ddp" if world_size > 1 else "none"
+
+
 ALL_LINEAR = "all-linear"
 LINEAR_MODULES: tuple[str, ...] = (
     "q_proj",
@@ -120,8 +140,28 @@ class TrainingSetting(FrozenModel):
 
     @property
     def offloads_to_cpu(self) -> bool:
-        """True when optimizer state (and parameters) live in host RAM."""
-        return self.sharding in ("fsdp-offload", "zero3-offload")
+        """True when optimizer state (and parameters) live in host RAM (:data:`OFFLOAD_SHARDINGS`)."""
+        return self.sharding in OFFLOAD_SHARDINGS
+
+    @property
+    def uses_fsdp(self) -> bool:
+        """True when PyTorch FSDP runs the setting (:data:`FSDP_SHARDINGS`)."""
+        return self.sharding in FSDP_SHARDINGS
+
+    @property
+    def uses_deepspeed(self) -> bool:
+        """True when DeepSpeed ZeRO runs the setting (:data:`ZERO_SHARDINGS`)."""
+        return self.sharding in ZERO_SHARDINGS
+
+    @property
+    def shards_parameters(self) -> bool:
+        """True when the weights are split over the ranks (:data:`PARAMETER_SHARDINGS`)."""
+        return self.sharding in PARAMETER_SHARDINGS
+
+    @property
+    def shards_states(self) -> bool:
+        """True when gradients and optimizer states are split over the ranks (ZeRO-2 and every parameter sharding)."""
+        return self.shards_parameters or self.sharding == "zero2"
 
     def short(self) -> str:
         """One-line human summary, e.g. 'lora r16 mbs 2 × ga 16, ckpt, fsdp, adamw, bf16'."""

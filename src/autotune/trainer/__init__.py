@@ -1,10 +1,19 @@
-"""The shared training core, ``python -m autotune.trainer``: runs exactly the setting a plan records.
+"""The shared training core (``python -m autotune.trainer``): runs exactly the setting of a plan with
+transformers' Trainer, peft, bitsandbytes, accelerate / DeepSpeed. The only package that imports torch & co.
 
-It is the only package that imports the training stack (torch, transformers, peft, bitsandbytes,
-accelerate, deepspeed, datasets). Modules, one concept each: ``args`` (command line → plain values),
-``model`` (weights, LoRA / QLoRA), ``data`` (datasets → token blocks), ``hf_args`` (TrainingArguments),
-``optim`` (optimizer and schedule names), ``callbacks`` (progress, signals, timing), ``memory`` (peak
-memory), ``guard`` (what runs is what was planned), ``chunked_loss`` (lm_head + cross-entropy in chunks),
-``report`` (``run_report.json``), ``train`` (wires them together).
+Modules:
+  __main__       entry point: parse the arguments, run, user errors → one line and exit code 2
+  args           TrainerArgs and its argparse parser, generated from schemas.trainer_options
+  train          wires plan → data → model → Trainer → checkpoints, weights, report (seeds first)
+  data           dataset loading, format detection, tokenization (Dataset.map), packing, the collator
+  model          tokenizer / model loading, precision, LoRA / QLoRA
+  hf_args        TrainingArguments from the plan (FSDP, DeepSpeed, compile, checkpointing)
+  optim          optimizer choice
+  chunked_loss   the chunked cross-entropy Trainer
+  callbacks      metrics, progress, stop-on-signal
+  guard          checks that what runs is what was planned
+  memory         peak memory measurement
+  report         the run report (schemas.run_report)
+
 This ``__init__`` stays light: importing ``autotune.trainer`` does not import torch.
 """

@@ -39,6 +39,8 @@ from torch.utils.checkpoint import checkpoint
 from transformers import Trainer
 
 from autotune.errors import ConfigError
+from autotune.schemas.setting import PARAMETER_SHARDINGS
+from autotune.trainer.data import IGNORE_INDEX
 
 logger = logging.getLogger("autotune.trainer")
 
@@ -46,10 +48,7 @@ CHUNK_TOKENS = 1024
 """Rows of logits computed at once; equals ``autotune.costmodel.activations.CHUNKED_LOSS_TOKENS``
 (kept as its own constant because the trainer does not import the cost model; a test checks both agree)."""
 
-IGNORE_INDEX = -100
-"""Label of positions that carry no loss (transformers' and PyTorch's convention)."""
 
-PARAMETER_SHARDED = ("fsdp", "fsdp-offload", "zero3", "zero3-offload")
 """Shardings whose output head weight is only whole inside the head's own forward."""
 
 
@@ -161,7 +160,7 @@ def check_chunked_loss_supported(sharding: str) -> None:
         ConfigError: ``sharding`` is fsdp, fsdp-offload, zero3 or zero3-offload (the head weight is a shard
             outside the head's forward).
     """
-    if sharding in PARAMETER_SHARDED:
+    if sharding in PARAMETER_SHARDINGS:
         raise ConfigError(
             f"loss_impl=chunked is not supported with sharding={sharding} (the output head weight is sharded); "
             "use loss_impl=fp32-upcast or sharding none / ddp / zero2"

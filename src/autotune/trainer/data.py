@@ -12,16 +12,17 @@ full sequences) or truncated to ``seq_len`` and padded per batch.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase
 
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, first_line
 
 logger = logging.getLogger("autotune.trainer")
 
@@ -71,14 +72,14 @@ def load_raw_dataset(dataset: str) -> Any:
         try:
             return datasets.load_dataset(loader, data_files=str(path), split="train", keep_in_memory=True)
         except Exception as error:  # datasets raises many types for a malformed file
-            raise ConfigError(f"dataset {dataset} cannot be read as {loader}: {_first_line(error)}") from error
+            raise ConfigError(f"dataset {dataset} cannot be read as {loader}: {first_line(error)}") from error
     if dataset.startswith(("/", ".", "~")) or path.suffix.lower() in _LOADERS:
         raise ConfigError(f"dataset file {dataset} not found")
     try:
         return datasets.load_dataset(dataset, split="train")
     except Exception as error:
         raise ConfigError(
-            f"dataset {dataset} is neither a local file nor a reachable hub dataset: {_first_line(error)}"
+            f"dataset {dataset} is neither a local file nor a reachable hub dataset: {first_line(error)}"
         ) from error
 
 
@@ -188,80 +189,77 @@ def build_train_dataset(
 ) -> Any:
     """Tokenize ``raw`` in format ``fmt`` and pack into ``seq_len`` blocks or truncate to ``seq_len``.
 
+    Tokenization and packing are ``datasets.Dataset.map(batched=True)`` passes (in memory, no cache files).
     Packing concatenates the examples (labels keep their -100 masks) and cuts blocks of exactly
-    ``seq_len`` tokens; a dataset shorter than one block gives one shorter block. Examples with no
-    learned token after truncation are dropped.
+    ``seq_len`` tokens (one batch = the whole dataset, so only the last partial block is dropped); a
+    dataset shorter than one block gives one shorter block. Examples with no learned token after
+    truncation are dropped.
 
     Raises:
         ConfigError: nothing left to learn.
     """
-    import datasets
-
     tokenize = TOKENIZERS[fmt]
-    examples = [tokenize(row, tokenizer) for row in raw]
-    if pack:
-        ids = [tok for ex in examples for tok in ex.input_ids]
-        labels = [lab for ex in examples for lab in ex.labels]
-        starts = range(0, max(len(ids) - seq_len, 0) + 1, seq_len) if len(ids) >= seq_len else [0]
-        rows = {
-            "input_ids": [ids[s : s + seq_len] for s in starts],
-            "labels": [labels[s : s + seq_len] for s in starts],
-        }
-    else:
-        rows = {
-            "input_ids": [ex.input_ids[:seq_len] for ex in examples],
-            "labels": [ex.labels[:seq_len] for ex in examples],
-        }
-    keep = [i for i, labs in enumerate(rows["labels"]) if any(lab != IGNORE_INDEX for lab in labs)]
-    if not keep:
+
+    def tokenize_batch(batch: dict[str, list[Any]]) -> dict[str, list[list[int]]]:
+        columns = list(batch)
+        rows = zip(*batch.values(), strict=True)
+        examples = [tokenize(dict(zip(columns, values, strict=True)), tokenizer) for values in rows]
+        limit = None if pack else seq_len  # packing cuts blocks afterwards; otherwise truncate here
+        return {"input_ids": [e.input_ids[:limit] for e in examples], "labels": [e.labels[:limit] for e in examples]}
+
+    tokenized = raw.map(tokenize_batch, batched=True, remove_columns=raw.column_names, keep_in_memory=True)
+    sequences = (
+        tokenized.map(partial(pack_blocks, seq_len=seq_len), batched=True, batch_size=None, keep_in_memory=True)
+        if pack
+        else tokenized
+    )
+    learnable = sequences.filter(
+        lambda batch: [any(label != IGNORE_INDEX for label in labels) for labels in batch["labels"]],
+        batched=True,
+        keep_in_memory=True,
+    )
+    if len(learnable) == 0:
         raise ConfigError(f"dataset {name}: no learnable tokens after tokenizing as {fmt} (seq_len {seq_len})")
-    rows = {key: [values[i] for i in keep] for key, values in rows.items()}
     logger.info(
         "dataset %s: %d %s examples → %d sequences (%s, seq_len %d)",
         name,
-        len(examples),
+        len(tokenized),
         fmt,
-        len(keep),
+        len(learnable),
         "packed" if pack else "truncated",
         seq_len,
     )
-    return datasets.Dataset.from_dict(rows)
+    return learnable
 
 
-class PadCollator:
-    """Pad a list of ``{input_ids, labels}`` to the longest in the batch (right padding).
+def pack_blocks(batch: dict[str, list[list[int]]], seq_len: int) -> dict[str, list[list[int]]]:
+    """Concatenate a batch of sequences and cut blocks of exactly ``seq_len`` tokens (the remainder is
+    dropped); fewer than ``seq_len`` tokens in all give one shorter block."""
+    ids = [token for sequence in batch["input_ids"] for token in sequence]
+    labels = [label for sequence in batch["labels"] for label in sequence]
+    starts = range(0, len(ids) - seq_len + 1, seq_len) if len(ids) >= seq_len else [0]
+    return {"input_ids": [ids[s : s + seq_len] for s in starts], "labels": [labels[s : s + seq_len] for s in starts]}
 
-    Returns ``input_ids`` / ``labels`` / ``attention_mask`` of shape (b, s_max), int64; padded labels are -100.
+
+def build_collator(tokenizer: PreTrainedTokenizerBase) -> DataCollatorForSeq2Seq:
+    """transformers' ``DataCollatorForSeq2Seq``: pads ``input_ids`` / ``labels`` to the longest in the batch.
+
+    Padding is on the right (a shallow copy of the tokenizer is set so; the run's tokenizer is saved as
+    loaded), labels of padding are ``IGNORE_INDEX`` and ``attention_mask`` is 0 there; tensors are int64 of
+    shape (b, s_max).
     """
-
-    def __init__(self, pad_token_id: int) -> None:
-        self.pad_token_id = pad_token_id
-
-    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        length = max(len(f["input_ids"]) for f in features)
-        input_ids = torch.full((len(features), length), self.pad_token_id, dtype=torch.long)
-        labels = torch.full((len(features), length), IGNORE_INDEX, dtype=torch.long)
-        attention_mask = torch.zeros((len(features), length), dtype=torch.long)
-        for row, feature in enumerate(features):
-            n = len(feature["input_ids"])
-            input_ids[row, :n] = torch.as_tensor(feature["input_ids"], dtype=torch.long)
-            labels[row, :n] = torch.as_tensor(feature["labels"], dtype=torch.long)
-            attention_mask[row, :n] = 1
-        return {"input_ids": input_ids, "labels": labels, "attention_mask": attention_mask}
+    padding = copy.copy(tokenizer)
+    padding.padding_side = "right"
+    return DataCollatorForSeq2Seq(padding, padding="longest", label_pad_token_id=IGNORE_INDEX, return_tensors="pt")
 
 
 def _render(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, Any]], generation_prompt: bool) -> str:
     try:
         text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
     except Exception as error:  # jinja errors of a template that rejects the conversation
-        raise ConfigError(f"chat template failed on a conversation: {_first_line(error)}") from error
+        raise ConfigError(f"chat template failed on a conversation: {first_line(error)}") from error
     return str(text)
 
 
 def _eos(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     return [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -29,7 +29,7 @@ def check_runtime(trainer: Any, plan: PlanFile) -> None:
     """
     setting = plan.setting
     world_size = int(trainer.args.world_size)
-    planned_world = plan.cluster.num_gpus_per_node * plan.cluster.num_nodes
+    planned_world = plan.cluster.world_size
     if world_size != planned_world:
         raise RuntimeGuardError(
             f"the plan is for {planned_world} GPU(s) ({plan.cluster.num_nodes} node(s) × "
@@ -54,7 +54,7 @@ def _distributed_type(trainer: Any) -> str:
 def _check_sharding(trainer: Any, plan: PlanFile) -> None:
     sharding = plan.setting.sharding
     actual = _distributed_type(trainer)
-    if sharding in ("fsdp", "fsdp-offload"):
+    if plan.setting.uses_fsdp:
         plugin = getattr(trainer.accelerator.state, "fsdp_plugin", None)
         wrapped = _has_fsdp_modules(trainer.model_wrapped) or _has_fsdp_modules(trainer.model)
         if actual != "FSDP" or plugin is None or not wrapped:
@@ -65,12 +65,12 @@ def _check_sharding(trainer: Any, plan: PlanFile) -> None:
                 "on GPUs or plan with sharding ddp, zero2 or zero3"
             )
         offloaded = bool(getattr(getattr(plugin, "cpu_offload", None), "offload_params", False))
-        if (sharding == "fsdp-offload") != offloaded:
+        if plan.setting.offloads_to_cpu != offloaded:
             raise RuntimeGuardError(
                 f"the plan says sharding={sharding} but FSDP CPU offload is {'on' if offloaded else 'off'}"
             )
         return
-    if sharding in ("zero2", "zero3", "zero3-offload"):
+    if plan.setting.uses_deepspeed:
         planned_stage = 2 if sharding == "zero2" else 3
         engine = getattr(trainer, "deepspeed", None) or trainer.model_wrapped
         stage_of = getattr(engine, "zero_optimization_stage", None)
@@ -86,7 +86,7 @@ def _check_sharding(trainer: Any, plan: PlanFile) -> None:
                 f"stage {stage}; use the DeepSpeed JSON written for this plan"
             )
         offloaded = bool(engine.zero_offload_optimizer() or engine.zero_offload_param())
-        if (sharding == "zero3-offload") != offloaded:
+        if plan.setting.offloads_to_cpu != offloaded:
             raise RuntimeGuardError(
                 f"the plan says sharding={sharding} but DeepSpeed CPU offload is {'on' if offloaded else 'off'}"
             )

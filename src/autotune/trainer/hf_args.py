@@ -26,12 +26,12 @@ def fsdp_arguments(plan: PlanFile) -> dict[str, Any]:
     Under ``accelerate launch --config_file`` (ACCELERATE_USE_FSDP set) accelerate's config wins.
     """
     setting = plan.setting
-    if setting.sharding not in ("fsdp", "fsdp-offload") or os.environ.get("ACCELERATE_USE_FSDP", "").lower() in (
+    if not setting.uses_fsdp or os.environ.get("ACCELERATE_USE_FSDP", "").lower() in (
         "1",
         "true",
     ):
         return {}
-    options = "full_shard auto_wrap" + (" offload" if setting.sharding == "fsdp-offload" else "")
+    options = "full_shard auto_wrap" + (" offload" if setting.offloads_to_cpu else "")
     return {
         "fsdp": options,
         "fsdp_config": {
@@ -49,14 +49,14 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
             loss_impl=chunked with a parameter-sharded run.
     """
     setting = plan.setting
-    if setting.sharding.startswith("zero") and args.deepspeed_config is None:
+    if setting.uses_deepspeed and args.deepspeed_config is None:
         raise ConfigError(
             f"the plan says sharding={setting.sharding}: pass --deepspeed-config (autotune launch writes "
             "OUT/deepspeed_config.json)"
         )
     if args.deepspeed_config is not None and not args.deepspeed_config.is_file():
         raise ConfigError(f"DeepSpeed config {args.deepspeed_config} not found")
-    if args.deepspeed_config is not None and not setting.sharding.startswith("zero"):
+    if args.deepspeed_config is not None and not setting.uses_deepspeed:
         raise ConfigError(f"--deepspeed-config given but the plan says sharding={setting.sharding}")
     if setting.loss_impl == "chunked":
         check_chunked_loss_supported(setting.sharding)
@@ -76,6 +76,7 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
         use_cpu=args.cpu,
         seed=args.seed,
         data_seed=args.seed,
+        full_determinism=args.full_determinism,
         logging_steps=args.logging_steps,
         save_strategy="steps",
         save_steps=args.save_steps,

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, first_line
 from autotune.schemas.setting import ALL_LINEAR, TrainingSetting
 
 logger = logging.getLogger("autotune.trainer")
@@ -107,7 +107,7 @@ def load_tokenizer(source: ModelSource) -> PreTrainedTokenizerBase:
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file, trust_remote_code=False)
     except (OSError, ValueError) as error:
-        raise ConfigError(f"cannot load a tokenizer from {_describe(source)}: {_first_line(error)}") from error
+        raise ConfigError(f"cannot load a tokenizer from {_describe(source)}: {first_line(error)}") from error
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             raise ConfigError(f"the tokenizer of {_describe(source)} has neither a pad nor an eos token")
@@ -156,7 +156,7 @@ def load_model(
     try:
         model = AutoModelForCausalLM.from_pretrained(source.path, **kwargs)
     except (OSError, ValueError) as error:
-        raise ConfigError(f"cannot load the model from {_describe(source)}: {_first_line(error)}") from error
+        raise ConfigError(f"cannot load the model from {_describe(source)}: {first_line(error)}") from error
     if source.kind == "gguf":
         _drop_dequantized_gguf_quantizer(model)
     model.config.use_cache = False  # the KV cache is for generation; training does not need it
@@ -213,7 +213,7 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
     try:
         peft_model = get_peft_model(model, config)
     except ValueError as error:
-        raise ConfigError(f"LoRA targets {setting.lora_targets} do not fit this model: {_first_line(error)}") from error
+        raise ConfigError(f"LoRA targets {setting.lora_targets} do not fit this model: {first_line(error)}") from error
     return peft_model  # type: ignore[return-value]
 
 
@@ -238,8 +238,3 @@ def count_parameters(model: torch.nn.Module) -> tuple[int, int]:
 
 def _describe(source: ModelSource) -> str:
     return str(Path(source.path) / source.gguf_file) if source.gguf_file else source.path
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -58,7 +58,6 @@ def build_report(
     peak_gib, reserved_gib, kind = peak_memory()
     if reduce_over_ranks:
         peak_gib, reserved_gib = max_over_ranks(peak_gib) or 0.0, max_over_ranks(reserved_gib)
-    prediction = plan.prediction
     return RunReport(
         status=status,
         message=message,
@@ -74,11 +73,7 @@ def build_report(
         tokens_per_s_measured=metrics.tokens_per_s(),
         step_time_s_measured=metrics.median_step_time_s(),
         micro_step_time_s_measured=metrics.median_micro_step_time_s(),
-        peak_memory_gib=prediction.peak_memory_gib,
-        peak_reserved_gib=prediction.peak_reserved_gib,
-        tokens_per_s=prediction.tokens_per_s,
-        step_time_s=prediction.step_time_s,
-        micro_step_time_s=prediction.micro_step_time_s,
+        prediction=plan.prediction,
         model=plan.model.key,
         model_source=plan.model_source,
         gpu=plan.cluster.gpu,

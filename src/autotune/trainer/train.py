@@ -15,17 +15,17 @@ import transformers
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from autotune.errors import AutotuneError, ConfigError
-from autotune.launcher.plan_io import load_plan
 from autotune.quiet import is_verbose, quiet_third_party
 from autotune.run_lock import acquire, describe_owner
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import load_plan
 from autotune.schemas.run_report import RunStatus
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.callbacks import MetricsCallback, ProgressCallback, RunMetrics, StopOnSignalCallback
 from autotune.trainer.checkpoints import ResumePoint, resolve_start
 from autotune.trainer.chunked_loss import ChunkedLossTrainer
 from autotune.trainer.consistency import check_model_matches_plan, check_resume_plan
-from autotune.trainer.data import PadCollator, build_train_dataset, detect_format, load_raw_dataset
+from autotune.trainer.data import build_collator, build_train_dataset, detect_format, load_raw_dataset
 from autotune.trainer.data_checks import check_encoding, check_rows
 from autotune.trainer.guard import check_runtime
 from autotune.trainer.hf_args import build_training_arguments
@@ -50,7 +50,7 @@ def check_output_dir(args: TrainerArgs) -> ResumePoint:
         ConfigError: OUT holds a run without --resume; --resume of a completed run, or with no
             intact checkpoint.
     """
-    return resolve_start(args.output_dir, args.checkpoints_dir, args.report_path, resume=args.resume)
+    return resolve_start(args.run_dir, args.checkpoints_dir, args.report_path, resume=args.resume)
 
 
 class _GuardCallback(TrainerCallback):
@@ -84,6 +84,19 @@ def _configure_logging() -> None:
     quiet_third_party()
 
 
+def seed_everything(seed: int, *, full_determinism: bool = False) -> None:
+    """Seed Python, NumPy and torch once, before anything random (the adapters' init, data order, dropout).
+
+    ``transformers.set_seed``; with ``full_determinism`` ``transformers.enable_full_determinism`` (also
+    deterministic kernels). The Trainer seeds again with the same seed (``TrainingArguments.seed``), which
+    is too late for the adapters: peft initialises them when the model is built.
+    """
+    if full_determinism:
+        transformers.enable_full_determinism(seed)
+    else:
+        transformers.set_seed(seed)
+
+
 def run(args: TrainerArgs) -> None:
     """Run one training invocation as the plan says; write checkpoints, final weights and the report.
 
@@ -94,8 +107,9 @@ def run(args: TrainerArgs) -> None:
         RuntimeGuardError: what runs is not what was planned.
     """
     _configure_logging()
+    seed_everything(args.seed, full_determinism=args.full_determinism)
     plan = load_plan(args.plan_path)
-    created = not args.output_dir.exists()
+    created = not args.run_dir.exists()
     lock = acquire(args.output_dir) if int(os.environ.get("RANK", "0")) == 0 else None
     if lock is not None and lock.previous_owner:
         logger.info("took over the stale lock of %s (no longer running)", describe_owner(lock.previous_owner))
@@ -114,7 +128,7 @@ def run(args: TrainerArgs) -> None:
             lock.release()
             if created:  # refused before anything was written: leave no empty directory behind
                 with contextlib.suppress(OSError):
-                    args.output_dir.rmdir()
+                    args.run_dir.rmdir()
 
 
 _NO_SPACE = ("No space left on device", "Disk quota exceeded", "file write failed")
@@ -180,7 +194,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> None:
         model=model,
         args=training_args,
         train_dataset=train_dataset,
-        data_collator=PadCollator(int(tokenizer.pad_token_id)),
+        data_collator=build_collator(tokenizer),
         processing_class=tokenizer,
         callbacks=[
             guard,

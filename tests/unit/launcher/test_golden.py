@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from autotune.launcher import LaunchOptions, LaunchSpec, build_launch_spec, plan_from_yaml
+from autotune.launcher import LaunchOptions, LaunchSpec, build_launch_spec
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import plan_from_yaml
 
 from .plans import make_plan
 

@@ -6,29 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 
 import autotune.cli.app as cli_app
-from autotune.cli import launch_cmd  # registers the command on the app
-from autotune.launcher import LaunchSpec, load_plan, run_launch, save_plan
+from autotune.cli import launch_cmd
+from autotune.launcher import LaunchSpec, run_launch
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_io import load_plan, save_plan
 
 from .plans import make_plan
 from .test_overrides import FakeEstimator
-
-
-@pytest.fixture(autouse=True)
-def _launch_app(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``main`` runs an app with the launch command as a subcommand (independent of the other commands)."""
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-    @app.callback()
-    def _root() -> None:
-        """Test root (a callback keeps ``launch`` a subcommand)."""
-
-    app.command("launch", context_settings=launch_cmd.LAUNCH_CONTEXT)(launch_cmd.launch)
-    monkeypatch.setattr(cli_app, "app", app)
-    monkeypatch.setattr(cli_app, "_register_commands", lambda: None)
 
 
 def run_cli(*argv: str) -> int:
@@ -106,7 +92,7 @@ def test_set_recomputes_and_warns_when_it_no_longer_fits(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = FakeEstimator()
-    monkeypatch.setattr(launch_cmd, "default_estimator", lambda: (fake.estimate, fake.resolve_gpu))
+    monkeypatch.setattr(launch_cmd, "plan_estimator", lambda plan, path: (fake.estimate, fake.resolve_gpu))
     path = plan_file(tmp_path, make_plan(sharding="zero3", gpus=2, micro_batch_size=1, grad_accum=8))
     out_dir = tmp_path / "run"
     code = run_cli(

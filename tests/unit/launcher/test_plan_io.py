@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from autotune.errors import ConfigError, InvalidRequestError
-from autotune.launcher import load_plan, plan_from_yaml, plan_to_yaml, save_plan
 from autotune.schemas.plan import PLAN_SCHEMA_VERSION
+from autotune.schemas.plan_io import load_plan, plan_from_yaml, plan_to_yaml, save_plan
 
 from .plans import make_plan
 

@@ -1,0 +1,391 @@
+"""Plan quality on the seed sweeps: how far the planner's choice is from the fastest measured setting that ran.
+
+A *sweep* is a set of measured rows from one source table with the same model, GPU, GPU count, sequence
+length and method that differ only in what the planner chooses (micro batch, accumulation, checkpointing,
+compile, sharding): the 7900 XTX hand sweep of seed 000 and the FSDP vs ZeRO-3 LLaMA table of seed 003 (one
+sweep per model × #GPUs). Groups with a single measured setting are listed as skipped (nothing to choose).
+
+For each sweep the planner's candidate list is the measured settings (duplicate rows merged): each is
+estimated with ``estimate_setting`` under the row's own workload and ranked exactly as ``planner.search``
+ranks (only candidates predicted to fit, ``search.rank_key`` on the predicted run time, objective 'quality',
+which within one method is the shortest run plus the simplicity margin). ``search()`` itself is not called:
+its space cannot be restricted to an arbitrary list of measured combinations with different global batches.
+The choice is then looked up in the measurements:
+  * ratio = measured time of the choice / fastest measured time of a setting that ran (1.00 = the best);
+  * the choice ran out of memory in reality: failure ('chose OOM');
+  * nothing predicted to fit although a setting ran: failure ('refused');
+  * nothing ran and nothing predicted to fit: correct refusal.
+
+Measured times are compared only when they mean the same thing (``time_basis``): whole-run wall times of the
+same stated dataset (seed 003: 6,000 samples × 3 epochs); whole-run wall times when the dataset is not
+stated (the 7900 XTX sweep) only under the assumption — flagged in the output — that every run of the sweep
+covered the same data; then the planner ranks at a nominal dataset size (``NOMINAL_SAMPLES``) and the output
+says whether the choice is the same for every larger dataset (choice at infinity = by time per sample).
+
+The script ``benchmarks/plan_quality.py`` prints the result (markdown or JSON).
+
+``--held-out`` ranks each sweep with coefficients fitted (from the physics priors) on every seed row except
+those of the sweep's source table, so the planner has never seen the rows it is judged on.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from autotune.costmodel.crossval import source_table
+from autotune.costmodel.estimate import estimate_setting
+from autotune.costmodel.fitting import prepare_cases
+from autotune.planner.request import Objective
+from autotune.planner.search import Scored, rank_key, run_time_s
+from autotune.schemas.calibration import CostCoefficients, Measurement
+from autotune.schemas.setting import TrainingSetting
+
+NOMINAL_SAMPLES = 51_760
+"""Dataset size assumed for ranking when a sweep does not state it: the cleaned Alpaca set that the same seed
+file's torchtune runs used (CONDITIONS.md, seed 000). Only the one-off compile time depends on it."""
+
+OBJECTIVE: Objective = "quality"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One measured setting of a sweep, with every row that measured it (duplicates in the source)."""
+
+    setting: TrainingSetting
+    rows: tuple[Measurement, ...]
+
+    @property
+    def id(self) -> str:
+        """The first row's id."""
+        return self.rows[0].id
+
+    @property
+    def ran(self) -> bool:
+        """At least one row with this setting ran (did not run out of memory)."""
+        return any(not r.oom for r in self.rows)
+
+    def measured_time_s(self, basis: str) -> float | None:
+        """The measured time of this setting on ``basis`` (the shortest over its rows that ran), or None."""
+        values = [v for v in (_measured_value(r, basis) for r in self.rows if not r.oom) if v is not None]
+        return min(values) if values else None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Measured settings under the same constraints, and how their times can be compared."""
+
+    label: str
+    candidates: tuple[Candidate, ...]
+    basis: str
+    """'run' (same stated dataset), 'run, dataset not stated' (assumed the same), 'micro-step per sequence',
+    'nothing ran', or 'not comparable'."""
+    note: str
+
+    @property
+    def dataset_known(self) -> bool:
+        """The sweep states its dataset size (the planner can rank whole runs as they were measured)."""
+        return self.basis == "run"
+
+    @property
+    def comparable(self) -> bool:
+        """Measured times of the settings that ran can be compared with each other."""
+        return self.basis in ("run", "run, dataset not stated", "micro-step per sequence")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the planner sees of one candidate: predicted fit, its sort key, the predicted run time (s)."""
+
+    fits: bool
+    key: tuple[float, ...]
+    run_time_s: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The planner's choice in one sweep, judged against the measurements."""
+
+    sweep: Sweep
+    status: str
+    """'best', 'slower', 'chose OOM', 'refused', 'correct refusal', or 'not comparable'."""
+    chosen: Candidate | None
+    fastest: Candidate | None
+    ratio: float | None
+    predicted_fit: int
+    verdict_errors: tuple[str, ...]
+    stable_for_larger_datasets: bool | None = None
+    predictions: dict[str, Prediction] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        """The planner chose a setting that ran out of memory, or refused although a setting ran."""
+        return self.status in ("chose OOM", "refused")
+
+
+def _measured_value(row: Measurement, basis: str) -> float | None:
+    if basis.startswith("run"):
+        return row.run_time_s
+    if basis == "micro-step per sequence" and row.micro_step_time_s is not None:
+        return row.micro_step_time_s / row.setting.micro_batch_size
+    return None
+
+
+def time_basis(rows: Sequence[Measurement]) -> tuple[str, str]:
+    """How the measured times of a sweep's rows compare: (basis, note for the reader)."""
+    ran = [r for r in rows if not r.oom]
+    if not ran:
+        return "nothing ran", "every setting ran out of memory"
+    if all(r.run_time_s is not None for r in ran):
+        totals = {r.workload.total_samples for r in ran}
+        if None not in totals and len(totals) == 1:
+            return "run", f"wall times of the same stated dataset ({totals.pop():,.0f} samples over all epochs)"
+        if totals == {None}:
+            return "run, dataset not stated", (
+                "wall times; the dataset is not stated: compared assuming every run covered the same data"
+            )
+        return "not comparable", "wall times over different or partly unstated datasets"
+    if all(r.micro_step_time_s is not None and not r.unknown_tokens for r in ran):
+        return "micro-step per sequence", "micro-step times per sequence (same tokens per sequence)"
+    return "not comparable", "some rows that ran give no comparable time"
+
+
+def table_of(source: str) -> str:
+    """The seed table of a measurement source: its three-digit number ('003'), else the table's name."""
+    name = source_table(source)
+    match = re.match(r"(\d{3})_", name)
+    return match.group(1) if match else name
+
+
+def find_sweeps(measurements: Sequence[Measurement]) -> tuple[list[Sweep], list[str]]:
+    """Group rows into sweeps; returns (sweeps, labels of the groups skipped).
+
+    A group is a sweep when it has at least two distinct settings, or when every row in it ran out of memory
+    (then the planner must refuse: a one-setting check of the OOM verdict). Other single-setting groups are
+    skipped: there is nothing to choose.
+    """
+    groups: dict[tuple[str, str, str, int, int, int, str], list[Measurement]] = {}
+    for m in measurements:
+        key = (
+            table_of(m.source),
+            m.model,
+            m.gpu,
+            m.num_gpus_per_node,
+            m.num_nodes,
+            m.workload.seq_len,
+            m.setting.method,
+        )
+        groups.setdefault(key, []).append(m)
+    sweeps, skipped = [], []
+    for (table, model, gpu, per_node, nodes, seq_len, method), rows in groups.items():
+        gpus = per_node * nodes
+        label = f"{table}: {model} on {gpus}× {gpu}, seq {seq_len}, {method}"
+        by_setting: dict[str, list[Measurement]] = {}
+        for row in rows:
+            by_setting.setdefault(row.setting.model_dump_json(), []).append(row)
+        if len(by_setting) < 2 and not all(row.oom for row in rows):
+            skipped.append(label)
+            continue
+        candidates = tuple(Candidate(group[0].setting, tuple(group)) for group in by_setting.values())
+        basis, note = time_basis(rows)
+        sweeps.append(Sweep(label, candidates, basis, note))
+    return sweeps, skipped
+
+
+Predictor = Callable[[Sweep, Candidate, int | None], Prediction]
+"""``predict(sweep, candidate, samples)``. For a sweep that states its dataset ``samples`` is None (use the
+row's own workload); for one that does not, ``samples`` is the nominal dataset size, or None for the limit of
+an infinite dataset (rank by time per sample)."""
+
+
+def judge(sweep: Sweep, predict: Predictor) -> Outcome:
+    """Rank the sweep's candidates as the planner does and judge its choice against the measurements."""
+    samples = None if sweep.dataset_known else NOMINAL_SAMPLES
+    predictions = {c.id: predict(sweep, c, samples) for c in sweep.candidates}
+    fitting = sorted((c for c in sweep.candidates if predictions[c.id].fits), key=lambda c: predictions[c.id].key)
+    chosen = fitting[0] if fitting else None
+    verdict_errors = tuple(c.id for c in sweep.candidates if predictions[c.id].fits != c.ran)
+    comparable_ran = [c for c in sweep.candidates if c.ran and c.measured_time_s(sweep.basis) is not None]
+    fastest = min(comparable_ran, key=lambda c: c.measured_time_s(sweep.basis) or 0.0) if comparable_ran else None
+    stable: bool | None = None
+    if chosen is not None and not sweep.dataset_known:
+        at_infinity = {c.id: predict(sweep, c, None) for c in fitting}
+        stable = min(fitting, key=lambda c: at_infinity[c.id].key).id == chosen.id
+    ratio = None
+    if chosen is None:
+        status = "refused" if any(c.ran for c in sweep.candidates) else "correct refusal"
+    elif not chosen.ran:
+        status = "chose OOM"
+    elif not sweep.comparable or fastest is None:
+        status = "not comparable"
+    else:
+        chosen_time, fastest_time = chosen.measured_time_s(sweep.basis), fastest.measured_time_s(sweep.basis)
+        assert chosen_time is not None and fastest_time is not None  # both ran on a comparable basis
+        ratio = chosen_time / fastest_time
+        status = "best" if ratio <= 1.0 else "slower"
+    return Outcome(sweep, status, chosen, fastest, ratio, len(fitting), verdict_errors, stable, predictions)
+
+
+def planner_predictor(coefficients_for: Callable[[Sweep], CostCoefficients]) -> Predictor:
+    """The real planner's view: ``estimate_setting`` + ``search.run_time_s`` + ``search.rank_key``.
+
+    ``samples`` given: the row's workload with that dataset size (only when the sweep does not state one);
+    ``samples`` None with an unstated dataset: time per sample (a dataset so large that compile is free).
+    """
+
+    def predict(sweep: Sweep, candidate: Candidate, samples: int | None) -> Prediction:
+        row = candidate.rows[0]
+        case = prepare_cases([row])[0]
+        workload = row.workload
+        if not sweep.dataset_known and samples is not None:
+            workload = workload.model_copy(update={"num_samples": samples, "dataset_tokens": None})
+        estimate = estimate_setting(case.model, case.cluster, workload, candidate.setting, coefficients_for(sweep))
+        if not sweep.dataset_known and samples is None:
+            s = candidate.setting
+            run = estimate.step_time_s / (s.micro_batch_size * s.grad_accum * case.cluster.world_size)
+        else:
+            run = run_time_s(estimate)
+        scored = Scored(candidate.setting, estimate, run)
+        return Prediction(estimate.fits, rank_key(scored, OBJECTIVE), run)
+
+    return predict
+
+
+def _hours(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    hours, rest = divmod(round(seconds), 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def _measured(candidate: Candidate | None, basis: str) -> str:
+    if candidate is None:
+        return "—"
+    if not candidate.ran:
+        return "OOM"
+    value = candidate.measured_time_s(basis)
+    if value is None:
+        return "ran"
+    return _hours(value) if basis.startswith("run") else f"{value:.3g} s/seq"
+
+
+def _setting(candidate: Candidate | None) -> str:
+    return "nothing fits" if candidate is None else candidate.setting.short()
+
+
+def summary_line(outcomes: Sequence[Outcome], skipped: int) -> str:
+    """One line: how often the planner picked the fastest, ratios, failures, and what could not be compared."""
+    ratios = [o.ratio for o in outcomes if o.ratio is not None]
+    assumed = sum(o.sweep.basis == "run, dataset not stated" for o in outcomes)
+    parts = [
+        f"{len(outcomes)} sweeps: planner picked the fastest measured setting in "
+        f"{sum(o.status == 'best' for o in outcomes)}/{len(ratios)} comparable sweeps",
+    ]
+    if ratios:
+        parts.append(f"median ratio {statistics.median(ratios):.2f}, worst {max(ratios):.2f}")
+    parts.append(
+        f"failures: {sum(o.status == 'chose OOM' for o in outcomes)} chose a setting that ran out of memory, "
+        f"{sum(o.status == 'refused' for o in outcomes)} predicted nothing fits although a setting ran"
+    )
+    parts.append(f"{sum(o.status == 'correct refusal' for o in outcomes)} correct refusals (nothing ran)")
+    if assumed:
+        parts.append(f"{assumed} compared under the same-data assumption (dataset not stated)")
+    not_comparable = sum(o.status == "not comparable" for o in outcomes)
+    if not_comparable:
+        parts.append(f"{not_comparable} not comparable")
+    parts.append(f"{skipped} single-setting groups skipped")
+    return "; ".join(parts) + "."
+
+
+def _skipped_text(skipped: Sequence[str], listed_up_to: int = 4) -> str:
+    """Skipped groups per table: listed when few, else counted."""
+    by_table: dict[str, list[str]] = {}
+    for label in skipped:
+        table, rest = label.split(": ", 1)
+        by_table.setdefault(table, []).append(rest)
+    parts = []
+    for table, rests in by_table.items():
+        if len(rests) <= listed_up_to:
+            parts.append(f"{table}: " + "; ".join(rests))
+        else:
+            parts.append(f"{table}: {len(rests)} groups (one row per model × GPU × method)")
+    return ". ".join(parts)
+
+
+def markdown(outcomes: Sequence[Outcome], skipped: Sequence[str], calibration: str, details: bool) -> str:
+    """The paste-ready markdown table, notes, optional per-candidate details, and the summary line."""
+    lines = [
+        f"### Plan quality on the seed sweeps (calibration: {calibration})",
+        "",
+        "| sweep | settings ran / OOM | predicted to fit | planner's choice | its measured result "
+        "| fastest that ran | ratio | status |",
+        "|---|---:|---:|---|---:|---|---:|---|",
+    ]
+    for o in outcomes:
+        ran = sum(c.ran for c in o.sweep.candidates)
+        fastest = "—" if o.fastest is None else f"{_setting(o.fastest)} ({_measured(o.fastest, o.sweep.basis)})"
+        lines.append(
+            f"| {o.sweep.label} | {ran} / {len(o.sweep.candidates) - ran} | {o.predicted_fit} "
+            f"| {_setting(o.chosen)} | {_measured(o.chosen, o.sweep.basis)} | {fastest} "
+            f"| {'—' if o.ratio is None else f'{o.ratio:.2f}'} | {o.status} |"
+        )
+    lines += ["", "Notes:"]
+    for o in outcomes:
+        note = f"- {o.sweep.label}: {o.sweep.note}"
+        if o.stable_for_larger_datasets is not None:
+            note += f"; ranked at a nominal {NOMINAL_SAMPLES:,} samples, " + (
+                "same choice for every larger dataset"
+                if o.stable_for_larger_datasets
+                else "the choice changes for larger datasets (compile amortization)"
+            )
+        if o.verdict_errors:
+            note += f"; wrong fit verdicts: {', '.join(o.verdict_errors)}"
+        lines.append(note + ".")
+    if skipped:
+        lines.append(f"- Skipped (one measured setting that ran, nothing to choose): {_skipped_text(skipped)}.")
+    if details:
+        lines += [
+            "",
+            f"Per candidate (predicted run at the nominal {NOMINAL_SAMPLES:,} samples where the dataset is not "
+            "stated: only its ranking is meaningful there):",
+            "",
+            "| sweep | row | setting | measured | predicted run | predicted fits |",
+            "|---|---|---|---:|---:|---|",
+        ]
+        for o in outcomes:
+            for c in o.sweep.candidates:
+                p = o.predictions[c.id]
+                predicted = _hours(p.run_time_s) if p.run_time_s >= 1 else f"{p.run_time_s:.3g} s/seq"
+                lines.append(
+                    f"| {o.sweep.label} | {c.id} | {c.setting.short()} | {_measured(c, o.sweep.basis)} "
+                    f"| {predicted} | {'yes' if p.fits else 'no'} |"
+                )
+    lines += ["", summary_line(outcomes, len(skipped))]
+    return "\n".join(lines)
+
+
+def as_json(outcomes: Sequence[Outcome], skipped: Sequence[str], calibration: str) -> dict[str, object]:
+    """The same figures as a JSON-ready dict."""
+    return {
+        "calibration": calibration,
+        "sweeps": [
+            {
+                "sweep": o.sweep.label,
+                "basis": o.sweep.basis,
+                "note": o.sweep.note,
+                "status": o.status,
+                "ratio": o.ratio,
+                "chosen": None if o.chosen is None else o.chosen.id,
+                "fastest": None if o.fastest is None else o.fastest.id,
+                "predicted_fit": o.predicted_fit,
+                "candidates": len(o.sweep.candidates),
+                "verdict_errors": list(o.verdict_errors),
+                "stable_for_larger_datasets": o.stable_for_larger_datasets,
+            }
+            for o in outcomes
+        ],
+        "skipped": list(skipped),
+        "summary": summary_line(outcomes, len(skipped)),
+    }

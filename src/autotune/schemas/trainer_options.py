@@ -1,0 +1,59 @@
+"""The training core's run options (everything besides the plan): one schema, one description per option.
+
+:class:`TrainerOptions` is the contract between ``autotune launch`` and ``python -m autotune.trainer``
+(docs/trainer_contract.md): the launcher's :class:`~autotune.launcher.options.LaunchOptions` extends it with
+process placement, and the trainer's argparse parser is generated from it (:func:`option_flag` names each
+flag), so a default, a bound or a help text exists once.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import Field
+
+from autotune.schemas._base import FrozenModel
+
+DatasetFormat = Literal["auto", "instruction", "chat", "text"]
+DATASET_FORMATS: Final[tuple[DatasetFormat, ...]] = ("auto", "instruction", "chat", "text")
+
+
+class TrainerOptions(FrozenModel):
+    """Run options of the training core that are not part of the plan: data, output, trainer knobs.
+
+    Defaults are the training core's; ``model_fields_set`` tells which options were given.
+    """
+
+    dataset: str = Field(
+        min_length=1, description="Training data: a local JSONL / JSON / parquet file or a hub dataset name."
+    )
+    dataset_format: DatasetFormat = Field(
+        default="auto",
+        description="Dataset format: instruction, chat, text, or auto (detected from the keys).",
+    )
+    output_dir: str = Field(min_length=1, description="Run directory (must not exist unless --resume).")
+    max_steps: int | None = Field(
+        default=None, ge=1, description="Stop after this many optimizer steps (default: the plan's epochs)."
+    )
+    cpu: bool = Field(default=False, description="Run on the CPU (multi-process runs use torchrun + gloo).")
+    resume: bool = Field(default=False, description="Continue the run in --output-dir from its last checkpoint.")
+    save_steps: int = Field(default=50, ge=1, description="Checkpoint every N optimizer steps.")
+    logging_steps: int = Field(default=1, ge=1, description="Log the loss every N optimizer steps.")
+    learning_rate: float = Field(default=2e-4, gt=0, description="Peak learning rate.")
+    warmup_ratio: float = Field(
+        default=0.03, ge=0, lt=1, description="Fraction of the steps spent warming up the learning rate (linear)."
+    )
+    seed: int = Field(
+        default=42,
+        ge=0,
+        description="Random seed, set before anything random happens (adapter init, data order, dropout).",
+    )
+    full_determinism: bool = Field(
+        default=False,
+        description="Also make kernels deterministic (transformers.enable_full_determinism; slower).",
+    )
+
+
+def option_flag(name: str) -> str:
+    """The command-line flag of a field: ``max_steps`` → ``--max-steps``."""
+    return "--" + name.replace("_", "-")
