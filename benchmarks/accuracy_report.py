@@ -110,11 +110,13 @@ def markdown(reports: Sequence[CVReport], shipped: Sequence[CaseResult], worst: 
     lines = [
         "### Accuracy on the seed tables",
         "",
-        f"{cases} transcribed seed rows ({sets}). *In-sample*: every row predicted by the fit on all rows "
+        f"{cases} transcribed rows: seed tables and the MPT development data ({sets}). *In-sample*: every "
+        "row predicted by the fit on all rows "
         "(the shipped coefficients). *Held-out*: "
         + "; ".join(f"{r.label} ({SHORT_LABELS[r.label]}, {len(r.folds)} folds)" for r in reports)
         + " — each row predicted by a fit (from the physics priors) that did not see its GPU or its model "
-        "family; a held-out GPU gets the 'default' matmul efficiency. Memory MAPE is over rows whose memory "
+        "family; a held-out GPU gets its architecture generation's efficiencies (fitted on its sibling GPU, or "
+        "the prior scaled like the fitted generations). Memory MAPE is over rows whose memory "
         "kind is known (allocated / reserved / nvidia-smi); time MAPE over rows with a usable time (a "
         "micro-step, or a whole run with its dataset size). Produced by `python benchmarks/accuracy_report.py`.",
         "",

@@ -52,7 +52,7 @@ def build_calibration(today: str | None = None) -> CostCoefficients:
     """Fit on all seed rows, then put the held-out bands (leave-one-GPU-out + leave-one-family-out) in."""
     started = time.perf_counter()
     cases = prepare_cases(all_measurements())
-    print(f"fitting on {len(cases)} seed rows", file=sys.stderr)
+    print(f"fitting on {len(cases)} rows", file=sys.stderr)
     full = fit_from_priors(cases, "seeds")
     reports = []
     for groups in ("gpu", "family"):
@@ -61,7 +61,7 @@ def build_calibration(today: str | None = None) -> CostCoefficients:
     sets = ", ".join(s.name for s in list_measurement_sets())
     folds = " + ".join(f"{len(r.folds)} {r.label} folds" for r in reports)
     source = (
-        f"fitted on {len(cases)} seed measurements ({sets}) by autotune.costmodel.fitting.fit_coefficients "
+        f"fitted on {len(cases)} measurements ({sets}) by autotune.costmodel.fitting.fit_coefficients "
         f"from the physics priors; error bands = 90th percentile of held-out residuals per family "
         f"({folds}, {sum(len(r.held_out) for r in reports)} held-out predictions pooled; "
         f"autotune.costmodel.crossval.held_out_bands); {today or _dt.date.today().isoformat()}; "

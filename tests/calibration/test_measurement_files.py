@@ -15,7 +15,12 @@ import pytest
 import yaml
 
 from autotune.errors import ConfigError
-from autotune.profiles.measurements import all_measurements, list_measurement_sets, load_measurement_set
+from autotune.profiles.measurements import (
+    all_measurements,
+    list_measurement_sets,
+    load_measurement_set,
+    measurement_models,
+)
 from autotune.schemas.calibration import Measurement, MeasurementSet
 
 SEEDS = Path(__file__).parents[2].parent / "shared" / "seeds"
@@ -34,7 +39,9 @@ EXPECTED_SETS = {
     "seed-001-h100",
     "seed-001-rtx-pro-6000",
     "seed-003-fsdp-deepspeed",
+    "dev-mpt-llm-foundry",
 }
+DEV_DATA = Path(__file__).parents[2].parent / "shared" / "measurements"
 
 SEED_001 = "001_351ee1f9e626a6ae.txt"
 SEED_000 = "000_98146d43712cfae9.txt"
@@ -99,11 +106,20 @@ def test_every_shipped_file_is_a_valid_set_named_after_its_file() -> None:
         assert measurement_set.source and measurement_set.conditions
 
 
+def _is_dev(row: Measurement) -> bool:
+    return row.source.startswith("llm-foundry-mpt.jsonl")
+
+
 def test_row_ids_are_unique_and_keys_are_catalog_keys() -> None:
     rows = all_measurements()
     ids = [row.id for row in rows]
     assert len(ids) == len(set(ids)), [row_id for row_id in ids if ids.count(row_id) > 1]
+    dev_models = measurement_models()
     for row in rows:
+        if _is_dev(row):
+            assert row.model in dev_models and row.gpu in {"a100-40gb", "a100-80gb", "h100-80gb"}, row.id
+            assert row.id.startswith("MF-"), row.id
+            continue
         assert row.model in MODEL_KEYS, row.id
         assert row.gpu in GPU_KEYS, row.id
         assert row.id.startswith(row.source[:3] + "-"), row.id
@@ -126,6 +142,26 @@ def test_global_batch_is_micro_times_accumulation_times_gpus() -> None:
 def test_every_assumption_row_has_notes() -> None:
     for row in all_measurements():
         assert row.notes.strip(), row.id
+
+
+@pytest.mark.skipif(not DEV_DATA.is_dir(), reason=f"development data not found at {DEV_DATA}")
+def test_mpt_rows_match_the_development_data() -> None:
+    import json
+
+    source = {
+        row["id"]: row for row in map(json.loads, (DEV_DATA / "llm-foundry-mpt.jsonl").read_text().splitlines()) if row
+    }
+    dev = [row for row in all_measurements() if _is_dev(row)]
+    assert len(dev) == len(source) == 95
+    for row in dev:
+        original = source[row.id.split("-")[0] + "-" + row.id.split("-")[1]]
+        assert row.step_time_s == original["derived"]["step_time_s"]
+        assert row.workload.seq_len == original["seq_len"]
+        assert row.setting.micro_batch_size == original["micro_batch_size"]
+        assert row.setting.grad_accum == original["grad_accum"]
+        assert row.setting.grad_ckpt == original["grad_ckpt"]
+        assert row.num_gpus_per_node * row.num_nodes == original["num_gpus"]
+        assert row.gpu == original["gpu"]
 
 
 # ----------------------------------------------------------------------------------------- seed 001

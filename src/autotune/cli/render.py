@@ -111,6 +111,10 @@ def time_table(estimate: Estimate) -> Table:
     table.add_row("optimizer step (incl. accumulation)", f"{estimate.step_time_s:.2f} s")
     table.add_row("tokens/s (all GPUs)", f"{estimate.tokens_per_s:,.0f}")
     table.add_row("MFU", f"{estimate.mfu * 100:.1f}%")
+    step = estimate.step_time_s
+    for name, seconds in sorted(estimate.time_breakdown_s.items(), key=lambda item: -item[1]):
+        if seconds > 0.0005 * step:
+            table.add_row(f"  of the step: {name}", f"{seconds:.3f} s ({seconds / step:.0%})")
     if estimate.compile_time_s:
         table.add_row("compile (once)", human_duration(estimate.compile_time_s))
     if estimate.total_time_s is not None:

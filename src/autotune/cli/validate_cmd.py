@@ -43,7 +43,7 @@ def validate_command(
     ] = False,
     cv_by: Annotated[
         str, typer.Option("--cv-by", help="With --cv: groupings to hold out, comma-separated: gpu, family, source.")
-    ] = "gpu,family",
+    ] = "gpu,family,source",
 ) -> None:
     """Compare the cost model's predictions with every measured row (the seed tables by default)."""
     if cv:
@@ -101,6 +101,7 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
         verdict_counts,
         worst_rows,
     )
+    from autotune.costmodel.ranking import by_source, ranking_text
 
     groupings = parse_groupings(cv_by)
     started = time.perf_counter()
@@ -113,7 +114,15 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
     full = fit_from_priors(cases, "in-sample")
     reports = [cross_validate(cases, g, full_fit=full, progress=progress) for g in groupings]
     if json_:
-        print_json({report.groups: report.as_dict(worst) for report in reports})
+        print_json(
+            {
+                **{report.groups: report.as_dict(worst) for report in reports},
+                "time_by_source": {
+                    "in_sample": [s.as_dict() for s in by_source(reports[0].in_sample)],
+                    **{r.label: [s.as_dict() for s in by_source(r.held_out)] for r in reports},
+                },
+            }
+        )
         return
     short = {"leave-one-GPU-out": "LOGO", "leave-one-family-out": "LOFO", "leave-one-source-out": "LOSO"}
     labels = [r.label for r in reports]
@@ -139,7 +148,9 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
             *(_mape(line.time_held_out[label]) for label in labels),
         )
     console().print(table)
-    console().print("memory: rows of known kind only; a held-out GPU is predicted with the 'default' efficiency")
+    console().print(
+        "memory: rows of known kind only; a held-out GPU is predicted with its architecture generation's efficiency"
+    )
     verdicts = Table(title="OOM / fits verdicts")
     for column in ("predictions", "OOM rows predicted not to fit", "ran rows predicted to fit"):
         verdicts.add_column(column, justify="left" if column == "predictions" else "right")
@@ -154,6 +165,9 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
             )
             if listed:
                 console().print(f"worst held-out {quantity} ({short[report.label]}): {listed}")
+    for label, results in [("in-sample", reports[0].in_sample)] + [(r.label, r.held_out) for r in reports]:
+        for text in ranking_text(label, by_source(results)):
+            console().print(text, highlight=False)
 
 
 def _mape(value: float | None) -> str:

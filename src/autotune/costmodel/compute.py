@@ -1,67 +1,82 @@
-"""Step time: FLOPs, memory traffic, kernel dispatch, communication, offload and the optimizer step.
+"""Step time of one setting, term by term: GEMMs by shape, attention by kernel, element-wise traffic, exposed CPU
+dispatch, LoRA adapters, QLoRA dequantization, collectives, offload, the optimizer step and fixed overheads.
 
-FLOPs per token follow Kaplan et al. 2020 (eq. 2.2, forward ≈ 2·N per token) and Narayanan et al. 2021
-("Efficient Large-Scale Language Model Training on GPU Clusters", eq. 3: backward = 2× forward, one extra
-forward when activations are recomputed). Frozen weights (LoRA / QLoRA) skip the weight-gradient GEMM,
-so their backward is 1× forward (Hu et al. 2021, LoRA, section 4.2). Attention score FLOPs are
-4·n_q·d·s per token per layer forward (QKᵀ and PV), halved by causal flash attention (Dao et al. 2022)
-which skips masked tiles; flash backward costs 2.5× its forward (5 matmuls instead of 2).
+Each term (docs/cost-model.md §5 has the formulas and sources):
 
-Each pass over the weights runs at the roofline of the GPU (Williams et al. 2009): the slower of its
-FLOPs at ``peak × matmul_efficiency`` and its weight bytes at ``bandwidth × bandwidth_efficiency``, so
-small micro-batches and short sequences become bandwidth-bound. Element-wise kernels (norms, RoPE,
-activations, LoRA casts/dropout, the loss) are bandwidth-bound: each saved activation is written in
-forward and read in backward with its gradient (3 transfers). Eager PyTorch dispatches each op from the
-CPU; when the GPU work per op is short the step is dispatch-bound, so the micro-step takes the slower of
-GPU time and dispatch time. Communication (NCCL ring: 2(N−1)/N of the bytes for all-reduce, (N−1)/N for
-all-gather / reduce-scatter; Patarasuk & Yuan 2009) and host-link offload traffic overlap with compute up
-to ``COMM_OVERLAP`` of the compute time.
+* **GEMMs** — every ``nn.Linear`` of a decoder layer (``params.linear_modules``) as its forward, input-gradient
+  and (when the weight trains) weight-gradient GEMM, timed by ``gemm.gemm_time_s`` from its shape (M = tokens per
+  micro-step): tile and wave quantization over the GPU's SMs, K saturation, roofline; checkpointing adds one
+  forward (Narayanan et al. 2021, eq. 3). lm_head is the (T × V × h) GEMM, in fp32 when the head is fp32.
+* **attention** — ``gemm.attention_flops_forward`` (causal saving only for flash / memory-efficient kernels),
+  backward 2.5× (flash) or 2× (math), at the attention efficiency of the GPU's architecture.
+* **element-wise** — the bytes the layer's non-GEMM kernels move, counted from the real module code
+  (``dispatch.layer_ops``; bf16 basis, scaled by the residual dtype), at ``bandwidth × bandwidth_efficiency``;
+  the logits/loss traffic (``activations.loss_bytes_per_logit``, forward and backward).
+* **dispatch** — each kernel costs ``kernel_launch_s`` of CPU time (eager PyTorch); per decoder-layer pass the
+  GPU hides it when its own work is longer, so a pass takes max(GPU time, CPU dispatch time). Small micro
+  batches (few tokens per kernel) become dispatch-bound; large ones hide it.
+* **LoRA** — per target: two fp32 GEMMs forward (peft upcasts the adapters and casts the input), four backward,
+  and the cast / dropout / scale / add traffic; **QLoRA** — per linear per pass: read the NF4 weight and write
+  its bf16 copy (``units.nf4_bytes_per_param``), one dequantization kernel (bitsandbytes ``dequantize_4bit``).
+* **communication** (``collectives``) — per layer, overlapped with that layer's compute only (FSDP / ZeRO-3
+  prefetch one unit ahead); DDP's all-reduce overlaps the last micro-step's backward, ZeRO-2's gather follows
+  the step.
+* **offload** and **optimizer step** (``optimizer_step``) — host-link traffic per micro-step hidden only behind
+  compute that exists in that micro-step; GPU AdamW (bytes or launches, whichever is longer) or CPU Adam; plus
+  ``step_overhead_s`` per step and ``micro_step_overhead_s`` per micro-step (trainer Python).
+* **torch.compile** removes ``compile_speedup`` of the element-wise traffic and kernels (fusion).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from autotune.costmodel import activations as act
+from autotune.costmodel.collectives import DDP_BUCKET_BYTES, ZERO_BUCKET_ELEMENTS, bucketed_time_s, collective_time_s
+from autotune.costmodel.dispatch import eager_attention, layer_ops, lora_target_kernels
+from autotune.costmodel.gemm import (
+    DEFAULT_SM_COUNT,
+    FLASH_BACKWARD_FACTOR,
+    GemmDevice,
+    attention_flops_forward,
+    attention_time_s,
+    linear_pass_time_s,
+)
 from autotune.costmodel.memory import base_weight_bytes
-from autotune.costmodel.params import count_params, lora_params, lora_target_modules
+from autotune.costmodel.optimizer_step import offload_traffic_s, optimizer_step_s
+from autotune.costmodel.params import count_params, linear_modules, lora_params, lora_target_modules
 from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.units import GB, TERA, nf4_bytes_per_param
 
-FLASH_BACKWARD_FACTOR = 2.5
-"""Flash-attention backward FLOPs over its forward (Dao et al. 2022, section 3.1 / appendix B.4)."""
+HEAD_KERNELS = 40
+"""Kernels outside the decoder layers per micro-step (embedding, final norm, lm_head, shift + cross-entropy
+and its backward): a stated prior; the layer counts dominate (≥ 30 layers × 40+ kernels)."""
 
-ELEMENTWISE_TRANSFERS = 3.0
-"""Times each saved activation crosses DRAM: written in forward, read in backward, gradient written."""
+LORA_BYTES_PER_TOKEN_IN = 15.0
+LORA_BYTES_PER_TOKEN_OUT = 14.0
+"""Element-wise bytes per token per input / output feature of one peft LoRA target, forward (peft
+``lora.Linear.forward``: bf16→fp32 cast of x (2 + 4), dropout (4 + 4 + 1 mask), then the fp32 result scaled and
+added to the bf16 output (4 + 4 + 2 + 2 + 2)); the backward moves twice that."""
 
-COMM_OVERLAP = 0.8
-"""Fraction of the compute time that can hide communication / offload traffic (prefetch, bucketing)."""
-
-OPS_PER_LAYER_FORWARD = 50
-"""Eager ops one Llama decoder layer dispatches in forward (norms 2×8, 7 matmuls, RoPE ~12, SDPA,
-activation, mul, residual adds, views); counted from transformers' modeling_llama.py."""
-
-OPS_PER_ADAPTER_FORWARD = 7
-"""Eager ops one peft LoRA target adds in forward (cast, dropout, lora_A, lora_B, scale, add, cast)."""
-
-BACKWARD_OPS_FACTOR = 1.5
-"""Backward dispatches ~1.5× the forward's ops (autograd nodes plus gradient accumulation)."""
+MATH_ATTENTION_BACKWARD_FACTOR = 2.0
+"""Math (eager) attention backward: two GEMMs per forward GEMM (input gradients of QKᵀ and PV)."""
 
 
 @dataclass(frozen=True)
 class TimePrediction:
-    """Predicted times in seconds for one GPU rank, with a breakdown of one micro-step.
+    """Predicted times in seconds for one GPU rank, with a breakdown.
 
     Attributes:
-        micro_step_time_s: forward + backward of one micro batch, including exposed communication.
-        optimizer_time_s: optimizer step incl. offload CPU-Adam and exposed DDP / ZeRO-2 communication.
+        micro_step_time_s: forward + backward of one micro batch, including exposed communication and offload.
+        optimizer_time_s: optimizer step incl. CPU Adam, step overheads and exposed per-step communication.
         step_time_s: ``grad_accum × micro_step_time_s + optimizer_time_s``.
         model_flops_per_micro_step: PaLM-style model FLOPs (Chowdhery et al. 2022, appendix B) for MFU.
-        breakdown_s: named parts of the micro-step (they need not add up: overlapped parts take a max).
+        breakdown_s: seconds per term of one optimizer step (they add up to ``step_time_s``).
     """
 
     micro_step_time_s: float
@@ -71,33 +86,70 @@ class TimePrediction:
     breakdown_s: dict[str, float]
 
 
-def _link_bytes_per_s(cluster: ClusterSpec) -> float:
-    """Per-GPU collective bandwidth: NVLink/xGMI or PCIe inside a node, the network across nodes."""
-    gpu = cluster.gpu
-    intra = (gpu.gpu_link_gb_per_s or gpu.host_link_gb_per_s) * GB
-    if cluster.num_nodes > 1:
-        return min(intra, cluster.inter_node_gb_per_s * GB)
-    return intra
+def architecture_generation(gpu: GpuSpec) -> str:
+    """'ampere', 'hopper', 'ada', 'blackwell', 'volta', 'turing', 'cdna', 'rdna' from the profile's
+    ``architecture`` text (its first word, lower case)."""
+    return gpu.architecture.split()[0].strip(",").lower()
 
 
-def matmul_efficiency(gpu_key: str, coefficients: CostCoefficients) -> float:
-    """Fitted fraction of the dense peak that large training GEMMs reach on a GPU ('default' if unfitted)."""
-    return coefficients.matmul_efficiency.get(gpu_key, coefficients.matmul_efficiency["default"])
+def efficiency(table: dict[str, float], gpu: GpuSpec) -> float:
+    """A per-GPU coefficient: the GPU's own value, else its architecture generation's, else 'default'."""
+    if gpu.key in table:
+        return table[gpu.key]
+    return table.get(architecture_generation(gpu), table["default"])
 
 
-def _matmul_rate(cluster: ClusterSpec, dtype: str, coefficients: CostCoefficients) -> float:
-    """Achievable matmul FLOP/s: dense peak for the dtype × the GPU's fitted efficiency.
-
-    ``fp32-simt`` is the non-tensor fp32 rate (fp32 SDPA / fp32 lm_head without TF32)."""
-    gpu = cluster.gpu
+def _device(gpu: GpuSpec, dtype: str, coefficients: CostCoefficients, table: dict[str, float]) -> GemmDevice:
     peak = gpu.fp32_tflops if dtype == "fp32-simt" else gpu.matmul_tflops(dtype)
-    return peak * TERA * matmul_efficiency(gpu.key, coefficients)
+    bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
+    return GemmDevice(peak * TERA * efficiency(table, gpu), gpu.sm_count or DEFAULT_SM_COUNT, bandwidth)
 
 
 def _attention_dtype(dtypes: DtypeBytes) -> str:
     """fp32 attention when the residual stream is fp32 without autocast (QLoRA with fp32 unquantized parts,
     full fp32): SDPA then runs fp32 CUDA-core kernels (PyTorch leaves TF32 off for matmuls by default)."""
     return "fp32-simt" if dtypes.residual_bytes == 4 and not dtypes.autocast else dtypes.compute_dtype
+
+
+@functools.lru_cache(maxsize=4096)
+def layer_gemm_s(
+    model: ModelSpec, tokens: float, element_bytes: float, device: GemmDevice, trainable: bool
+) -> tuple[float, float]:
+    """(forward, backward) seconds of one decoder layer's ``nn.Linear`` GEMMs by shape (module docstring); MoE
+    experts see their share of the tokens. Cached: candidates repeat the same shapes."""
+    layers = model.num_hidden_layers
+    forward = backward = 0.0
+    experts_share = model.num_experts_per_token / model.num_experts
+    for m in linear_modules(model):
+        per_layer = m.count // layers
+        expert = m.group == "mlp" and m.name != "router" and model.num_experts > 1
+        m_tokens = tokens * (experts_share if expert else 1)
+        shape = (m_tokens, m.in_features, m.out_features, element_bytes, device)
+        forward += per_layer * linear_pass_time_s(*shape, "forward")
+        backward += per_layer * linear_pass_time_s(*shape, "input-grad")
+        if trainable:
+            backward += per_layer * linear_pass_time_s(*shape, "weight-grad")
+    return forward, backward
+
+
+@functools.lru_cache(maxsize=4096)
+def adapter_gemm_s(
+    model: ModelSpec, targets: tuple[str, ...], rank: int, tokens: float, fp32_device: GemmDevice
+) -> tuple[float, float]:
+    """(forward, backward) seconds of one layer's LoRA GEMMs: per target x·Aᵀ (T × r × in) and ·Bᵀ (T × out × r)
+    in fp32 forward; their input and weight gradients backward."""
+    layers = model.num_hidden_layers
+    forward = backward = 0.0
+    for m in lora_target_modules(model, targets):
+        per_layer = m.count // layers
+        pairs = ((m.in_features, rank), (rank, m.out_features))
+        forward += per_layer * sum(linear_pass_time_s(tokens, i, o, 4, fp32_device, "forward") for i, o in pairs)
+        backward += per_layer * sum(
+            linear_pass_time_s(tokens, i, o, 4, fp32_device, kind)
+            for i, o in pairs
+            for kind in ("input-grad", "weight-grad")
+        )
+    return forward, backward
 
 
 def predict_time(
@@ -107,126 +159,184 @@ def predict_time(
     workload: Workload,
     coefficients: CostCoefficients,
 ) -> TimePrediction:
-    """Micro-step, optimizer-step and optimizer-step-cycle times for one rank (formulas in the module docstring)."""
+    """Micro-step, optimizer-step and step times for one rank (terms in the module docstring)."""
     gpu = cluster.gpu
     dtypes = dtype_bytes(setting, gpu)
     counts = count_params(model)
     ranks = cluster.world_size
+    layers = model.num_hidden_layers
     seq = workload.tokens_per_sequence
     tokens = setting.micro_batch_size * seq
-    flash = setting.attention_impl == "flash" and gpu.supports_flash_attention
-    bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
-    compute_rate = _matmul_rate(cluster, dtypes.compute_dtype, coefficients)
     adapters = setting.uses_adapters
+    trainable_base = not adapters
+    flash = setting.attention_impl not in ("math", "eager") and gpu.supports_flash_attention
+    bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
+    launch = coefficients.kernel_launch_s
+    compile_keep = 1 - coefficients.compile_speedup if setting.compile else 1.0
+    device = _device(gpu, dtypes.compute_dtype, coefficients, coefficients.matmul_efficiency)
+    element = dtypes.compute_bytes
+    forward_passes = 1 + int(setting.grad_ckpt)
 
-    # --- matmul passes (roofline per pass) -------------------------------------------------------
-    layer_matmul_params = (
-        counts.matmul_params_per_token
-        - counts.lm_head_params
-        - (counts.embedding_params if model.tie_word_embeddings else 0)
+    # --- GEMMs of one decoder layer, by shape ------------------------------------------------------------
+    fwd_gemm, bwd_gemm = layer_gemm_s(model, tokens, element, device, trainable_base)
+
+    # --- attention ------------------------------------------------------------------------------------------
+    attention_device = _device(gpu, _attention_dtype(dtypes), coefficients, coefficients.attention_efficiency)
+    attention_fwd_flops = attention_flops_forward(
+        tokens, seq, model.num_attention_heads, model.head_dim, causal_skipped=flash
     )
-    lm_head_matmul_params = counts.matmul_params_per_token - layer_matmul_params
+    fwd_attention = attention_time_s(attention_fwd_flops, seq, attention_device)
+    bwd_attention = fwd_attention * (FLASH_BACKWARD_FACTOR if flash else MATH_ATTENTION_BACKWARD_FACTOR)
+
+    # --- element-wise traffic and kernels, counted from the module code -------------------------------------
+    ops = layer_ops(model, trainable_base)
+    traffic_scale = (dtypes.residual_bytes / 2 + dtypes.compute_bytes / 2) / 2 * compile_keep
+    fwd_elementwise = ops.forward_bytes_per_token * tokens * traffic_scale / bandwidth
+    bwd_elementwise = ops.backward_bytes_per_token * tokens * traffic_scale / bandwidth
+    fwd_kernels = ops.forward_kernels * compile_keep
+    bwd_kernels = ops.backward_kernels * compile_keep
+    if not flash:  # the math path materializes n_q·s scores per token: mask, fp32 softmax, casts
+        eager = eager_attention()
+        scores = tokens * model.num_attention_heads * seq * traffic_scale / bandwidth
+        fwd_elementwise += eager.forward_bytes_per_score * scores
+        bwd_elementwise += eager.backward_bytes_per_score * scores
+        fwd_kernels += eager.forward_kernels * compile_keep
+        bwd_kernels += eager.backward_kernels * compile_keep
+
+    # --- LoRA adapters and QLoRA dequantization, per layer --------------------------------------------------
+    fwd_adapter = bwd_adapter = fwd_dequant = 0.0
+    if adapters:
+        fp32_device = _device(gpu, "fp32-simt", coefficients, coefficients.matmul_efficiency)
+        lora_fwd_kernels, lora_bwd_kernels = lora_target_kernels()
+        adapter_fwd_gemm, adapter_bwd_gemm = adapter_gemm_s(
+            model, setting.lora_targets, setting.lora_rank, tokens, fp32_device
+        )
+        for m in lora_target_modules(model, setting.lora_targets):
+            per_layer = m.count // layers
+            traffic = (LORA_BYTES_PER_TOKEN_IN * m.in_features + LORA_BYTES_PER_TOKEN_OUT * m.out_features) * tokens
+            fwd_adapter += per_layer * traffic * compile_keep / bandwidth
+            bwd_adapter += per_layer * 2 * traffic * compile_keep / bandwidth
+            fwd_kernels += per_layer * lora_fwd_kernels * compile_keep
+            bwd_kernels += per_layer * lora_bwd_kernels * compile_keep
+        fwd_adapter += adapter_fwd_gemm
+        bwd_adapter += adapter_bwd_gemm
+    if setting.method == "qlora":
+        per_param = nf4_bytes_per_param(setting.qlora_double_quant) + dtypes.compute_bytes
+        fwd_dequant = counts.decoder_linear_params / layers * per_param / bandwidth
+        dequant_kernels = sum(m.count for m in linear_modules(model)) / layers
+        fwd_kernels += dequant_kernels
+        bwd_kernels += dequant_kernels
+
+    # --- one layer's passes: GPU work vs CPU dispatch ---------------------------------------------------------
+    gpu_fwd = fwd_gemm + fwd_attention + fwd_elementwise + fwd_adapter + fwd_dequant
+    gpu_bwd = bwd_gemm + bwd_attention + bwd_elementwise + bwd_adapter + fwd_dequant
+    layer_fwd = max(gpu_fwd, fwd_kernels * launch)
+    layer_bwd = max(gpu_bwd, bwd_kernels * launch)
+    layers_s = layers * (forward_passes * layer_fwd + layer_bwd)
+    dispatch_exposed = layers * (
+        forward_passes * max(0.0, fwd_kernels * launch - gpu_fwd) + max(0.0, bwd_kernels * launch - gpu_bwd)
+    )
+
+    # --- lm_head and loss -----------------------------------------------------------------------------------
     fp32_head = act.logits_dtype_bytes(setting, dtypes) == 4 and not dtypes.autocast
-    lm_head_rate = _matmul_rate(cluster, "fp32-simt", coefficients) if fp32_head else compute_rate
-    if setting.method == "qlora":
-        weight_read_bytes = counts.decoder_linear_params * (nf4_bytes_per_param(setting.qlora_double_quant) + 4.0)
-    else:
-        weight_read_bytes = counts.total_params * dtypes.compute_bytes
-    forward_passes = 1 + (1 if setting.grad_ckpt else 0)
-    backward_passes = 1 if adapters else 2  # dX, plus dW when weights train
-    layer_flops_pass = 2 * layer_matmul_params * tokens
-    lm_head_flops_pass = 2 * lm_head_matmul_params * tokens
-    pass_time = max(layer_flops_pass / compute_rate, weight_read_bytes / bandwidth)
-    matmul_s = pass_time * (forward_passes + backward_passes)
-    # A chunked loss checkpoints each chunk: its lm_head matmul runs again in backward.
-    lm_head_passes = 1 + backward_passes + (1 if setting.loss_impl == "chunked" else 0)
-    lm_head_s = lm_head_flops_pass / lm_head_rate * lm_head_passes
-    if adapters:
-        lora = lora_params(model, setting.lora_rank, setting.lora_targets)
-        matmul_s += 2 * lora * tokens * (forward_passes + 2) / compute_rate
-
-    # --- attention scores ----------------------------------------------------------------------------
-    attention_context = seq / 2 if flash else seq
-    attention_forward_flops = (
-        model.num_hidden_layers * 4 * model.num_attention_heads * model.head_dim * attention_context * tokens
+    head_device = _device(gpu, "fp32-simt", coefficients, coefficients.matmul_efficiency) if fp32_head else device
+    head_element = 4 if fp32_head else element
+    h, vocab = model.hidden_size, model.vocab_size
+    head_s = linear_pass_time_s(tokens, h, vocab, head_element, head_device, "forward") * (
+        1 + int(setting.loss_impl == "chunked")
     )
-    attention_rate = _matmul_rate(cluster, _attention_dtype(dtypes), coefficients)
-    attention_s = attention_forward_flops * (forward_passes + FLASH_BACKWARD_FACTOR) / attention_rate
+    head_s += linear_pass_time_s(tokens, h, vocab, head_element, head_device, "input-grad")
+    if trainable_base:
+        head_s += linear_pass_time_s(tokens, h, vocab, head_element, head_device, "weight-grad")
+    logits_s = act.loss_bytes_per_logit(model, setting, dtypes) * tokens * vocab * 2 / bandwidth
+    head_total = max(head_s + logits_s, HEAD_KERNELS * launch)
+    compute_s = layers_s + head_total + coefficients.micro_step_overhead_s
 
-    # --- element-wise traffic and dispatch -----------------------------------------------------------
-    layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq, flash)
-    elementwise_bytes = layer.total * model.num_hidden_layers * tokens * (ELEMENTWISE_TRANSFERS + forward_passes - 1)
-    # Every logit crosses DRAM in forward and backward whether or not the loss is chunked.
-    logits_bytes = act.loss_bytes_per_logit(model, setting, dtypes) * tokens * model.vocab_size * 2
-    elementwise_s = (elementwise_bytes + logits_bytes) / bandwidth
-    num_targets = 0
-    if adapters:
-        num_targets = len(lora_target_modules(model, setting.lora_targets))
-    ops_forward = model.num_hidden_layers * (OPS_PER_LAYER_FORWARD + OPS_PER_ADAPTER_FORWARD * num_targets)
-    dispatch_s = ops_forward * (forward_passes + BACKWARD_OPS_FACTOR) * coefficients.kernel_launch_s
-    if setting.compile:
-        elementwise_s *= 1 - coefficients.compile_speedup
-        dispatch_s *= 1 - coefficients.compile_speedup
-
-    gpu_s = matmul_s + lm_head_s + attention_s + elementwise_s
-    compute_s = max(gpu_s, dispatch_s)
-    if adapters:
-        compute_s *= coefficients.adapter_time_factor
-    if setting.method == "qlora":
-        compute_s *= coefficients.qlora_time_factor
-
-    # --- communication and offload per micro-step ----------------------------------------------------
-    link = _link_bytes_per_s(cluster)
-    host_link = gpu.host_link_gb_per_s * GB * coefficients.host_link_efficiency
+    # --- communication, overlapped layer by layer -----------------------------------------------------------
     full_weight_bytes = base_weight_bytes(model, counts, setting, dtypes)
+    gathered_bytes = full_weight_bytes if not dtypes.autocast else counts.total_params * dtypes.compute_bytes
     trainable = lora_params(model, setting.lora_rank, setting.lora_targets) if adapters else counts.total_params
     grad_bytes = trainable * dtypes.grad_bytes
-    per_micro_comm_s = 0.0
-    per_step_comm_s = 0.0
-    if ranks > 1:
-        fraction = (ranks - 1) / ranks
-        gathered_bytes = full_weight_bytes if not dtypes.autocast else counts.total_params * dtypes.compute_bytes
-        if setting.shards_parameters:
-            per_micro_comm_s = fraction * (2 * gathered_bytes + grad_bytes) / link
-        elif setting.sharding == "zero2":
-            per_micro_comm_s = fraction * grad_bytes / link
-            per_step_comm_s = fraction * gathered_bytes / link
-        elif setting.sharding == "ddp":
-            per_step_comm_s = 2 * fraction * grad_bytes / link
-    offload_s = 0.0
-    if setting.offloads_to_cpu:
-        offload_s = (2 * full_weight_bytes / ranks + grad_bytes / ranks) / host_link
-    hidden = COMM_OVERLAP * compute_s
-    exposed_s = max(0.0, per_micro_comm_s + offload_s - hidden)
-    micro_step_s = compute_s + exposed_s
+    comm_exposed = step_comm_exposed = 0.0
+    layer_share = (counts.attention_params_per_layer + counts.mlp_params_per_layer) / max(1, counts.total_params)
+    root_share = max(0.0, 1 - layers * layer_share)
+    if ranks > 1 and setting.shards_parameters:
+        gather = collective_time_s("all-gather", gathered_bytes * layer_share, cluster, coefficients)
+        scatter = collective_time_s("reduce-scatter", grad_bytes * layer_share, cluster, coefficients)
+        root = collective_time_s("all-gather", gathered_bytes * root_share, cluster, coefficients)
+        comm_exposed = (
+            2 * root
+            + gather
+            + layers * max(0.0, gather - layer_fwd)
+            + layers * max(0.0, gather + scatter - layer_bwd - (forward_passes - 1) * layer_fwd)
+        )
+    elif ranks > 1 and setting.sharding == "zero2":
+        scatter_s = bucketed_time_s(
+            "reduce-scatter", grad_bytes, ZERO_BUCKET_ELEMENTS * dtypes.grad_bytes, cluster, coefficients
+        )
+        comm_exposed = max(0.0, scatter_s - layers * layer_bwd)
+        step_comm_exposed = bucketed_time_s(
+            "all-gather", gathered_bytes, ZERO_BUCKET_ELEMENTS * dtypes.weight_bytes, cluster, coefficients
+        )
+    elif ranks > 1 and setting.sharding == "ddp":
+        reduce_s = bucketed_time_s("all-reduce", grad_bytes, DDP_BUCKET_BYTES, cluster, coefficients)
+        last_bucket = collective_time_s("all-reduce", min(grad_bytes, DDP_BUCKET_BYTES), cluster, coefficients)
+        step_comm_exposed = max(last_bucket, reduce_s - layers * layer_bwd)
 
-    # --- optimizer step --------------------------------------------------------------------------------
-    trainable_per_rank = trainable / ranks if setting.sharding not in ("none", "ddp") else trainable
+    # --- offload: host-link traffic hidden only behind this micro-step's compute ----------------------------
+    offload_exposed = 0.0
     if setting.offloads_to_cpu:
-        optimizer_s = trainable_per_rank / coefficients.cpu_adam_params_per_s
-        optimizer_s += trainable_per_rank * dtypes.weight_bytes / host_link
-    else:
-        touched = 2 * dtypes.weight_bytes + dtypes.grad_bytes + 2 * dtypes.optimizer_bytes
-        touched += 2 * dtypes.optimizer_temp_bytes
-        optimizer_s = trainable_per_rank * touched / bandwidth
-    exposed_step_comm_s = max(0.0, per_step_comm_s - COMM_OVERLAP * compute_s)
-    optimizer_s += exposed_step_comm_s
-    step_s = setting.grad_accum * micro_step_s + optimizer_s
+        traffic_s = offload_traffic_s(full_weight_bytes / ranks, grad_bytes / ranks, gpu, coefficients)
+        offload_exposed = max(0.0, traffic_s - compute_s)
+    micro_step_s = compute_s + comm_exposed + offload_exposed
+    if adapters:
+        micro_step_s *= coefficients.adapter_time_factor
+    if setting.method == "qlora":
+        micro_step_s *= coefficients.qlora_time_factor
+
+    # --- optimizer step --------------------------------------------------------------------------------------
+    trainable_per_rank = trainable / ranks if setting.sharding not in ("none", "ddp") else trainable
+    optimizer_s = optimizer_step_s(model, setting, gpu, dtypes, trainable_per_rank, coefficients)
+    optimizer_total = optimizer_s + coefficients.step_overhead_s + step_comm_exposed
+    step_s = setting.grad_accum * micro_step_s + optimizer_total
 
     model_flops = tokens * (
-        6 * counts.matmul_params_per_token
-        + 12 * model.num_hidden_layers * model.num_attention_heads * model.head_dim * seq
+        6 * counts.matmul_params_per_token + 12 * layers * model.num_attention_heads * model.head_dim * seq
     )
+    accum = setting.grad_accum
+    layer_gpu = forward_passes * gpu_fwd + gpu_bwd
+    share = layers_s - dispatch_exposed
     return TimePrediction(
         micro_step_time_s=micro_step_s,
-        optimizer_time_s=optimizer_s,
+        optimizer_time_s=optimizer_total,
         step_time_s=step_s,
         model_flops_per_micro_step=model_flops,
         breakdown_s={
-            "matmuls": matmul_s + lm_head_s,
-            "attention": attention_s,
-            "element-wise + loss": elementwise_s,
-            "cpu dispatch": dispatch_s,
-            "exposed communication": exposed_s,
+            "gemm": accum * layers * (forward_passes * fwd_gemm + bwd_gemm) * share / max(layers * layer_gpu, 1e-30),
+            "attention": accum
+            * layers
+            * (forward_passes * fwd_attention + bwd_attention)
+            * share
+            / max(layers * layer_gpu, 1e-30),
+            "element-wise": accum
+            * layers
+            * (forward_passes * fwd_elementwise + bwd_elementwise)
+            * share
+            / max(layers * layer_gpu, 1e-30),
+            "lora adapters + qlora dequant": accum
+            * layers
+            * (forward_passes * (fwd_adapter + fwd_dequant) + bwd_adapter + fwd_dequant)
+            * share
+            / max(layers * layer_gpu, 1e-30),
+            "exposed cpu dispatch": accum * dispatch_exposed,
+            "lm_head + loss": accum * head_total,
+            "micro-step overhead": accum * coefficients.micro_step_overhead_s,
+            "exposed communication": accum * comm_exposed + step_comm_exposed,
+            "exposed offload": accum * offload_exposed,
+            "optimizer step": optimizer_s,
+            "step overhead": coefficients.step_overhead_s,
+            "user-recalibrated adapter/qlora factor": step_s
+            - accum * (compute_s + comm_exposed + offload_exposed)
+            - optimizer_total,
         },
     )

@@ -2,10 +2,12 @@
 
 For each value of a grouping — a GPU, a model family, a source table — the free coefficients are fitted on
 the other rows (``fitting.fit_coefficients`` from the physics priors, never from the shipped fit, which has
-seen every row) and the held-out rows are predicted with that fold's fit. A held-out GPU has no
-``matmul_efficiency`` of its own in its fold, so it is predicted with ``'default'`` (the geometric mean of the
-fitted GPUs): exactly what a user of a GPU we never measured gets. A held-out model family is predicted with
-activation and logits factors fitted on other architectures.
+seen every row) and the held-out rows are predicted with that fold's fit. Efficiencies are fitted per
+architecture generation: a held-out GPU uses its generation's value when another GPU of that generation has
+rows (A100 40 GB ↔ 80 GB), else its generation's prior scaled like the fitted ones (``time_fit``): exactly what
+a user of a GPU we never measured gets. A held-out model family is predicted with activation and logits
+factors fitted on other architectures; a held-out source table (``source``) with coefficients fitted on the
+other tables only (the seeds without the MPT development data, and the reverse).
 
 What the numbers mean:
   * in-sample: every row predicted by the fit on all rows (the shipped coefficients' values);

@@ -12,7 +12,8 @@ Memory rows whose ``memory_kind`` is ``unknown`` are validated but not fitted (a
 cannot calibrate what it measures), and out-of-memory verdicts are validated, not fitted. The fit works in
 log space (so 2× over and 2× under weigh the same) with Nelder–Mead: memory coefficients minimize the mean
 absolute log error (robust to a few rows of a stack we model poorly), time coefficients the mean squared
-log error; the two sets are fitted separately (they do not interact). Error bands per family are the 90th
+log error (``time_fit``: a few efficiencies per architecture generation, with datasheet priors); the two sets
+are fitted separately (they do not interact). Error bands per family are the 90th
 percentile of the rows' errors in that family.
 """
 
@@ -26,7 +27,9 @@ from dataclasses import dataclass
 from autotune.costmodel._optimize import nelder_mead
 from autotune.costmodel.estimate import dynamic_memory_gib, estimate_setting, memory_family
 from autotune.costmodel.memory import CUDA_CONTEXT_BYTES
+from autotune.costmodel.time_fit import fit_time_coefficients
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.profiles.measurements import measurement_models
 from autotune.schemas.calibration import CostCoefficients, Measurement
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
@@ -132,10 +135,15 @@ def prepare_cases(measurements: Iterable[Measurement]) -> list[Case]:
         UnknownNameError: a row names a model or GPU that is not in the catalog.
     """
     cases = []
+    extra_models = measurement_models()
     for measurement in measurements:
         gpu, _ = resolve_gpu(measurement.gpu)
-        cluster = ClusterSpec(gpu=gpu, num_gpus_per_node=measurement.num_gpus_per_node, num_nodes=measurement.num_nodes)
-        cases.append(Case(measurement, resolve_model_profile(measurement.model), cluster))
+        network = {"inter_node_gb_per_s": measurement.inter_node_gb_per_s} if measurement.inter_node_gb_per_s else {}
+        cluster = ClusterSpec(
+            gpu=gpu, num_gpus_per_node=measurement.num_gpus_per_node, num_nodes=measurement.num_nodes, **network
+        )
+        model = extra_models.get(measurement.model) or resolve_model_profile(measurement.model)
+        cases.append(Case(measurement, model, cluster))
     return cases
 
 
@@ -202,9 +210,6 @@ def time_loss(results: Sequence[CaseResult]) -> float:
 
 
 MEMORY_PARAMETERS = ("activation_factor", "logits_factor", "allocator_overhead_fraction")
-TIME_SCALARS = ("adapter_time_factor", "qlora_time_factor", "cpu_adam_params_per_s")
-"""Time coefficients the fit may move. ``kernel_launch_s`` stays at its prior: no seed row is dispatch-bound
-(all have ≥ 2,048 tokens per micro-step), so the data cannot identify it."""
 
 
 def _with(coefficients: CostCoefficients, **updates: object) -> CostCoefficients:
@@ -216,8 +221,8 @@ def fit_coefficients(
 ) -> CostCoefficients:
     """Fit memory and time coefficients to the cases; returns a new calibration with error bands.
 
-    GPUs with time rows get their own ``matmul_efficiency``; ``default`` becomes the geometric mean of the
-    fitted GPUs. Coefficients without data in ``cases`` keep their starting values.
+    Time coefficients: ``time_fit.fit_time_coefficients`` (efficiencies per architecture generation with time
+    rows, MAP around their datasheet priors). Coefficients without data in ``cases`` keep their starting values.
     """
     start = start or CostCoefficients()
     memory_cases = [
@@ -247,30 +252,7 @@ def fit_coefficients(
         )
         fitted = _with(fitted, **memory_update(best))
 
-    time_results = evaluate(cases, fitted)
-    time_cases = [r.case for r in time_results if r.measured_time_s is not None]
-    gpu_keys = sorted({c.cluster.gpu.key for c in time_cases})
-    scalars = [name_ for name_ in TIME_SCALARS if _has_data(name_, time_cases)]
-    if time_cases:
-
-        def unpack(point: Sequence[float]) -> CostCoefficients:
-            efficiencies = dict(fitted.matmul_efficiency)
-            for key, value in zip(gpu_keys, point[: len(gpu_keys)], strict=True):
-                efficiencies[key] = min(1.0, math.exp(value))
-            updates: dict[str, object] = {"matmul_efficiency": efficiencies}
-            for name_, value in zip(scalars, point[len(gpu_keys) :], strict=True):
-                updates[name_] = math.exp(value)
-            return _with(fitted, **updates)
-
-        origin = [math.log(fitted.matmul_efficiency.get(k, fitted.matmul_efficiency["default"])) for k in gpu_keys]
-        origin += [math.log(float(getattr(fitted, name_))) for name_ in scalars]
-        best, _ = nelder_mead(
-            lambda p: time_loss(evaluate(time_cases, unpack(p))), origin, step=0.3, max_evaluations=1500
-        )
-        fitted = unpack(best)
-        fitted_values = [fitted.matmul_efficiency[k] for k in gpu_keys]
-        geometric_mean = math.exp(sum(math.log(v) for v in fitted_values) / len(fitted_values))
-        fitted = _with(fitted, matmul_efficiency={**fitted.matmul_efficiency, "default": geometric_mean})
+    fitted = fit_time_coefficients(cases, fitted)
 
     memory_band, headroom_band, time_band = error_bands(evaluate(cases, fitted))
     today = _dt.date.today().isoformat()
@@ -282,16 +264,6 @@ def fit_coefficients(
         memory_headroom_band=headroom_band,
         time_error_band=time_band,
     )
-
-
-def _has_data(name: str, cases: Sequence[Case]) -> bool:
-    """Whether any case exercises a time coefficient (else it keeps its prior)."""
-    settings = [c.measurement.setting for c in cases]
-    if name == "adapter_time_factor":
-        return any(s.uses_adapters for s in settings)
-    if name == "qlora_time_factor":
-        return any(s.method == "qlora" for s in settings)
-    return name == "cpu_adam_params_per_s" and any(s.offloads_to_cpu for s in settings)
 
 
 def _quantile(values: Sequence[float], q: float) -> float:

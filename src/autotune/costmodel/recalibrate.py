@@ -21,10 +21,11 @@ Assumptions (and why):
     the fit has just matched say little about the error on rows it has not seen.
   * ``allocator_overhead_fraction`` keeps its starting value unless a fitted row measured reserved or
     nvidia-smi memory: peak allocated does not depend on it, so the fit's value would be arbitrary.
-  * Without the seeds, ``matmul_efficiency['default']`` (the prior for GPUs without their own value) keeps
-    its starting value: fit_coefficients would set it to the mean of the user's GPUs only. And a shared
-    time factor (LoRA / QLoRA overhead) that the user's rows cannot tell apart from their GPU's efficiency
-    keeps its starting value; only the GPUs' efficiencies are refit (:func:`unidentified_time_factors`).
+  * Without the seeds, the efficiencies every GPU shares (per architecture generation, 'default', DRAM) keep
+    their starting values — a few user rows would move them for every GPU — and each measured GPU gets its own
+    ``matmul_efficiency`` (refit from its generation's value). A shared time factor (LoRA / QLoRA overhead)
+    that the user's rows cannot tell apart from their GPU's efficiency keeps its starting value
+    (:func:`unidentified_time_factors`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.costmodel._optimize import nelder_mead
+from autotune.costmodel.compute import efficiency
 from autotune.costmodel.fitting import (
     Case,
     CaseResult,
@@ -222,7 +224,7 @@ def refit_efficiencies(cases: Sequence[Case], coefficients: CostCoefficients) ->
     keys = sorted({c.cluster.gpu.key for c in time_cases})
     if not keys:
         return coefficients
-    default = coefficients.matmul_efficiency["default"]
+    gpus = {c.cluster.gpu.key: c.cluster.gpu for c in time_cases}
 
     def unpack(point: Sequence[float]) -> CostCoefficients:
         efficiencies = dict(coefficients.matmul_efficiency)
@@ -230,7 +232,7 @@ def refit_efficiencies(cases: Sequence[Case], coefficients: CostCoefficients) ->
             efficiencies[key] = min(1.0, math.exp(value))
         return coefficients.model_copy(update={"matmul_efficiency": efficiencies})
 
-    origin = [math.log(coefficients.matmul_efficiency.get(key, default)) for key in keys]
+    origin = [math.log(efficiency(coefficients.matmul_efficiency, gpus[key])) for key in keys]
     best, _ = nelder_mead(lambda p: time_loss(evaluate(time_cases, unpack(p))), origin, step=0.3, max_evaluations=1500)
     return unpack(best)
 
@@ -276,13 +278,13 @@ def recalibrate(
     source = provenance(cases, sources, start_name, with_seeds, when)
     fitted = fit_coefficients(fit_cases, start=start, name=name, source=source)
     if not with_seeds:
-        fitted = fitted.model_copy(
-            update={"matmul_efficiency": {**fitted.matmul_efficiency, "default": start.matmul_efficiency["default"]}}
-        )
+        # A few user rows cannot move what every GPU shares (generation efficiencies, DRAM efficiency): keep the
+        # start's and give the measured GPUs their own matmul efficiency.
+        shared = ("matmul_efficiency", "attention_efficiency", "bandwidth_efficiency")
+        fitted = fitted.model_copy(update={name_: getattr(start, name_) for name_ in shared})
         unidentified = unidentified_time_factors(fit_cases)
-        if unidentified:
-            restored = fitted.model_copy(update={name_: getattr(start, name_) for name_ in unidentified})
-            fitted = refit_efficiencies(fit_cases, restored)
+        restored = fitted.model_copy(update={name_: getattr(start, name_) for name_ in unidentified})
+        fitted = refit_efficiencies(fit_cases, restored)
     if not any(c.measurement.memory_kind in RESERVED_KINDS and c.measurement.peak_memory_gib for c in fit_cases):
         # Nothing measured reserved memory: the fit's allocator overhead is arbitrary.
         fitted = fitted.model_copy(update={"allocator_overhead_fraction": start.allocator_overhead_fraction})

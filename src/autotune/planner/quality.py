@@ -7,7 +7,7 @@ sweep per model × #GPUs). Groups with a single measured setting are listed as s
 
 For each sweep the planner's candidate list is the measured settings (duplicate rows merged): each is
 estimated with ``estimate_setting`` under the row's own workload and ranked exactly as ``planner.search``
-ranks (only candidates predicted to fit, ``search.rank_key`` on the predicted run time, objective 'quality',
+ranks (only candidates predicted to fit, ``search.choose`` on the predicted run time, objective 'quality',
 which within one method is the shortest run plus the simplicity margin). ``search()`` itself is not called:
 its space cannot be restricted to an arbitrary list of measured combinations with different global batches.
 The choice is then looked up in the measurements:
@@ -39,7 +39,7 @@ from autotune.costmodel.crossval import source_table
 from autotune.costmodel.estimate import estimate_setting
 from autotune.costmodel.fitting import prepare_cases
 from autotune.planner.request import Objective
-from autotune.planner.search import Scored, rank_key, run_time_s
+from autotune.planner.search import Scored, choose, rank_key, run_time_s
 from autotune.schemas.calibration import CostCoefficients, Measurement
 from autotune.schemas.setting import TrainingSetting
 
@@ -102,6 +102,8 @@ class Prediction:
     fits: bool
     key: tuple[float, ...]
     run_time_s: float
+    scored: Scored | None = None
+    """The planner's view (None for a predictor that only ranks by ``key``)."""
 
 
 @dataclass(frozen=True)
@@ -200,19 +202,30 @@ row's own workload); for one that does not, ``samples`` is the nominal dataset s
 an infinite dataset (rank by time per sample)."""
 
 
+def _choose(fitting: Sequence[Candidate], predictions: dict[str, Prediction]) -> Candidate | None:
+    """The candidate ``search.choose`` takes among those predicted to fit (its tolerance tie-break included)."""
+    if not fitting:
+        return None
+    scored = [predictions[c.id].scored for c in fitting]
+    if any(s is None for s in scored):
+        return min(fitting, key=lambda c: predictions[c.id].key)  # no planner's view: its key order decides
+    best = choose([s for s in scored if s is not None], OBJECTIVE)
+    return next(c for c in fitting if predictions[c.id].scored is best)
+
+
 def judge(sweep: Sweep, predict: Predictor) -> Outcome:
     """Rank the sweep's candidates as the planner does and judge its choice against the measurements."""
     samples = None if sweep.dataset_known else NOMINAL_SAMPLES
     predictions = {c.id: predict(sweep, c, samples) for c in sweep.candidates}
     fitting = sorted((c for c in sweep.candidates if predictions[c.id].fits), key=lambda c: predictions[c.id].key)
-    chosen = fitting[0] if fitting else None
+    chosen = _choose(fitting, predictions)
     verdict_errors = tuple(c.id for c in sweep.candidates if predictions[c.id].fits != c.ran)
     comparable_ran = [c for c in sweep.candidates if c.ran and c.measured_time_s(sweep.basis) is not None]
     fastest = min(comparable_ran, key=lambda c: c.measured_time_s(sweep.basis) or 0.0) if comparable_ran else None
     stable: bool | None = None
     if chosen is not None and not sweep.dataset_known:
         at_infinity = {c.id: predict(sweep, c, None) for c in fitting}
-        stable = min(fitting, key=lambda c: at_infinity[c.id].key).id == chosen.id
+        stable = _choose(fitting, at_infinity) == chosen
     ratio = None
     if chosen is None:
         status = "refused" if any(c.ran for c in sweep.candidates) else "correct refusal"
@@ -248,7 +261,7 @@ def planner_predictor(coefficients_for: Callable[[Sweep], CostCoefficients]) -> 
         else:
             run = run_time_s(estimate)
         scored = Scored(candidate.setting, estimate, run)
-        return Prediction(estimate.fits, rank_key(scored, OBJECTIVE), run)
+        return Prediction(estimate.fits, rank_key(scored, OBJECTIVE), run, scored)
 
     return predict
 

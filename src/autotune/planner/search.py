@@ -53,9 +53,13 @@ def run_time_s(estimate: Estimate) -> float:
     return estimate.step_time_s * DEFAULT_RUN_STEPS + estimate.compile_time_s
 
 
-SIMPLICITY_MARGIN = 0.02
-"""A setting with extra moving parts must be more than this fraction faster per part to win: their predicted
-gains within the time error band are not worth the added risk (see ``complexity``)."""
+TIE_TOLERANCE = 0.02
+"""Settings whose predicted run time is within this fraction of the fastest fitting one are ties: among them the
+planner takes the one with the fewest extra moving parts (``complexity``), then the fewest micro-steps per
+sequence (the largest micro batch: the costs the model leaves out — per-micro-step Python, kernel tails — all
+favour it), then
+the lowest peak memory. Outside the tolerance the predicted-fastest setting wins; the tolerance is well inside
+the time error band, so a tie is a difference the model cannot resolve."""
 
 
 def complexity(setting: TrainingSetting) -> int:
@@ -65,13 +69,36 @@ def complexity(setting: TrainingSetting) -> int:
 
 
 def rank_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
-    """Sort key (smaller is better) for an objective; see the module docstring and ``SIMPLICITY_MARGIN``."""
-    run = scored.run_time_s * (1 + SIMPLICITY_MARGIN * complexity(scored.setting))
+    """Sort key (smaller is better) for an objective; see the module docstring (ties: ``choose``)."""
+    run = scored.run_time_s
     if objective == "speed":
         return (run,)
     if objective == "memory":
         return (scored.estimate.peak_memory_gib, run)
     return (METHOD_QUALITY_ORDER[scored.setting.method], run)
+
+
+def choose(fitting: list[Scored], objective: Objective) -> Scored:
+    """The planner's choice among fitting candidates: the best by ``rank_key``, then, among candidates of the
+    same leading key whose run time is within ``TIE_TOLERANCE`` of it, the fewest moving parts, then the largest
+    micro batch, then the lowest peak memory. The same rule serves ``search`` and ``benchmarks/plan_quality.py``.
+
+    Raises:
+        ValueError: no candidates.
+    """
+    if not fitting:
+        raise ValueError("choose: no fitting candidates")
+    best = min(fitting, key=lambda s: rank_key(s, objective))
+    lead = rank_key(best, objective)[:-1]
+    ties = [
+        s
+        for s in fitting
+        if rank_key(s, objective)[:-1] == lead and s.run_time_s <= best.run_time_s * (1 + TIE_TOLERANCE)
+    ]
+    return min(
+        ties,
+        key=lambda s: (complexity(s.setting), -s.setting.micro_batch_size, s.estimate.peak_memory_gib, s.run_time_s),
+    )
 
 
 def _family(setting: TrainingSetting) -> str:
@@ -139,7 +166,9 @@ def search(request: PlanRequest, progress: Callable[[int], None] | None = None) 
     rejected = _rejections(request, scored)
     if not fitting:
         raise InfeasibleError(_infeasible_message(request, scored))
-    best = fitting[0]
+    best = choose(fitting, request.objective)
+    fitting.remove(best)
+    fitting.insert(0, best)
     alternatives: list[Scored] = []
     seen = {_family(best.setting)}
     for candidate in fitting[1:]:

@@ -10,7 +10,7 @@ transformers config class of that family (e.g. ``GemmaConfig.head_dim = 256``,
 for the others), so ``autotune.costmodel.params.count_params`` matches
 ``sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())``.
 
-Generic families: mixtral, falcon, gpt_neox, stablelm, phi (1/1.5/2), bloom, qwen (v1, remote code).
+Generic families: mixtral, falcon, gpt_neox, stablelm, phi (1/1.5/2), bloom, qwen (v1, remote code), mpt.
 They are mapped onto ModelSpec's fields (non-gated MLP, LayerNorm with bias, fused qkv, MoE, ...);
 what ModelSpec cannot express is named in ``ModelSpec.approximations``. Any other ``model_type``
 with the standard keys (hidden_size, num_hidden_layers, num_attention_heads, vocab_size,
@@ -354,6 +354,44 @@ def _qwen_v1(cfg: ConfigView) -> dict[str, Any]:
     }
 
 
+def _mpt(cfg: ConfigView) -> dict[str, Any]:
+    """MPT (llm-foundry / MosaicML ``configuration_mpt.py``): d_model, n_heads, n_layers, expansion_ratio,
+    fused Wqkv, GELU MLP, LayerNorm (bias unless ``no_bias``), tied embedding; ``attn_config.kv_n_heads`` for
+    grouped-query attention. A learned position table (``learned_pos_emb``, max_seq_len × d_model) is a lookup,
+    not counted (named in ``approximations``)."""
+    hidden = cfg.req_int("d_model")
+    heads = cfg.req_int("n_heads")
+    raw_attn = cfg.raw.get("attn_config")
+    attn: dict[str, Any] = raw_attn if isinstance(raw_attn, dict) else {}
+    kv_heads = attn.get("kv_n_heads") if attn.get("attn_type") == "grouped_query_attention" else heads
+    if isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads <= 0:
+        raise cfg._error(f"attn_config.kv_n_heads must be a positive integer, got {kv_heads!r}")
+    bias = not cfg.opt_bool("no_bias", False)
+    notes = []
+    if cfg.opt_bool("learned_pos_emb", True) and not attn.get("alibi", False):
+        notes.append("mpt: learned position table (max_seq_len × d_model, a lookup) not counted")
+    return {
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": hidden // heads,
+        "vocab_size": cfg.req_int("vocab_size"),
+        "num_hidden_layers": cfg.req_int("n_layers"),
+        "intermediate_size": cfg.opt_int("expansion_ratio", 4) * hidden,
+        "tie_word_embeddings": cfg.opt_bool("tie_word_embeddings", True),
+        "max_position_embeddings": cfg.opt_int("max_seq_len", 2048),
+        "attention_bias": bias,
+        "o_proj_bias": bias,
+        "mlp_bias": bias,
+        "mlp_gated": False,
+        "fused_qkv": True,
+        "hidden_act": "gelu",
+        "norm_has_bias": bias,
+        "decoder_layer_class": "MPTBlock",
+        "approximations": notes,
+    }
+
+
 def generic_fields(cfg: ConfigView) -> dict[str, Any]:
     """ModelSpec fields of an unknown family, read as a Llama-style block (the approximations say so)."""
     model_type = cfg.opt_str("model_type", "unknown")
@@ -378,6 +416,7 @@ def generic_fields(cfg: ConfigView) -> dict[str, Any]:
 
 
 FAMILIES: Final[dict[str, Callable[[ConfigView], dict[str, Any]]]] = {
+    "mpt": _mpt,
     # model_type -> ModelSpec fields; generic_fields for any other model_type
     "llama": _llama,
     "mistral": _mistral,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from autotune import yamlio
 from autotune.schemas.calibration import Measurement, MeasurementSet
+from autotune.schemas.model import ModelSpec
 
 _PACKAGE = "autotune.profiles"
 _DIRECTORY = "measurements"
@@ -69,3 +70,20 @@ def list_measurement_sets() -> list[MeasurementSet]:
 def all_measurements() -> list[Measurement]:
     """Every row of every shipped measurement set, in file order then row order."""
     return [row for measurement_set in _shipped_sets() for row in measurement_set.measurements]
+
+
+@cache
+def measurement_models() -> dict[str, ModelSpec]:
+    """Models that only measurement sets use (``measurements/models/*.yaml``, e.g. the llm-foundry MPT yaml
+    models written by ``benchmarks/ingest_mpt.py``), by key; they are not in the model catalog."""
+    directory = resources.files(_PACKAGE).joinpath(_DIRECTORY).joinpath("models")
+    if not directory.is_dir():
+        return {}
+    models = {}
+    for entry in sorted(directory.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".yaml"):
+            origin = f"{_DIRECTORY}/models/{entry.name}"
+            data = yamlio.parse_mapping(entry.read_text(encoding="utf-8"), origin, "a model")
+            model = yamlio.validate(ModelSpec, data, origin, "model")
+            models[model.key] = model
+    return models

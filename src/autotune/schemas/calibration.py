@@ -12,6 +12,22 @@ from autotune.schemas.setting import TrainingSetting, Workload
 MemoryKind = Literal["allocated", "reserved", "nvidia-smi", "unknown"]
 
 
+MATMUL_EFFICIENCY_PRIOR: dict[str, float] = {
+    "ampere": 0.85,
+    "hopper": 0.80,
+    "ada": 0.80,
+    "blackwell": 0.75,
+    "default": 0.75,
+}
+"""Large-GEMM efficiency priors per architecture generation: the "maximum achievable matmul FLOPS" measured
+with large bf16 GEMMs (stas00/ml-engineering, compute/accelerator/README.md: A100 SXM ~86 %, H100 SXM ~80 %
+of the dense peak); Ada and Blackwell by analogy (no public figure), 'default' for any other GPU."""
+
+ATTENTION_EFFICIENCY_PRIOR: dict[str, float] = {"ampere": 0.6, "hopper": 0.4, "default": 0.45}
+"""Attention kernel efficiency priors: FlashAttention-2 forward+backward reaches 50–70 % of the A100 peak
+(Dao 2023, fig. 4–6); on H100 it reaches 35–50 % (FlashAttention-3 paper, Shah et al. 2024, fig. 1)."""
+
+
 class Measurement(StrictModel):
     """One measured run (a seed table row or a user run report), with its conditions.
 
@@ -35,6 +51,9 @@ class Measurement(StrictModel):
     step_time_s: float | None = Field(default=None, gt=0, description="One optimizer step, seconds.")
     run_time_s: float | None = Field(default=None, gt=0, description="Wall time of the whole stated run.")
     weights_memory_gib: float | None = Field(default=None, gt=0, description="Memory after model load, GiB.")
+    inter_node_gb_per_s: float | None = Field(
+        default=None, gt=0, description="Network bandwidth per node per direction, GB/s (multi-node rows)."
+    )
     unknown_tokens: bool = Field(
         default=False,
         description="Samples are unpacked and shorter than seq_len with no stated mean length: the tokens per "
@@ -75,28 +94,64 @@ class CostCoefficients(StrictModel):
     name: str = Field(default="prior", description="Calibration name (file name without .yaml).")
     source: str = Field(default="physics priors, not fitted", description="Provenance: data, date, command.")
     matmul_efficiency: dict[str, float] = Field(
-        default_factory=lambda: {"default": 0.45},
-        description="GPU key → fraction of the dense peak reached by large training GEMMs ('default' for others).",
+        default_factory=lambda: dict(MATMUL_EFFICIENCY_PRIOR),
+        description="GPU key or architecture generation ('ampere', 'hopper', …) → fraction of the dense datasheet "
+        "peak that a large, well-shaped GEMM reaches (shape effects are modelled separately); 'default' for others.",
     )
-    bandwidth_efficiency: float = Field(default=0.7, gt=0, le=1, description="Fraction of DRAM bandwidth reached.")
+    attention_efficiency: dict[str, float] = Field(
+        default_factory=lambda: dict(ATTENTION_EFFICIENCY_PRIOR),
+        description="GPU key or architecture generation → fraction of the dense peak the attention kernels reach.",
+    )
+    bandwidth_efficiency: float = Field(
+        default=0.8, gt=0, le=1, description="Fraction of DRAM bandwidth element-wise kernels reach (STREAM-like)."
+    )
     adapter_time_factor: float = Field(
         default=1.0,
         gt=0,
-        description="Multiplier on LoRA/QLoRA micro-step time not explained by FLOPs and bytes.",
+        description="Multiplier on LoRA/QLoRA micro-step time, 1 unless a user recalibration from run reports "
+        "moves it (the seed fit does not: adapter costs are derived).",
     )
-    qlora_time_factor: float = Field(default=1.0, gt=0, description="Extra multiplier for QLoRA (dequant kernels).")
-    kernel_launch_s: float = Field(default=8e-6, gt=0, description="Seconds per kernel launch (fixed cost).")
+    qlora_time_factor: float = Field(
+        default=1.0, gt=0, description="Extra QLoRA multiplier, 1 unless a user recalibration moves it."
+    )
+    kernel_launch_s: float = Field(
+        default=1.0e-5,
+        gt=0,
+        description="CPU seconds to dispatch one eager op (Python + dispatcher + launch); prior 10 µs (PyTorch "
+        "eager overhead, Ansel et al. 2024, PyTorch 2 paper §2).",
+    )
+    micro_step_overhead_s: float = Field(
+        default=3e-3, ge=0, description="Per-micro-step trainer overhead (batch to device, hooks, autocast), s."
+    )
+    step_overhead_s: float = Field(
+        default=1e-2, ge=0, description="Per-optimizer-step fixed cost (scheduler, zero_grad, logging, loader), s."
+    )
+    collective_latency_s: float = Field(
+        default=2.5e-5, gt=0, description="Fixed latency of one NCCL collective (small-message ring latency), s."
+    )
+    collective_bandwidth_efficiency: float = Field(
+        default=0.75, gt=0, le=1, description="NCCL bus bandwidth / link bandwidth (nccl-tests busbw)."
+    )
     activation_factor: float = Field(default=1.0, gt=0, description="Multiplier on derived activation bytes.")
     logits_factor: float = Field(default=1.0, gt=0, description="Multiplier on derived logits/loss bytes.")
     allocator_overhead_fraction: float = Field(
         default=0.05, ge=0, description="reserved = allocated × (1 + this): caching-allocator fragmentation."
     )
-    host_link_efficiency: float = Field(default=0.6, gt=0, le=1, description="Fraction of host-link bandwidth.")
+    host_link_efficiency: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="Fraction of host-link bandwidth reached by pinned copies (CUDA bandwidthTest: ~26 of 32 GB/s "
+        "on PCIe 4.0 x16); FSDP CPU offload and DeepSpeed pin their host buffers.",
+    )
     cpu_adam_params_per_s: float = Field(
         default=1e9, gt=0, description="Parameters per second one rank's CPU Adam updates (offload)."
     )
     compile_speedup: float = Field(
-        default=0.3, ge=0, lt=1, description="Fraction of elementwise and launch time torch.compile removes."
+        default=0.5,
+        ge=0,
+        lt=1,
+        description="Fraction of element-wise traffic and kernel launches torch.compile removes by fusion (prior).",
     )
     memory_error_band: dict[str, float] = Field(
         default_factory=lambda: {"default": 0.15},

@@ -42,6 +42,11 @@ class GpuSpec(FrozenModel):
         default=True,
         description="SDPA runs a flash / memory-efficient kernel (no s^2 score matrix in memory).",
     )
+    sm_count: int | None = Field(
+        default=None,
+        gt=0,
+        description="Streaming multiprocessors (NVIDIA) or compute units (AMD): GEMM wave quantization.",
+    )
     host_link: str = Field(description="Host interface, e.g. 'PCIe 4.0 x16'.")
     host_link_gb_per_s: float = Field(gt=0, description="Host link bandwidth per direction, GB/s.")
     gpu_link: str | None = Field(default=None, description="GPU-GPU link, e.g. 'NVLink 4'; None = PCIe.")

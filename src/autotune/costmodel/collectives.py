@@ -1,0 +1,77 @@
+"""Collective communication time: per-collective latency plus ring bandwidth, with the frameworks' buckets.
+
+NCCL ring algorithms (Patarasuk & Yuan 2009; NCCL's nccl-tests "performance" notes): an all-gather or
+reduce-scatter of B bytes over N ranks moves (N−1)/N·B per rank, an all-reduce 2(N−1)/N·B; each collective
+also pays a fixed latency (``CostCoefficients.collective_latency_s``), so many small collectives are
+latency-bound. Bandwidth per rank: NVLink / xGMI (or PCIe) inside a node; across nodes the node's network
+(``ClusterSpec.inter_node_gb_per_s``: NCCL runs one ring per NIC, so the rings together use the node's whole
+network and each rank's share of the ring traffic crosses it once), times the achievable bus efficiency
+(``collective_bandwidth_efficiency``).
+
+How often each framework communicates (bucket sizes from their defaults):
+  * FSDP FULL_SHARD (one unit per decoder layer, ``transformer_auto_wrap_policy``): all-gather each unit in
+    forward and again in backward, reduce-scatter its gradients in backward: 3 collectives per layer per
+    micro-step (+ the root unit);
+  * ZeRO-3: the same per-layer gather / reduce pattern (``stage3_prefetch_bucket_size`` 5e7 and
+    ``reduce_bucket_size`` 5e8 elements bound the messages);
+  * ZeRO-2: gradient reduce-scatter in ``reduce_bucket_size`` (5e8 elements) buckets every micro-step, and
+    all-gather of the updated weights (``allgather_bucket_size`` 5e8) once per step;
+  * DDP: gradient all-reduce in 25 MiB buckets (``bucket_cap_mb``) during the backward of the last micro-step
+    of each step (``no_sync`` during accumulation).
+"""
+
+from __future__ import annotations
+
+import math
+
+from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.hardware import ClusterSpec
+from autotune.units import GB
+
+DDP_BUCKET_BYTES = 25 * 2**20
+"""torch DistributedDataParallel ``bucket_cap_mb`` default (25 MiB)."""
+
+ZERO_BUCKET_ELEMENTS = 500_000_000
+"""DeepSpeed ZeRO ``reduce_bucket_size`` / ``allgather_bucket_size`` default (5e8 elements)."""
+
+
+def link_bytes_per_s(cluster: ClusterSpec, coefficients: CostCoefficients) -> float:
+    """Achievable collective bandwidth per rank, bytes/s (module docstring)."""
+    gpu = cluster.gpu
+    intra = (gpu.gpu_link_gb_per_s or gpu.host_link_gb_per_s) * GB
+    if cluster.num_nodes > 1:
+        intra = min(intra, cluster.inter_node_gb_per_s * GB)
+    return intra * coefficients.collective_bandwidth_efficiency
+
+
+def collective_time_s(
+    kind: str, message_bytes: float, cluster: ClusterSpec, coefficients: CostCoefficients, count: int = 1
+) -> float:
+    """Seconds for ``count`` collectives of ``message_bytes`` each (the full, unsharded message).
+
+    Args:
+        kind: 'all-gather', 'reduce-scatter' or 'all-reduce'.
+
+    Raises:
+        ValueError: an unknown kind.
+    """
+    ranks = cluster.world_size
+    if ranks <= 1 or count <= 0:
+        return 0.0
+    fraction = (ranks - 1) / ranks
+    if kind == "all-reduce":
+        fraction *= 2
+    elif kind not in ("all-gather", "reduce-scatter"):
+        raise ValueError(f"unknown collective {kind!r}")
+    latency = coefficients.collective_latency_s * (1 + math.log2(cluster.num_nodes))
+    return count * (latency + fraction * message_bytes / link_bytes_per_s(cluster, coefficients))
+
+
+def bucketed_time_s(
+    kind: str, total_bytes: float, bucket_bytes: float, cluster: ClusterSpec, coefficients: CostCoefficients
+) -> float:
+    """Seconds for ``total_bytes`` sent as ⌈total / bucket⌉ collectives."""
+    if total_bytes <= 0:
+        return 0.0
+    buckets = max(1, math.ceil(total_bytes / bucket_bytes))
+    return collective_time_s(kind, total_bytes / buckets, cluster, coefficients, count=buckets)

@@ -1,0 +1,133 @@
+"""Kernels dispatched and element-wise bytes moved per decoder layer, read from ``profiles/op_counts.yaml``.
+
+The data file is produced by ``benchmarks/count_ops.py`` (torch: it runs the real transformers module code of
+one decoder layer per family under a ``TorchDispatchMode``); this module only reads it, so planning stays
+torch-free. When ``autotune trace`` reports the same counts, it can produce the file instead.
+
+Per family and per training mode ('full': weights train; 'frozen': LoRA / QLoRA base), the file gives the
+kernels of one layer's forward and backward by class (element-wise, GEMM, attention) and the element-wise bytes
+per token in bf16 as a linear form in the layer's widths (h, I, n_q·d, n_kv·d, n_q, 1). One LoRA target adds
+``lora_target`` kernels; the optimizer step dispatches ``calls_per_step + calls_per_tensor × tensors`` calls.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from autotune.schemas.model import ModelSpec
+
+FAMILY_OF_MODEL_TYPE: dict[str, str] = {
+    "llama": "llama",
+    "mistral": "llama",
+    "mixtral": "llama",
+    "qwen2": "qwen2",
+    "gemma": "gemma",
+    "gemma2": "gemma2",
+    "phi3": "phi3",
+    "mpt": "mpt",
+}
+"""config.json model_type → counted family; other gated-MLP models count as 'llama', LayerNorm / non-gated
+blocks (Falcon, GPT-NeoX, Phi-2, BLOOM, StableLM) as 'mpt' (the GPT-style block)."""
+
+FOREACH_TENSORS_PER_LAUNCH = 48
+"""Tensors one CUDA foreach kernel launch processes (``multi_tensor_apply``'s depth-limited tensor lists:
+110/64/48/36 tensors for 1–4 lists; AdamW's 4–5 lists → ~48). torch/csrc/.../MultiTensorApply.cuh."""
+
+
+@dataclass(frozen=True)
+class LayerOps:
+    """One decoder layer's pass: kernel launches and element-wise bytes per token (bf16)."""
+
+    forward_kernels: int
+    backward_kernels: int
+    forward_bytes_per_token: float
+    backward_bytes_per_token: float
+
+
+@cache
+def op_counts() -> dict[str, Any]:
+    """The parsed ``profiles/op_counts.yaml`` (cached per process)."""
+    text = resources.files("autotune.profiles").joinpath("op_counts.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict) or "families" not in data:
+        raise ValueError("profiles/op_counts.yaml: not an op-count file (regenerate: python benchmarks/count_ops.py)")
+    return data
+
+
+def family_of(model: ModelSpec) -> str:
+    """The counted family whose layer code ``model`` runs (``FAMILY_OF_MODEL_TYPE``)."""
+    family = FAMILY_OF_MODEL_TYPE.get(model.model_type)
+    if family is not None:
+        return family
+    return "llama" if model.mlp_gated else "mpt"
+
+
+def _bytes(form: dict[str, float], model: ModelSpec) -> float:
+    widths = {
+        "hidden": model.hidden_size,
+        "intermediate": model.intermediate_size * model.num_experts_per_token,
+        "q": model.q_dim,
+        "kv": model.kv_dim,
+        "heads": model.num_attention_heads,
+        "constant": 1.0,
+    }
+    return max(0.0, sum(form.get(name, 0.0) * value for name, value in widths.items()))
+
+
+def layer_ops(model: ModelSpec, trainable: bool) -> LayerOps:
+    """Kernels and element-wise bytes per token of one decoder layer (bf16 basis; see the module docstring)."""
+    entry = op_counts()["families"][family_of(model)]["full" if trainable else "frozen"]
+    forward = entry["forward_kernels"]
+    backward = entry["backward_kernels"]
+    return LayerOps(
+        forward_kernels=int(sum(forward.values())),
+        backward_kernels=int(sum(backward.values())),
+        forward_bytes_per_token=_bytes(entry["forward_elementwise_bytes_per_token"], model),
+        backward_bytes_per_token=_bytes(entry["backward_elementwise_bytes_per_token"], model),
+    )
+
+
+@dataclass(frozen=True)
+class EagerAttention:
+    """What the math (eager) attention path adds to a layer over SDPA: kernels, and element-wise bytes per
+    score element (one head, one query, one key: the s² softmax / mask / cast traffic)."""
+
+    forward_kernels: int
+    backward_kernels: int
+    forward_bytes_per_score: float
+    backward_bytes_per_score: float
+
+
+def eager_attention() -> EagerAttention:
+    """The counted eager-attention extras (``benchmarks/count_ops.py``, Llama layer, eager vs SDPA)."""
+    entry = op_counts()["eager_attention"]
+    return EagerAttention(
+        forward_kernels=int(entry["forward_extra_kernels"]),
+        backward_kernels=int(entry["backward_extra_kernels"]),
+        forward_bytes_per_score=float(entry["forward_bytes_per_score"]),
+        backward_bytes_per_score=float(entry["backward_bytes_per_score"]),
+    )
+
+
+def lora_target_kernels() -> tuple[int, int]:
+    """(forward, backward) kernels one peft LoRA target adds to its base linear."""
+    entry = op_counts()["lora_target"]
+    return int(entry["forward_kernels"]), int(entry["backward_kernels"])
+
+
+def optimizer_launches(tensors: int, foreach: bool) -> tuple[float, float]:
+    """(CPU dispatch calls, GPU kernel launches) of one AdamW step over ``tensors`` tensors, plus foreach
+    gradient-norm clipping (HF Trainer's default ``max_grad_norm`` 1.0)."""
+    data = op_counts()["optimizer"]
+    entry = data["adamw_foreach" if foreach else "adamw_per_tensor"]
+    calls = entry["calls_per_step"] + entry["calls_per_tensor"] * tensors
+    clip_calls = data["clip_grad_norm_foreach_calls"]
+    chunks = math.ceil(tensors / FOREACH_TENSORS_PER_LAUNCH)
+    launches = (calls * chunks if foreach else calls) + clip_calls * chunks
+    return calls + clip_calls, launches

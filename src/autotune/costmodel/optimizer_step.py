@@ -1,0 +1,75 @@
+"""The optimizer step and CPU offload traffic: per-step GPU AdamW, CPU Adam, host-link traffic per micro-step.
+
+* GPU AdamW: max(bytes AdamW touches / achievable DRAM bandwidth + kernel launches · ``GPU_KERNEL_MIN_S``,
+  CPU dispatch calls · ``kernel_launch_s``); calls and launches counted for foreach AdamW + gradient clipping
+  (``dispatch.optimizer_launches``) over the trainable tensors of one rank (FSDP / ZeRO flatten a unit into one).
+* CPU offload: the optimizer runs on the host — trainable parameters per rank / ``cpu_adam_params_per_s``
+  (DeepSpeed's vectorized CPU-Adam), ``TORCH_CPU_ADAM_SLOWDOWN`` slower for FSDP's torch AdamW — and the updated
+  weights return over the host link; per micro-step the weights come in twice (forward, backward) and the
+  gradients go out once, over the pinned host link (``host_link_efficiency``), hidden only behind compute that
+  exists in that micro-step.
+"""
+
+from __future__ import annotations
+
+from autotune.costmodel.dispatch import optimizer_launches
+from autotune.costmodel.params import linear_modules, lora_target_modules
+from autotune.costmodel.precision import DtypeBytes
+from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.hardware import GpuSpec
+from autotune.schemas.model import ModelSpec
+from autotune.schemas.setting import TrainingSetting
+from autotune.units import GB
+
+GPU_KERNEL_MIN_S = 3e-6
+"""Shortest time a launched kernel occupies the GPU (launch latency + ramp; ~2–4 µs on current GPUs)."""
+
+TORCH_CPU_ADAM_SLOWDOWN = 5.5
+"""FSDP CPU offload steps ``torch.optim.AdamW`` on the host; DeepSpeed's vectorized CPU-Adam is 5.1–6.4× faster
+(Ren et al. 2021, ZeRO-Offload, §4.1 / table 3). ``cpu_adam_params_per_s`` is DeepSpeed's rate."""
+
+
+def trainable_tensors(model: ModelSpec, setting: TrainingSetting) -> int:
+    """Tensors the optimizer updates on one rank (FSDP / ZeRO flatten each decoder-layer unit into one)."""
+    if setting.uses_adapters:
+        return 2 * sum(m.count for m in lora_target_modules(model, setting.lora_targets))
+    if setting.shards_states:
+        return model.num_hidden_layers + 1
+    per_layer = sum((1 + int(m.bias)) * m.count for m in linear_modules(model)) // model.num_hidden_layers
+    per_layer += model.norms_per_layer * (2 if model.norm_has_bias else 1)
+    return model.num_hidden_layers * per_layer + 2 + int(not model.tie_word_embeddings)
+
+
+def host_link_bytes_per_s(gpu: GpuSpec, coefficients: CostCoefficients) -> float:
+    """Achievable pinned host-link bandwidth per GPU, bytes/s."""
+    return gpu.host_link_gb_per_s * GB * coefficients.host_link_efficiency
+
+
+def offload_traffic_s(
+    weight_bytes_per_rank: float, grad_bytes_per_rank: float, gpu: GpuSpec, coefficients: CostCoefficients
+) -> float:
+    """Host-link seconds per micro-step under CPU offload: weights in for forward and backward, gradients out."""
+    return (2 * weight_bytes_per_rank + grad_bytes_per_rank) / host_link_bytes_per_s(gpu, coefficients)
+
+
+def optimizer_step_s(
+    model: ModelSpec,
+    setting: TrainingSetting,
+    gpu: GpuSpec,
+    dtypes: DtypeBytes,
+    trainable_per_rank: float,
+    coefficients: CostCoefficients,
+) -> float:
+    """Seconds of one optimizer step on one rank, without the fixed per-step overhead (module docstring)."""
+    if setting.offloads_to_cpu:
+        cpu_rate = coefficients.cpu_adam_params_per_s
+        if setting.sharding == "fsdp-offload":
+            cpu_rate /= TORCH_CPU_ADAM_SLOWDOWN
+        updated = trainable_per_rank * dtypes.weight_bytes / host_link_bytes_per_s(gpu, coefficients)
+        return trainable_per_rank / cpu_rate + updated
+    bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
+    touched = 2 * dtypes.weight_bytes + 2 * dtypes.grad_bytes + 2 * dtypes.optimizer_bytes
+    touched += 2 * dtypes.optimizer_temp_bytes
+    calls, launches = optimizer_launches(trainable_tensors(model, setting), foreach=True)
+    gpu_step = trainable_per_rank * touched / bandwidth + launches * GPU_KERNEL_MIN_S
+    return max(gpu_step, calls * coefficients.kernel_launch_s)

@@ -1,0 +1,136 @@
+"""Fit the time coefficients that physics does not give: a few efficiencies per GPU architecture generation.
+
+Free parameters (``schemas/calibration.py`` has each prior and its source):
+  * ``matmul_efficiency[generation]`` — large-GEMM fraction of the dense peak, per architecture generation with
+    time rows ('ampere', 'hopper', 'blackwell', …); shape effects are in ``gemm.py``, not in this number;
+  * ``attention_efficiency[generation]`` — the attention kernels' fraction of the peak;
+  * ``bandwidth_efficiency`` — element-wise kernels' fraction of the DRAM bandwidth (one number for all GPUs);
+  * ``cpu_adam_params_per_s`` — only when offload rows exist.
+
+The loss is the mean squared log error of the comparable times (micro-step, optimizer step or whole run) plus a
+Gaussian prior on each parameter in log space (σ = ``PRIOR_LOG_SIGMA``): a maximum-a-posteriori fit, so a
+generation with few rows stays near its datasheet prior instead of absorbing one stack's slowness. A generation
+without rows (and 'default') gets its prior scaled by the geometric mean of fitted / prior of the fitted ones;
+per-GPU keys (a user recalibration) take precedence over generations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autotune.costmodel._optimize import nelder_mead
+from autotune.costmodel.compute import architecture_generation, predict_time
+from autotune.costmodel.estimate import compile_time_s
+from autotune.schemas.calibration import CostCoefficients
+
+PRIOR_LOG_SIGMA = 0.5
+"""One standard deviation of each efficiency's prior, in natural-log units (a factor of 1.65)."""
+
+MAX_EVALUATIONS = 700
+"""Nelder–Mead budget (≈ 40 s on 170 rows on one core)."""
+
+
+@dataclass(frozen=True)
+class TimeRow:
+    """A case with a comparable measured time: 'micro-step', 'step' or 'run' (``fitting.evaluate`` rules)."""
+
+    case: object
+    kind: str
+    measured_s: float
+
+
+def predicted_time_s(row: TimeRow, coefficients: CostCoefficients) -> float:
+    """The predicted time of the row's kind (a run: whole optimizer steps plus the one-off compile)."""
+    case = row.case
+    m = case.measurement  # type: ignore[attr-defined]
+    timing = predict_time(case.model, m.setting, case.cluster, m.workload, coefficients)  # type: ignore[attr-defined]
+    if row.kind == "micro-step":
+        return timing.micro_step_time_s
+    if row.kind == "step":
+        return timing.step_time_s
+    sequences_per_step = m.setting.micro_batch_size * m.setting.grad_accum * case.cluster.world_size  # type: ignore[attr-defined]
+    steps = max(1, math.ceil(m.workload.total_samples / sequences_per_step))
+    return steps * timing.step_time_s + (compile_time_s(case.model) if m.setting.compile else 0.0)  # type: ignore[attr-defined]
+
+
+def time_rows(cases: Sequence[object]) -> list[TimeRow]:
+    """The cases whose time can be compared (``fitting.evaluate``'s rules, without the memory model)."""
+    rows = []
+    for case in cases:
+        m = case.measurement  # type: ignore[attr-defined]
+        if m.unknown_tokens:
+            continue
+        if m.micro_step_time_s is not None:
+            rows.append(TimeRow(case, "micro-step", m.micro_step_time_s))
+        elif m.step_time_s is not None:
+            rows.append(TimeRow(case, "step", m.step_time_s))
+        elif m.run_time_s is not None and m.workload.total_samples is not None:
+            rows.append(TimeRow(case, "run", m.run_time_s))
+    return rows
+
+
+def fit_time_coefficients(cases: Sequence[object], start: CostCoefficients) -> CostCoefficients:
+    """MAP fit of the time coefficients on ``cases`` from ``start`` (the priors); see the module docstring."""
+    rows = time_rows(cases)
+    if not rows:
+        return start
+    generations = sorted({architecture_generation(r.case.cluster.gpu) for r in rows})  # type: ignore[attr-defined]
+    offload = any(r.case.measurement.setting.offloads_to_cpu for r in rows)  # type: ignore[attr-defined]
+
+    def prior(table: dict[str, float], key: str) -> float:
+        return table.get(key, table["default"])
+
+    names: list[tuple[str, str | None]] = [("matmul_efficiency", g) for g in generations]
+    names += [("attention_efficiency", g) for g in generations]
+    names.append(("bandwidth_efficiency", None))
+    if offload:
+        names.append(("cpu_adam_params_per_s", None))
+    origin = []
+    for field, key in names:
+        value = getattr(start, field)
+        origin.append(math.log(prior(value, key) if key is not None else value))
+
+    def unpack(point: Sequence[float]) -> CostCoefficients:
+        updates: dict[str, object] = {
+            "matmul_efficiency": dict(start.matmul_efficiency),
+            "attention_efficiency": dict(start.attention_efficiency),
+        }
+        for (field, key), value in zip(names, point, strict=True):
+            number = math.exp(value)
+            if field != "cpu_adam_params_per_s":
+                number = min(1.0, number)
+            if key is None:
+                updates[field] = number
+            else:
+                updates[field][key] = number  # type: ignore[index]
+        return start.model_copy(update=updates)
+
+    def loss(point: Sequence[float]) -> float:
+        coefficients = unpack(point)
+        errors = [math.log(predicted_time_s(r, coefficients) / r.measured_s) ** 2 for r in rows]
+        penalty = sum(((p - o) / PRIOR_LOG_SIGMA) ** 2 for p, o in zip(point, origin, strict=True))
+        return (sum(errors) + penalty) / len(rows)
+
+    best, _ = nelder_mead(loss, origin, step=0.3, max_evaluations=MAX_EVALUATIONS)
+    fitted = unpack(best)
+    return _transfer_to_unfitted(fitted, start, generations)
+
+
+def _transfer_to_unfitted(
+    fitted: CostCoefficients, start: CostCoefficients, generations: list[str]
+) -> CostCoefficients:
+    """Generations without rows (and 'default') get their prior times the geometric mean of fitted / prior over
+    the fitted generations: what the data says about the stack carries over, the datasheet ratio between
+    architectures stays."""
+    updates: dict[str, object] = {}
+    for field in ("matmul_efficiency", "attention_efficiency"):
+        before, after = getattr(start, field), getattr(fitted, field)
+        ratios = [after[g] / before.get(g, before["default"]) for g in generations]
+        scale = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        table = dict(after)
+        for key in {*before, "default"} - set(generations):
+            table[key] = min(1.0, before.get(key, before["default"]) * scale)
+        updates[field] = table
+    return fitted.model_copy(update=updates)
