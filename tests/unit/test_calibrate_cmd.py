@@ -111,8 +111,10 @@ def test_round_trip_moves_the_prediction_to_the_measured_shift(
     code, calibrated_out, _ = run(capsys, *estimate_args(plan), "--calibration", str(calibration))
     calibrated = json.loads(calibrated_out)
     measured_memory, measured_time = p.peak_memory_gib * MEMORY_SHIFT, p.micro_step_time_s * TIME_SHIFT
-    assert p.peak_memory_gib < calibrated["peak_memory_gib"] <= measured_memory * (1 + TOLERANCE)
-    assert calibrated["peak_memory_gib"] == pytest.approx(measured_memory, rel=TOLERANCE)
+    # Allocated memory is derived (and checked against the traced step), not fitted: allocated-only run reports
+    # cannot move it; only what a trace cannot see (the allocator's reserved overhead) is calibrated.
+    assert measured_memory > p.peak_memory_gib
+    assert calibrated["peak_memory_gib"] == pytest.approx(p.peak_memory_gib, abs=1e-3)
     assert p.micro_step_time_s < calibrated["micro_step_time_s"] <= measured_time * (1 + TOLERANCE)
     assert calibrated["micro_step_time_s"] == pytest.approx(measured_time, rel=TOLERANCE)
 
@@ -178,7 +180,7 @@ def test_user_config_dir_is_written_and_picked_up_by_plan(
     assert f"using calibration 'my-4090' from {user_file}" in err.replace("\n", "")
     data = json.loads(out)  # the note went to stderr: stdout is still JSON
     assert data["plan_file"]["calibration"] == "my-4090"
-    assert data["plan"]["peak_memory_gib"] > shipped["prediction"]["peak_memory_gib"]
+    assert data["plan"]["micro_step_time_s"] > shipped["prediction"]["micro_step_time_s"]
 
     other = tmp_path / "other.yaml"
     other.write_text(user_file.read_text(encoding="utf-8").replace("name: my-4090", "name: other"), encoding="utf-8")

@@ -48,7 +48,7 @@ class RecordingFit:
         self.calls.append((name, tuple(c.measurement.id for c in cases)))
         gpus = {c.cluster.gpu.key for c in cases}
         return CostCoefficients(
-            activation_factor=1.0 + len(cases) / 100,
+            allocator_overhead_fraction=len(cases) / 100,
             matmul_efficiency={"default": 0.2, **{gpu: 0.4 for gpu in gpus}},
         )
 

@@ -226,7 +226,8 @@ def test_probe_with_fake_gpu_runs_plan_and_neighbours_and_writes_a_calibration(
     assert abs(after.micro_step_time_s / (p.micro_step_time_s * 1.3) - 1) < abs(
         p.micro_step_time_s / (p.micro_step_time_s * 1.3) - 1
     )
-    assert abs(after.peak_memory_gib / (p.peak_memory_gib * 1.1) - 1) < abs(1 / 1.1 - 1)
+    # allocated memory is derived, not fitted: allocated-only probe runs leave it where it was
+    assert after.peak_memory_gib == pytest.approx(p.peak_memory_gib, abs=1e-3)
     assert sorted(path.name for path in runs_dir.iterdir()) == [
         "probe-0-mbs2-ga8",
         "probe-1-mbs4-ga4",

@@ -228,7 +228,9 @@ def test_recalibrate_without_seeds_matches_a_shifted_row_and_keeps_unmeasured_co
     (before,), (after,) = result.before, result.after
     assert before.memory_error == pytest.approx(1 / 1.2 - 1, rel=1e-3)
     assert before.time_error == pytest.approx(1 / 1.5 - 1, rel=1e-3)
-    assert abs(after.memory_error) < 0.02 and abs(after.time_error) < 0.02
+    # Allocated memory is derived, not fitted: its error stays; the time is fitted.
+    assert after.memory_error == pytest.approx(before.memory_error, abs=1e-6)
+    assert abs(after.time_error) < 0.02
 
 
 def test_shared_time_factor_is_identified_only_with_and_without_it_on_one_gpu(tmp_path: Path) -> None:

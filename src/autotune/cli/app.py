@@ -45,6 +45,11 @@ COMMANDS: dict[str, CommandRef] = {
     "estimate": CommandRef(
         "autotune.cli.estimate_cmd", "estimate_command", "Predict peak memory per GPU and step time for one setting."
     ),
+    "trace": CommandRef(
+        "autotune.cli.trace_cmd",
+        "trace_command",
+        "Trace one training step on fake tensors: live memory per phase, ops, FLOPs (needs torch).",
+    ),
     "sweep": CommandRef(
         "autotune.cli.sweep_cmd",
         "sweep_command",

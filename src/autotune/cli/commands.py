@@ -8,5 +8,6 @@ from autotune.cli import (  # noqa: F401
     plan_cmd,
     probe_cmd,
     sweep_cmd,
+    trace_cmd,
     validate_cmd,
 )

@@ -13,6 +13,14 @@ from autotune.cli.console import console
 from autotune.cli.planning import parse_lora_targets
 from autotune.cli.render import print_json, render_estimate
 from autotune.cli.resolve import resolve_cluster, resolve_model, validated
+from autotune.cli.trace_cmd import (
+    AttentionOpt,
+    SettingInputs,
+    render_predicted_vs_traced,
+    render_trace,
+    require_torch,
+    run_trace,
+)
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InvalidRequestError
 from autotune.planner.space import sharding_error
@@ -39,11 +47,15 @@ def estimate_command(
     loss_impl: Annotated[str, typer.Option("--loss-impl", help="fp32-upcast, native or chunked.")] = "fp32-upcast",
     num_samples: opt.NumSamplesOpt = None,
     dataset_tokens: opt.DatasetTokensOpt = None,
+    attention_impl: AttentionOpt = "sdpa",
     epochs: opt.EpochsOpt = 1.0,
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also draw the memory breakdown to this PNG (needs matplotlib).")
     ] = None,
+    trace: Annotated[
+        bool, typer.Option("--trace", help="Also trace the real training step on fake tensors (needs torch).")
+    ] = False,
     json_: opt.JsonOpt = False,
 ) -> None:
     """Predict peak memory per GPU and step time for one setting."""
@@ -51,7 +63,9 @@ def estimate_command(
         from autotune.cli.plots import check_plot_path
 
         check_plot_path(plot)  # fail before any work
-    spec, _ = resolve_model(model)
+    if trace:
+        require_torch()
+    spec, source = resolve_model(model)
     cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
     coefficients, _ = coefficients_from_option(calibration)
     setting = validated(
@@ -67,6 +81,7 @@ def estimate_command(
         lora_rank=lora_rank,
         lora_targets=parse_lora_targets(lora_targets),
         loss_impl=loss_impl,
+        attention_impl=attention_impl,
     )
     workload = validated(
         Workload,
@@ -80,14 +95,20 @@ def estimate_command(
     if topology_error:
         raise InvalidRequestError(topology_error)
     estimate = estimate_setting(spec, cluster, workload, setting, coefficients)
+    traced = run_trace(SettingInputs(spec, source, cluster, notes, setting, workload)) if trace else None
     if plot is not None:
         from autotune.cli.plots import memory_breakdown_png
 
         title = f"{spec.key} on {cluster.world_size}× {cluster.gpu.key}, seq_len {seq_len}: peak memory per GPU"
         memory_breakdown_png([(setting.short(), estimate)], plot, title=title)
     if json_:
-        print_json({**estimate.model_dump(mode="json"), "setting": setting.model_dump(mode="json"), "notes": notes})
+        extra = {"trace": traced.model_dump(mode="json")} if traced is not None else {}
+        data = {**estimate.model_dump(mode="json"), "setting": setting.model_dump(mode="json"), "notes": notes}
+        print_json({**data, **extra})
         return
     render_estimate(estimate, setting, notes)
+    if traced is not None:
+        render_trace(traced)
+        render_predicted_vs_traced([(setting.short(), estimate.peak_memory_gib, traced)])
     if plot is not None:
         console().print(f"[green]wrote[/] {plot}")

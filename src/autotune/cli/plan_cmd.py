@@ -45,6 +45,12 @@ def plan_command(
         Path | None,
         typer.Option("--plot", help="Also draw the memory of the chosen setting and runner-ups to this PNG."),
     ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify", help="Trace the chosen setting and each method's runner-up (needs torch); re-plan on a miss."
+        ),
+    ] = False,
     json_: opt.JsonOpt = False,
 ) -> None:
     """Find the best setting that fits MODEL on your GPUs; every option fixes one choice."""
@@ -53,8 +59,14 @@ def plan_command(
 
         check_plot_path(plot)  # before anything is written
     started = time.perf_counter()
-    plan_file, result, notes = plan_from_options(**options_from_params(dict(ctx.params)))
+    options = options_from_params(dict(ctx.params))
+    plan_file, result, notes = plan_from_options(**options)
     elapsed = time.perf_counter() - started
+    if verify:
+        from autotune.cli.plan_verify import verify_plan
+
+        plan_file, result, verify_notes = verify_plan(options, plan_file, result)
+        notes += verify_notes
     if output is not None:
         from autotune.schemas.plan_io import save_plan
 

@@ -61,7 +61,7 @@ def plan_from_options(**options: Any) -> tuple[PlanFile, PlanResult, list[str]]:
     return build_plan_file(request, result), result, notes
 
 
-PLAN_OUTPUT_PARAMS = frozenset({"output", "json_", "plot"})
+PLAN_OUTPUT_PARAMS = frozenset({"output", "json_", "plot", "verify"})
 """``plan`` parameters that choose what to print or write, not what to plan."""
 
 

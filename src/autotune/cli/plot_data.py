@@ -31,6 +31,7 @@ PART_COLOURS = {
     "optimizer step buffers": "#CCB974",
     "activations": "#937860",
     "logits + loss": "#8C8C8C",
+    "cuBLAS workspaces": "#B07AA1",
 }
 """One colour per memory part, the same in every picture; the dict order is the stacking order."""
 GPU_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")

@@ -67,23 +67,23 @@ def layer_activation_bytes_per_token(
         seq_len: tokens per sequence (only the math-attention score term depends on it).
         flash_attention: True when SDPA runs a flash / memory-efficient kernel.
     """
-    h, q_dim, kv_dim, inter = model.hidden_size, model.q_dim, model.kv_dim, model.intermediate_size
+    h, q_dim, inter = model.hidden_size, model.q_dim, model.intermediate_size
     m_b, s_b = dtypes.compute_bytes, dtypes.residual_bytes
     frozen = setting.uses_adapters
     num_norms = model.norms_per_layer
 
-    # RMSNorm: transformers upcasts the input to fp32 (saved for pow/mul); a trainable weight also saves
-    # the normalized output in the residual dtype.
-    norms = num_norms * (FP32_BYTES + (0.0 if frozen else s_b)) * h
+    # RMSNorm: transformers upcasts the input to fp32 (saved for pow/mul); a trainable weight also keeps the
+    # normalized value cast back to the residual dtype (saved by the weight's mul) and the output (saved as the
+    # next projections' input): two more residual-width tensors (traced).
+    norms = num_norms * (FP32_BYTES + (0.0 if frozen else 2 * s_b)) * h
     # Matmul inputs under autocast are fresh 16-bit casts, one per linear call (q, k, v, gate, up).
     if dtypes.autocast and not frozen:
         norms += (3 + (2 if model.mlp_gated else 1)) * m_b * h
-    # SDPA saves q, k (after RoPE), v and the output; fp32 log-sum-exp per head; o_proj saves its input
-    # (a contiguous copy of the output) only when its weight is trained.
-    attention = m_b * (2 * q_dim + 2 * kv_dim) + FP32_BYTES * model.num_attention_heads
-    if not frozen:
+    attention, scores = _attention_bytes(model, m_b, seq_len, flash_attention)
+    # o_proj saves its input only when its weight is trained; after SDPA that input is a view of the saved
+    # output (the kernels write (b, s, n, d)), after eager attention a contiguous copy.
+    if not frozen and not flash_attention:
         attention += m_b * q_dim
-    scores = 0.0 if flash_attention else (FP32_BYTES + m_b) * model.num_attention_heads * seq_len
     # Gated MLP: act saves gate output, mul saves act output and up output, down saves its input.
     mlp = m_b * inter * (3 if frozen else 4) if model.mlp_gated else m_b * inter * (1 if frozen else 2)
     if model.mlp_bias or model.num_experts > 1:
@@ -94,6 +94,43 @@ def layer_activation_bytes_per_token(
         for module in lora_target_modules(model, setting.lora_targets):
             adapters += adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
     return LayerActivationBytes(norms=norms, attention=attention, attention_scores=scores, mlp=mlp, adapters=adapters)
+
+
+def attention_mask_materialised(model: ModelSpec, seq_len: float) -> bool:
+    """True when transformers builds an explicit mask for SDPA: a sliding window the sequence reaches
+    (``masking_utils._ignore_causal_mask_sdpa``: ``kv_length >= local_attention_size`` keeps the mask)."""
+    return model.sliding_window is not None and seq_len >= model.sliding_window
+
+
+def mask_bytes(model: ModelSpec, micro_batch_size: int, seq_len: float, flash_attention: bool) -> float:
+    """The boolean (b, 1, s, s) attention mask when one is built (eager always; SDPA with a reached sliding
+    window), kept for backward by the attention ops (``masking_utils.sdpa_mask`` / ``eager_mask``)."""
+    if flash_attention and not attention_mask_materialised(model, seq_len):
+        return 0.0
+    return MASK_BYTES * micro_batch_size * seq_len * seq_len
+
+
+def _attention_bytes(model: ModelSpec, m_b: float, seq_len: float, flash_attention: bool) -> tuple[float, float]:
+    """Saved bytes per token of the attention core: (q/k/v/output part, s×s score part).
+
+    SDPA with a flash / memory-efficient kernel (transformers calls it mask-free with ``enable_gqa`` for a
+    filled batch) saves q, k (after RoPE), v, the output and an fp32 log-sum-exp per head. Eager attention
+    (``eager_attention_forward``) repeats k and v to every query head (``repeat_kv``, a copy when heads are
+    grouped), saves q and the repeated k and v for its two matmuls, the fp32 softmax output and its 16-bit
+    copy (s per head each), and with Gemma 2's attention soft-capping also the tanh output. SDPA with a
+    materialised mask (sliding window reached) gets k and v repeated like eager. With fused qkv
+    (Phi-3) v is a slice of the fused projection output, so saving v keeps the whole output alive.
+    """
+    q_dim, kv_dim, heads = model.q_dim, model.kv_dim, model.num_attention_heads
+    fused_extra = m_b * (q_dim + kv_dim) if model.fused_qkv else 0.0
+    grouped = model.num_key_value_heads < heads
+    if flash_attention:
+        # with a materialised mask transformers cannot use enable_gqa: k and v are repeated per query head
+        kv_saved = q_dim if grouped and attention_mask_materialised(model, seq_len) else kv_dim
+        return m_b * (2 * q_dim + 2 * kv_saved) + FP32_BYTES * heads + fused_extra, 0.0
+    attention = m_b * (q_dim + 2 * (q_dim if grouped else kv_dim)) + (0.0 if grouped else fused_extra)
+    score_copies = FP32_BYTES + m_b + (m_b if model.attn_logit_softcapping is not None else 0.0)
+    return attention, score_copies * heads * seq_len
 
 
 def backward_workspace_bytes_per_token(
@@ -124,6 +161,27 @@ def stored_activation_bytes_per_token(
     return model.num_hidden_layers * per_layer + outside
 
 
+def recompute_transient_bytes_per_token(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
+    """Tensors alive, beyond the layer's saved set, when activation checkpointing's recomputation of one layer
+    reaches its last saved tensor (non-reentrant checkpoints stop recomputing there), per token.
+
+    Adapter methods: the MLP product (down_proj's input, compute dtype) and — when down_proj carries an adapter
+    — its fp32 copy for the adapter, plus residual-stream-wide tensors: with LoRA the attention residual sum,
+    the post-attention norm output, o_proj's base output and adapter result (fp32 and its cast back), and
+    down_proj's base output (seven compute-dtype widths incl. one fp32); QLoRA's base output is cast in place of
+    one of them (six). Traced with ``autotune trace`` (``benchmarks/trace_agreement.py``); full fine-tuning
+    peaks later in backward (gradients), so it gets none.
+    """
+    if not (setting.grad_ckpt and setting.uses_adapters):
+        return 0.0
+    m_b = dtypes.compute_bytes
+    targets = {module.name for module in lora_target_modules(model, setting.lora_targets)}
+    down_adapted = "down_proj" in targets
+    adapter_copy = (0.0 if dtypes.autocast else FP32_BYTES) if down_adapted else 0.0
+    widths_h = 6 if setting.method == "qlora" else 7
+    return (m_b + adapter_copy) * model.intermediate_size + widths_h * m_b * model.hidden_size
+
+
 def working_activation_bytes_per_token(
     model: ModelSpec,
     setting: TrainingSetting,
@@ -134,11 +192,14 @@ def working_activation_bytes_per_token(
 ) -> float:
     """Activations alive only while one layer runs backward, per token.
 
-    Checkpointing recomputes one layer (its full saved set) before its backward; both cases add the
-    backward workspace.
+    Checkpointing recomputes one layer (its full saved set) before its backward; at the end of that
+    recomputation its transients (``recompute_transient_bytes_per_token``) are alive, afterwards the backward
+    workspace is: the larger of the two counts. Without checkpointing only the workspace is added.
     """
-    recompute = layer.total if setting.grad_ckpt else 0.0
-    return recompute + backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention)
+    workspace = backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention)
+    if not setting.grad_ckpt:
+        return workspace
+    return layer.total + max(workspace, recompute_transient_bytes_per_token(model, setting, dtypes))
 
 
 def logits_dtype_bytes(setting: TrainingSetting, dtypes: DtypeBytes) -> float:
@@ -157,13 +218,25 @@ def logits_peak_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeB
         forward holds d·E (logits) + 4E (fp32 copy) + 4E (log-softmax saved for backward); backward holds
         4E (saved) + 4E (grad of log-softmax) + 4E (grad of logits); peak = max of the two.
       * ``native`` (cross-entropy in the logits dtype on a shifted contiguous copy, seed 001's trainer):
-        logits, shifted copy, log-softmax and its gradient: 4·d·E.
-      * ``chunked``: the same fp32 arithmetic on ``CHUNKED_LOSS_TOKENS`` rows at a time.
-    Gemma 2's final soft-capping (``tanh(logits / cap) · cap``) saves the tanh output and holds one more
-    temporary: +2·d·E.
+        forward holds the logits, the shifted copy and the log-softmax output (saved); backward the saved
+        output, the gradient of the log-softmax and of its input: 3·d·E at either peak (traced:
+        ``benchmarks/trace_agreement.py``).
+      * ``chunked``: the same fp32 arithmetic on ``CHUNKED_LOSS_TOKENS`` rows at a time; with a trained
+        head and more than one chunk, two head-weight gradients (running sum + the chunk's) + 8 bytes per
+        chunk logit.
+    Gemma 2's final soft-capping (``tanh(logits / cap) · cap``) saves the tanh output: +d·E (+4 bytes per
+    logit of a chunk for ``chunked``, which soft-caps the fp32 chunk); its other temporaries are freed
+    before the peak (traced).
     """
     rows = min(tokens, CHUNKED_LOSS_TOKENS) if setting.loss_impl == "chunked" else tokens
-    return loss_bytes_per_logit(model, setting, dtypes) * rows * model.vocab_size
+    peak = loss_bytes_per_logit(model, setting, dtypes) * rows * model.vocab_size
+    if setting.loss_impl == "chunked" and not setting.uses_adapters and tokens > CHUNKED_LOSS_TOKENS:
+        # A trained head accumulates its weight gradient over the chunks: while a later chunk's gradient is
+        # formed, the running sum and the new one (V·h each) live beside the chunk's fp32 logit gradient and
+        # saved log-softmax (traced).
+        head_grad = model.vocab_size * model.hidden_size * dtypes.grad_bytes
+        peak = max(peak, 2 * head_grad + 2 * FP32_BYTES * rows * model.vocab_size)
+    return peak
 
 
 def loss_bytes_per_logit(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
@@ -171,10 +244,11 @@ def loss_bytes_per_logit(model: ModelSpec, setting: TrainingSetting, dtypes: Dty
     fp32 arithmetic as ``fp32-upcast``, on fewer rows at a time."""
     logits_bytes = logits_dtype_bytes(setting, dtypes)
     if setting.loss_impl == "native":
-        per_logit = 4 * logits_bytes
+        per_logit = 3 * logits_bytes
     else:
         upcast_copy = FP32_BYTES if logits_bytes < FP32_BYTES else 0.0
         per_logit = max(logits_bytes + upcast_copy + FP32_BYTES, 3 * FP32_BYTES)
     if model.final_logit_softcapping is not None:
-        per_logit += 2 * logits_bytes
+        # tanh saves its output: on the logits (their dtype) before the loss, on fp32 chunks in the chunked loss
+        per_logit += FP32_BYTES if setting.loss_impl == "chunked" else logits_bytes
     return per_logit

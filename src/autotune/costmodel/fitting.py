@@ -209,7 +209,9 @@ def time_loss(results: Sequence[CaseResult]) -> float:
     return sum(terms) / max(1, len(terms))
 
 
-MEMORY_PARAMETERS = ("activation_factor", "logits_factor", "allocator_overhead_fraction")
+MEMORY_PARAMETERS = ("allocator_overhead_fraction",)
+"""The only fitted memory term: what a CPU trace cannot see (fragmentation of the caching allocator).
+Activations and logits are derived and checked against the trace (``benchmarks/trace_agreement.py``)."""
 
 
 def _with(coefficients: CostCoefficients, **updates: object) -> CostCoefficients:
@@ -230,25 +232,18 @@ def fit_coefficients(
     ]
 
     # The allocator's fragmentation is only identifiable from rows that measured reserved memory.
-    fit_overhead = any(c.measurement.memory_kind in ("reserved", "nvidia-smi") for c in memory_cases)
+    reserved_cases = [c for c in memory_cases if c.measurement.memory_kind in ("reserved", "nvidia-smi")]
 
     def memory_update(point: Sequence[float]) -> dict[str, float]:
-        values = [math.exp(v) for v in point]
-        update = {"activation_factor": values[0], "logits_factor": values[1]}
-        if fit_overhead:
-            update["allocator_overhead_fraction"] = max(0.0, values[2] - 1)
-        return update
+        return {"allocator_overhead_fraction": max(0.0, math.exp(point[0]) - 1)}
 
     fitted = start
-    if memory_cases:
-        origin = [math.log(start.activation_factor), math.log(start.logits_factor)]
-        if fit_overhead:
-            origin.append(math.log(1 + start.allocator_overhead_fraction))
+    if reserved_cases:
         best, _ = nelder_mead(
-            lambda point: memory_loss(evaluate(memory_cases, _with(start, **memory_update(point)))),
-            origin,
+            lambda point: memory_loss(evaluate(reserved_cases, _with(start, **memory_update(point)))),
+            [math.log(1 + start.allocator_overhead_fraction)],
             step=0.2,
-            max_evaluations=400,
+            max_evaluations=200,
         )
         fitted = _with(fitted, **memory_update(best))
 

@@ -12,6 +12,8 @@ and optimizer states to host RAM. DDP keeps a second copy of the gradients in it
 The peak is the largest of three phases:
   A. start of backward: resident states + persistent gradients (only with accumulation > 1) + all stored
      activations + the logits/cross-entropy peak;
+  B0. early backward (activation checkpointing): resident states + every layer's checkpointed input + the
+     first recomputed layer and its transients (``activations.working_activation_bytes_per_token``);
   B. late backward: resident states + all gradients + one layer's working activations;
   C. optimizer step: resident states + all gradients + the optimizer's temporary buffers.
 Allocated bytes (what ``torch.cuda.max_memory_allocated`` counts) are modelled; reserved memory adds the
@@ -26,13 +28,31 @@ from autotune.costmodel import activations as act
 from autotune.costmodel.params import ParamCounts, count_params, lora_params
 from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.units import nf4_bytes_per_param
 
 FSDP_LIVE_UNITS = 2
 """Decoder-layer units gathered at once under FSDP / ZeRO-3 (current + prefetched)."""
+
+HOPPER_CUBLAS_WORKSPACE_BYTES = 4096 * 8 * 1024
+"""cuBLAS workspace per handle on Hopper: ``CUBLAS_WORKSPACE_CONFIG`` default ``:4096:8`` (32 MiB;
+``aten/src/ATen/cuda/CublasHandlePool.cpp``, ``getChosenWorkspaceSize``)."""
+DEFAULT_CUBLAS_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
+"""cuBLAS workspace per handle on other GPUs: default ``:4096:2:16:8`` (8 MiB + 128 KiB; same source)."""
+CUBLAS_HANDLES = 2
+"""Training holds two cuBLAS handles with a workspace each: the forward thread's and the autograd engine's
+device thread's (handles are per thread and stream)."""
+
+
+def cublas_workspace_bytes(gpu: GpuSpec) -> float:
+    """cuBLAS workspaces a training step holds in the caching allocator (counted by max_memory_allocated)."""
+    per_handle = (
+        HOPPER_CUBLAS_WORKSPACE_BYTES if "hopper" in gpu.architecture.lower() else DEFAULT_CUBLAS_WORKSPACE_BYTES
+    )
+    return float(CUBLAS_HANDLES * per_handle)
+
 
 CUDA_CONTEXT_BYTES = 0.5 * 2**30
 """CUDA/ROCm context, cuBLAS workspaces and kernels outside the caching allocator: ~300–600 MiB on
@@ -160,26 +180,29 @@ def predict_memory(
 ) -> MemoryPrediction:
     """Peak allocated bytes per GPU (max of phases A, B, C in the module docstring), with its breakdown.
 
-    Activation and logits terms are multiplied by the fitted ``activation_factor`` and ``logits_factor``
-    (priors 1.0); reserved = allocated × (1 + ``allocator_overhead_fraction``).
+    Activation and logits terms are derived (no fitted multiplier; ``benchmarks/trace_agreement.py`` compares
+    them with the traced training step); the cuBLAS workspaces are added to every phase; reserved =
+    allocated × (1 + ``allocator_overhead_fraction``), the one fitted memory term.
     """
     gpu = cluster.gpu
     dtypes = dtype_bytes(setting, gpu)
     states = model_state_bytes(model, setting, cluster, dtypes)
     seq_tokens = workload.tokens_per_sequence
     tokens = setting.micro_batch_size * seq_tokens
-    flash = setting.attention_impl == "flash" and gpu.supports_flash_attention
+    flash = setting.attention_impl != "eager"  # SDPA runs flash or memory-efficient kernels (no s×s scores)
     layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash)
     stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes) * tokens
     working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash) * tokens
-    stored *= coefficients.activation_factor
-    working *= coefficients.activation_factor
-    logits = act.logits_peak_bytes(model, setting, dtypes, tokens) * coefficients.logits_factor
+    logits = act.logits_peak_bytes(model, setting, dtypes, tokens)
+    stored += act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash)
+    # In early backward the embedding output and the final norm's saved input are already freed.
+    checkpoints = model.num_hidden_layers * dtypes.residual_bytes * model.hidden_size * tokens
 
     resident = {
         "weights": states.weights,
         "lora adapters": states.adapter_weights,
         "optimizer states": states.optimizer_states,
+        "cuBLAS workspaces": cublas_workspace_bytes(gpu),
     }
     persistent_grads = states.gradients if setting.grad_accum > 1 else 0.0
     phase_a = {
@@ -190,6 +213,14 @@ def predict_memory(
         "autocast weight copies": states.autocast_weight_copies,
         "activations": stored,
         "logits + loss": logits,
+    }
+    phase_early = {
+        **resident,
+        "gathered weights": states.gathered_weights,
+        "gradients": persistent_grads,
+        "ddp buckets": states.ddp_buckets if setting.grad_accum > 1 else 0.0,
+        "autocast weight copies": states.autocast_weight_copies,
+        "activations": checkpoints + working if setting.grad_ckpt else 0.0,
     }
     phase_b = {
         **resident,
@@ -205,7 +236,12 @@ def predict_memory(
         "ddp buckets": states.ddp_buckets,
         "optimizer step buffers": states.optimizer_temp,
     }
-    phases = {"forward/backward": phase_a, "late backward": phase_b, "optimizer step": phase_c}
+    phases = {
+        "forward/backward": phase_a,
+        "early backward": phase_early,
+        "late backward": phase_b,
+        "optimizer step": phase_c,
+    }
     phase_name, parts = max(phases.items(), key=lambda item: sum(item[1].values()))
     peak = sum(parts.values())
     ranks_per_node = cluster.num_gpus_per_node

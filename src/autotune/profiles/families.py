@@ -161,6 +161,7 @@ def _gemma2(cfg: ConfigView) -> dict[str, Any]:
         "hidden_act": cfg.opt_str("hidden_activation", "gelu_pytorch_tanh"),
         "norms_per_layer": 4,  # input, post-attention, pre- and post-feedforward RMSNorm
         "final_logit_softcapping": cfg.opt_float("final_logit_softcapping", 30.0),
+        "attn_logit_softcapping": cfg.opt_float("attn_logit_softcapping", 50.0),
         "decoder_layer_class": "Gemma2DecoderLayer",
     }
 

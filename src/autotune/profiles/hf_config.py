@@ -59,6 +59,9 @@ def model_spec_from_config(path: str | Path) -> ModelSpec:
     key = config_path.parent.name if config_path.name == "config.json" else config_path.stem
     name_or_path = raw.get("_name_or_path")
     repo_id = name_or_path if isinstance(name_or_path, str) and _HUB_ID.match(name_or_path) else None
+    window = raw.get("sliding_window")
+    if isinstance(window, int) and window > 0 and raw.get("use_sliding_window", True) is not False:
+        fields.setdefault("sliding_window", window)
     try:
         return ModelSpec(key=key, hf_repo_id=repo_id, model_type=model_type, source=str(config_path), **fields)
     except ValidationError as exc:

@@ -132,10 +132,12 @@ class CostCoefficients(StrictModel):
     collective_bandwidth_efficiency: float = Field(
         default=0.75, gt=0, le=1, description="NCCL bus bandwidth / link bandwidth (nccl-tests busbw)."
     )
-    activation_factor: float = Field(default=1.0, gt=0, description="Multiplier on derived activation bytes.")
-    logits_factor: float = Field(default=1.0, gt=0, description="Multiplier on derived logits/loss bytes.")
     allocator_overhead_fraction: float = Field(
-        default=0.05, ge=0, description="reserved = allocated × (1 + this): caching-allocator fragmentation."
+        default=0.05,
+        ge=0,
+        description="reserved = allocated × (1 + this): caching-allocator fragmentation, which a CPU trace cannot "
+        "see. Prior 0.05 (PyTorch CUDA semantics notes: blocks are split and cached per size class); fitted to the "
+        "rows that measured reserved memory.",
     )
     host_link_efficiency: float = Field(
         default=0.8,

@@ -47,6 +47,15 @@ class ModelSpec(FrozenModel):
     final_logit_softcapping: float | None = Field(
         default=None, description="Gemma 2 tanh soft-cap on logits (extra logits-sized temporaries)."
     )
+    sliding_window: int | None = Field(
+        default=None,
+        gt=0,
+        description="Sliding-window attention span in tokens (None = full causal). At or beyond it transformers "
+        "materialises the attention mask (SDPA then repeats k/v per query head).",
+    )
+    attn_logit_softcapping: float | None = Field(
+        default=None, description="Gemma 2 tanh soft-cap on attention scores (eager attention saves the tanh output)."
+    )
     decoder_layer_class: str = Field(
         default="LlamaDecoderLayer",
         description="transformers class of one decoder block (FSDP auto-wrap policy).",

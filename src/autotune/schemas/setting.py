@@ -16,7 +16,9 @@ Sharding = Literal["none", "ddp", "fsdp", "fsdp-offload", "zero2", "zero3", "zer
 Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit"]
 Precision = Literal["bf16", "bf16-mixed", "fp16-mixed", "fp32"]
 LossImpl = Literal["fp32-upcast", "native", "chunked"]
-AttentionImpl = Literal["flash", "math"]
+AttentionImpl = Literal["sdpa", "flash_attention_2", "eager"]
+ATTENTION_ALIASES: dict[str, str] = {"flash": "sdpa", "math": "eager"}
+"""Earlier names of the attention implementations (plan and measurement files written before them)."""
 
 METHODS: tuple[Method, ...] = ("full", "lora", "qlora")
 SHARDINGS: tuple[Sharding, ...] = ("none", "ddp", "fsdp", "fsdp-offload", "zero2", "zero3", "zero3-offload")
@@ -71,7 +73,8 @@ DESCRIPTIONS: dict[str, str] = {
     "lora_targets": "LoRA target modules: all-linear or a list such as q_proj,v_proj.",
     "loss_impl": "Cross-entropy: fp32-upcast (transformers' loss: full logits upcast to fp32), native "
     "(cross-entropy in the logits dtype on a shifted copy), chunked (logits computed and freed in chunks).",
-    "attention_impl": "Attention kernel: flash (SDPA flash / memory-efficient) or math (s^2 scores).",
+    "attention_impl": "Attention implementation (transformers attn_implementation): sdpa (PyTorch SDPA: flash / "
+    "memory-efficient kernels on a GPU), flash_attention_2 (the flash-attn package) or eager (s^2 scores).",
     "seq_len": "Tokens per sequence (packed or truncated to this length).",
     "global_batch_size": "Sequences per optimizer step over all GPUs (micro × accumulation × ranks).",
     "num_samples": "Training samples in the dataset (for total run time).",
@@ -103,12 +106,17 @@ class TrainingSetting(FrozenModel):
     lora_dropout: float = Field(default=0.05, ge=0, lt=1, description=DESCRIPTIONS["lora_dropout"])
     lora_targets: tuple[str, ...] = Field(default=(ALL_LINEAR,), description=DESCRIPTIONS["lora_targets"])
     loss_impl: LossImpl = Field(default="fp32-upcast", description=DESCRIPTIONS["loss_impl"])
-    attention_impl: AttentionImpl = Field(default="flash", description=DESCRIPTIONS["attention_impl"])
+    attention_impl: AttentionImpl = Field(default="sdpa", description=DESCRIPTIONS["attention_impl"])
     qlora_double_quant: bool = Field(default=True, description="NF4 double quantization of the constants.")
     unquantized_dtype: Literal["bf16", "fp32"] = Field(
         default="bf16",
         description="QLoRA: dtype of the parts left unquantized (embeddings, norms, lm_head).",
     )
+
+    @field_validator("attention_impl", mode="before")
+    @classmethod
+    def _attention_alias(cls, value: object) -> object:
+        return ATTENTION_ALIASES.get(value, value) if isinstance(value, str) else value
 
     @field_validator("lora_targets", mode="before")
     @classmethod

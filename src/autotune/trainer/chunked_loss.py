@@ -66,6 +66,24 @@ def _chunk_loss_sum(
     return F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX, reduction="sum")
 
 
+def chunked_loss_sum(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    labels: torch.Tensor,
+    chunk_tokens: int = CHUNK_TOKENS,
+    softcap: float | None = None,
+) -> torch.Tensor:
+    """Summed fp32 cross-entropy of rows ``hidden`` (n, h) against ``labels`` (n,), ``chunk_tokens`` rows at a
+    time, each chunk under a non-reentrant checkpoint (its logits are recomputed in backward)."""
+    total = hidden.new_zeros((), dtype=torch.float32)
+    for start in range(0, hidden.shape[0], chunk_tokens):
+        rows = slice(start, start + chunk_tokens)
+        part = checkpoint(_chunk_loss_sum, hidden[rows], weight, bias, labels[rows], softcap, use_reentrant=False)
+        total = total + part
+    return total
+
+
 def chunked_causal_lm_loss(
     hidden_states: torch.Tensor,
     lm_head_weight: torch.Tensor,
@@ -105,19 +123,7 @@ def chunked_causal_lm_loss(
         hidden, shift_labels = hidden[keep], shift_labels[keep]
     else:  # one ignored row keeps the graph (every parameter still receives a zero gradient)
         hidden, shift_labels = hidden[:1], shift_labels[:1]
-    total = hidden.new_zeros((), dtype=torch.float32)
-    for start in range(0, hidden.shape[0], chunk_tokens):
-        rows = slice(start, start + chunk_tokens)
-        part = checkpoint(
-            _chunk_loss_sum,
-            hidden[rows],
-            lm_head_weight,
-            lm_head_bias,
-            shift_labels[rows],
-            softcap,
-            use_reentrant=False,
-        )
-        total = total + part
+    total = chunked_loss_sum(hidden, lm_head_weight, lm_head_bias, shift_labels, chunk_tokens, softcap)
     if num_items_in_batch is None:
         return total / count
     if torch.is_tensor(num_items_in_batch):

@@ -25,9 +25,10 @@ logger = logging.getLogger("autotune.trainer")
 
 SourceKind = Literal["dir", "gguf", "hub"]
 
-ATTENTION_IMPLEMENTATIONS: dict[str, str] = {"flash": "sdpa", "math": "eager"}
+ATTENTION_IMPLEMENTATIONS: dict[str, str] = {"sdpa": "sdpa", "flash_attention_2": "flash_attention_2", "eager": "eager"}
 """Plan attention_impl → transformers ``attn_implementation`` (SDPA picks a flash / memory-efficient
-kernel where the device has one; eager materialises the s×s score matrix)."""
+kernel where the device has one; flash_attention_2 needs the flash-attn package; eager materialises the
+s×s score matrix)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,93 @@
+"""Analytic memory model vs the traced training step over the agreement matrix; prints the worst cells.
+
+Matrix: one model per catalog family (llama, mistral, qwen2, gemma, gemma2, phi3) × method (full / LoRA /
+QLoRA) × activation checkpointing on/off × seq_len (512, 2048, 4096) × micro batch (1, 2) × loss
+implementation (fp32-upcast, native, chunked), on one H100 80GB, bf16. Each cell is traced at the real widths
+and vocabulary with 2 and 4 decoder layers and extrapolated linearly in depth
+(``autotune.trainer.trace.agreement``); ``--full-depth`` traces every layer instead (slow).
+
+    python benchmarks/trace_agreement.py            # the whole matrix (tens of minutes on 2 cores)
+    python benchmarks/trace_agreement.py --families llama --seq-lens 2048   # a slice
+
+Prints one line per cell, then the worst |analytic − trace| / trace cells and the count above 3 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+
+from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.quiet import quiet_third_party
+from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.setting import TrainingSetting
+from autotune.trainer.trace.agreement import Agreement, compare
+
+FAMILY_MODELS = {
+    "llama": "llama3-8b",
+    "mistral": "mistral-7b",
+    "qwen2": "qwen2.5-7b",
+    "gemma": "gemma-7b",
+    "gemma2": "gemma2-9b",
+    "phi3": "phi3-mini",
+}
+"""One catalog model per family (the family's common fine-tuning size)."""
+FAMILY_ATTENTION = {"gemma2": "eager"}
+"""transformers builds Gemma 2 only with eager (or flash-attn) attention: its logit soft-capping has no SDPA
+path (``Gemma2PreTrainedModel._supports_sdpa`` is False), so ``attn_implementation='sdpa'`` raises."""
+TOLERANCE = 0.03
+
+
+def main() -> None:
+    """Run the matrix and print the worst cells."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--families", default=",".join(FAMILY_MODELS))
+    parser.add_argument("--methods", default="full,lora,qlora")
+    parser.add_argument("--seq-lens", default="512,2048,4096")
+    parser.add_argument("--micro-batches", default="1,2")
+    parser.add_argument("--loss-impls", default="fp32-upcast,native,chunked")
+    parser.add_argument("--gpu", default="h100")
+    parser.add_argument("--full-depth", action="store_true", help="Trace every layer (no depth extrapolation).")
+    parser.add_argument("--worst", type=int, default=10)
+    args = parser.parse_args()
+    quiet_third_party()
+    gpu, _ = resolve_gpu(args.gpu)
+    cluster = ClusterSpec(gpu=gpu, host_memory_gib_per_node=2 * gpu.memory_gib)
+    results: list[Agreement] = []
+    started = time.perf_counter()
+    grid = itertools.product(
+        args.families.split(","),
+        args.methods.split(","),
+        (True, False),
+        [int(v) for v in args.seq_lens.split(",")],
+        [int(v) for v in args.micro_batches.split(",")],
+        args.loss_impls.split(","),
+    )
+    for family, method, ckpt, seq_len, micro_batch, loss_impl in grid:
+        spec = resolve_model_profile(FAMILY_MODELS[family])
+        setting = TrainingSetting(
+            method=method,
+            micro_batch_size=micro_batch,
+            grad_ckpt=ckpt,
+            loss_impl=loss_impl,
+            attention_impl=FAMILY_ATTENTION.get(family, "sdpa"),
+        )
+        agreement = compare(spec, setting, seq_len, cluster, extrapolate=not args.full_depth)
+        results.append(agreement)
+        print(
+            f"{agreement.relative_error:+7.2%}  analytic {agreement.predicted_bytes / 2**30:8.3f} GiB "
+            f"({agreement.predicted_phase})  trace {agreement.traced_bytes / 2**30:8.3f} GiB ({agreement.traced_phase})"
+            f"  {agreement.label} {loss_impl}",
+            flush=True,
+        )
+    results.sort(key=lambda a: -abs(a.relative_error))
+    over = [a for a in results if abs(a.relative_error) > TOLERANCE]
+    print(f"\n{len(results)} cells in {time.perf_counter() - started:.0f} s; {len(over)} beyond ±{TOLERANCE:.0%}")
+    print(f"worst |analytic - trace| / trace: {abs(results[0].relative_error):.2%}")
+    for agreement in results[: args.worst]:
+        print(f"  {agreement.relative_error:+7.2%}  {agreement.label}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""``autotune plan --verify``: trace the chosen setting and the runner-up of each method, re-plan on a miss.
+
+Each setting is traced with :func:`autotune.trainer.trace.agreement.traced_peak_bytes` (the real training step
+on fake tensors at 2 and 4 decoder layers, extrapolated in depth; sharding by byte arithmetic). The traced peak
+takes the analytic peak's place in the planner's fit test (peak + CUDA context + headroom ≤ GPU memory). When
+the chosen setting does not fit by its trace, the plan moves to the fastest traced runner-up that does; when
+none does, planning fails with the numbers. Needs torch (``autotune[train]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.errors import InfeasibleError
+from autotune.planner.search import PlanResult, Scored
+from autotune.schemas.plan import PlanFile
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class VerifiedSetting:
+    """One traced candidate: analytic and traced peak allocated GiB, and whether the trace fits the GPU."""
+
+    scored: Scored
+    traced_gib: float
+    traced_phase: str
+    fits: bool
+
+
+def to_verify(result: PlanResult) -> list[Scored]:
+    """The chosen setting and the first (best) runner-up of each method."""
+    chosen = [result.best]
+    methods = {result.best.setting.method}
+    for alternative in result.alternatives:
+        if alternative.setting.method not in methods:
+            chosen.append(alternative)
+            methods.add(alternative.setting.method)
+    return chosen
+
+
+def verify_settings(plan_file: PlanFile, result: PlanResult) -> list[VerifiedSetting]:
+    """Trace the settings of :func:`to_verify` (imports torch)."""
+    from autotune.cli.trace_cmd import require_torch
+
+    require_torch()
+    from autotune.profiles.catalog import resolve_gpu
+    from autotune.quiet import quiet_third_party
+    from autotune.schemas.hardware import ClusterSpec
+    from autotune.trainer.trace.agreement import traced_peak_bytes
+
+    quiet_third_party()
+    choice = plan_file.cluster
+    gpu, _ = resolve_gpu(choice.gpu)
+    cluster = ClusterSpec(gpu=gpu, num_gpus_per_node=choice.num_gpus_per_node, num_nodes=choice.num_nodes)
+    verified = []
+    for scored in to_verify(result):
+        traced, phase = traced_peak_bytes(plan_file.model, scored.setting, plan_file.workload.seq_len, cluster)
+        estimate = scored.estimate
+        need = estimate.gpu_memory_need_gib - estimate.peak_memory_gib + traced / GIB
+        verified.append(VerifiedSetting(scored, traced / GIB, phase, need <= estimate.gpu_memory_gib))
+    return verified
+
+
+def render_verified(verified: list[VerifiedSetting]) -> None:
+    """Predicted vs traced peak allocated memory per GPU, side by side."""
+    from rich.table import Table
+
+    from autotune.cli.console import console
+
+    table = Table(title="--verify: analytic vs traced peak allocated memory per GPU (GiB)")
+    for column in ("setting", "analytic", "traced", "difference", "traced phase", "fits by trace"):
+        table.add_column(column, justify="left" if column in ("setting", "traced phase") else "right")
+    for row in verified:
+        predicted = row.scored.estimate.peak_memory_gib
+        difference = (predicted - row.traced_gib) / row.traced_gib
+        fits = "yes" if row.fits else "[red]no"
+        table.add_row(
+            row.scored.setting.short(),
+            f"{predicted:.2f}",
+            f"{row.traced_gib:.2f}",
+            f"{difference:+.1%}",
+            row.traced_phase,
+            fits,
+        )
+    console().print(table)
+
+
+def replan(result: PlanResult, verified: list[VerifiedSetting]) -> tuple[PlanResult, str | None]:
+    """Keep the plan when its chosen setting fits by the trace; else move to the fastest traced runner-up that
+    fits. Returns the (possibly new) result and a note saying what changed.
+
+    Raises:
+        InfeasibleError: no traced setting fits.
+    """
+    if verified[0].fits:
+        return result, None
+    fitting = sorted((v for v in verified if v.fits), key=lambda v: v.scored.run_time_s)
+    chosen = verified[0]
+    if not fitting:
+        raise InfeasibleError(
+            f"by its trace the chosen setting ({chosen.scored.setting.short()}) needs a {chosen.traced_gib:.1f} GiB "
+            "peak and does not fit, nor does any traced runner-up"
+        )
+    best = fitting[0].scored
+    alternatives = [result.best, *(a for a in result.alternatives if a is not best)]
+    note = (
+        f"--verify: the trace puts {chosen.scored.setting.short()} at {chosen.traced_gib:.1f} GiB (analytic "
+        f"{chosen.scored.estimate.peak_memory_gib:.1f}), which does not fit: re-planned to {best.setting.short()}"
+    )
+    return PlanResult(best=best, alternatives=alternatives, rejected=result.rejected, searched=result.searched), note
+
+
+def verify_plan(
+    options: dict[str, Any], plan_file: PlanFile, result: PlanResult
+) -> tuple[PlanFile, PlanResult, list[str]]:
+    """Trace, show predicted vs traced side by side, and re-plan when the chosen setting does not fit."""
+    from autotune.cli.planning import request_from_options
+    from autotune.planner.build import build_plan_file
+
+    verified = verify_settings(plan_file, result)
+    render_verified(verified)
+    new_result, note = replan(result, verified)
+    if note is None:
+        return plan_file, result, []
+    request, _ = request_from_options(**options)
+    return build_plan_file(request, new_result), new_result, [note]

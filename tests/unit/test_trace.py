@@ -1,0 +1,160 @@
+"""The traced training step (fake tensors) and the analytic memory model's agreement with it, on tiny configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_runner import run
+
+pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from autotune.costmodel.memory import predict_memory
+from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.model import ModelSpec
+from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.trainer.trace import trace_training_step
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "configs"
+TINY = {
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "vocab_size": 32064,
+}
+SEQ_LEN = 256
+
+
+def tiny(key: str, **extra: object) -> ModelSpec:
+    """A catalog model's architecture at tiny widths (same family, class and structure)."""
+    return resolve_model_profile(key).model_copy(update={**TINY, **extra})
+
+
+@pytest.fixture(scope="module")
+def cluster() -> ClusterSpec:
+    gpu, _ = resolve_gpu("h100")
+    return ClusterSpec(gpu=gpu, host_memory_gib_per_node=160)
+
+
+def test_categories_add_up_and_weights_are_the_parameters(cluster: ClusterSpec) -> None:
+    spec = tiny("llama3-8b")
+    report = trace_training_step(spec, TrainingSetting(method="full", grad_ckpt=False), SEQ_LEN, cluster)
+    for phase in report.phases:
+        assert sum(phase.categories_bytes.values()) == phase.peak_cuda_bytes
+    # pure bf16 full fine-tuning: 2 bytes per parameter (each parameter its own 512 B-rounded storage)
+    weights = report.phases[0].categories_bytes["weights"]
+    assert 2 * report.total_params <= weights < 2 * report.total_params + 512 * 64
+    step = report.phases[2]
+    assert step.categories_bytes["gradients"] >= 2 * report.total_params
+    assert step.categories_bytes["optimizer states"] >= 4 * report.total_params  # two bf16 moments
+    assert report.phases[0].ops["matmul"].flops > 0
+    assert report.phases[1].ops["matmul"].flops > report.phases[0].ops["matmul"].flops
+
+
+def test_checkpointing_saves_less_and_recomputes(cluster: ClusterSpec) -> None:
+    spec = tiny("llama3-8b")
+    plain = trace_training_step(spec, TrainingSetting(grad_ckpt=False), SEQ_LEN, cluster)
+    ckpt = trace_training_step(spec, TrainingSetting(grad_ckpt=True), SEQ_LEN, cluster)
+    saved_plain = plain.phases[0].categories_bytes["saved activations"]
+    saved_ckpt = ckpt.phases[0].categories_bytes["saved activations"]
+    assert saved_ckpt < saved_plain / 3
+    # backward re-runs each layer's forward matmuls
+    assert ckpt.phases[1].ops["matmul"].count > plain.phases[1].ops["matmul"].count
+
+
+def test_qlora_stand_in_stores_nf4_with_double_quant(cluster: ClusterSpec) -> None:
+    spec = tiny("llama3-8b")
+    lora = trace_training_step(spec, TrainingSetting(method="lora"), SEQ_LEN, cluster)
+    qlora = trace_training_step(spec, TrainingSetting(method="qlora"), SEQ_LEN, cluster)
+    linear_params = 2 * (2 * 256 * 256 + 2 * 256 * 128 + 3 * 256 * 512)  # q, o, k, v, gate, up, down × 2 layers
+    saved = lora.phases[0].categories_bytes["weights"] - qlora.phases[0].categories_bytes["weights"]
+    # bf16 (2 B) → NF4 (0.5 B + constants ≈ 1/64 B): ~1.48 B saved per quantized parameter, up to 512 B rounding
+    assert abs(saved - 1.48 * linear_params) < 0.03 * linear_params
+    assert qlora.trainable_params == lora.trainable_params
+
+
+def test_paged_optimizer_state_is_outside_the_allocated_peak(cluster: ClusterSpec) -> None:
+    spec = tiny("llama3-8b", hidden_size=512, num_attention_heads=8, intermediate_size=1024)
+    plain = trace_training_step(spec, TrainingSetting(method="full", optimizer="adamw-8bit"), SEQ_LEN, cluster)
+    paged = trace_training_step(spec, TrainingSetting(method="full", optimizer="paged-adamw-8bit"), SEQ_LEN, cluster)
+    assert plain.paged_optimizer_bytes == 0
+    assert paged.paged_optimizer_bytes > 0
+    moved = plain.phases[2].categories_bytes["optimizer states"] - paged.phases[2].categories_bytes["optimizer states"]
+    assert moved == pytest.approx(paged.paged_optimizer_bytes, rel=0.01)
+
+
+CASES = [
+    ("llama3-8b", {}, "sdpa"),
+    ("qwen2.5-7b", {}, "sdpa"),
+    ("phi3-mini", {"num_key_value_heads": 4}, "sdpa"),
+    ("gemma2-9b", {}, "eager"),
+]
+
+
+FAST_CELLS = [
+    (case, method, grad_ckpt, loss_impl)
+    for case in CASES
+    for method, grad_ckpt, loss_impl in (
+        ("lora", True, "fp32-upcast"),
+        ("full", False, "chunked"),
+        ("qlora", False, "native"),
+    )
+]
+"""One adapter, one full and one QLoRA cell per family in the fast suite; the whole tiny matrix is ``slow``."""
+ALL_CELLS = [
+    pytest.param(case, method, grad_ckpt, loss_impl, marks=pytest.mark.slow)
+    for case in CASES
+    for method in ("full", "lora", "qlora")
+    for grad_ckpt in (True, False)
+    for loss_impl in ("fp32-upcast", "native", "chunked")
+    if (case, method, grad_ckpt, loss_impl) not in FAST_CELLS
+]
+
+
+@pytest.mark.parametrize(("case", "method", "grad_ckpt", "loss_impl"), FAST_CELLS + ALL_CELLS)
+def test_analytic_model_agrees_with_the_trace(
+    cluster: ClusterSpec, case: tuple[str, dict[str, int], str], method: str, grad_ckpt: bool, loss_impl: str
+) -> None:
+    key, extra, attention = case
+    spec = tiny(key, **extra)
+    setting = TrainingSetting(
+        method=method, micro_batch_size=2, grad_ckpt=grad_ckpt, loss_impl=loss_impl, attention_impl=attention
+    )
+    traced = trace_training_step(spec, setting, SEQ_LEN, cluster)
+    workload = Workload(seq_len=SEQ_LEN, global_batch_size=2)
+    predicted = predict_memory(spec, setting, cluster, workload, CostCoefficients())
+    activations_and_states = traced.cuda_peak_allocated_bytes - traced.cuda_workspace_bytes
+    error = (predicted.peak_allocated_bytes - traced.cuda_peak_allocated_bytes) / activations_and_states
+    message = f"analytic {predicted.peak_allocated_bytes:.0f} B vs traced {traced.cuda_peak_allocated_bytes} B"
+    assert abs(error) <= 0.03, message
+
+
+def test_trace_command_json_from_a_config_file(capsys: pytest.CaptureFixture[str]) -> None:
+    config = str(FIXTURES / "qwen2.5-0.5b" / "config.json")
+    code, out, err = run(capsys, "trace", config, "--seq-len", "64", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert [phase["name"] for phase in data["phases"]] == ["forward", "backward", "optimizer step"]
+    assert data["cuda_peak_allocated_bytes"] >= data["peak_bytes"]
+    assert data["phases"][0]["ops"]["matmul"]["count"] > 0
+
+
+def test_trace_command_without_torch_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    code, out, err = run(capsys, "trace", "llama3-8b")
+    assert code == 2
+    assert "autotune[train]" in err
+    assert len(err.strip().splitlines()) == 1
+    assert out == ""
