@@ -22,6 +22,8 @@ from autotune.cli.trace_cmd import (
     run_trace,
 )
 from autotune.costmodel.estimate import estimate_setting
+from autotune.errors import InvalidRequestError
+from autotune.planner.space import sharding_error
 from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding
 
 
@@ -89,6 +91,9 @@ def estimate_command(
         dataset_tokens=dataset_tokens,
         epochs=epochs,
     )
+    topology_error = sharding_error(setting.sharding, cluster.world_size)
+    if topology_error:
+        raise InvalidRequestError(topology_error)
     estimate = estimate_setting(spec, cluster, workload, setting, coefficients)
     traced = run_trace(SettingInputs(spec, source, cluster, notes, setting, workload)) if trace else None
     if plot is not None:
