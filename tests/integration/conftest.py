@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer_helpers import TINY, PlanWriter, build_plan_file, build_tokenizer
+from trainer_helpers import PlanWriter, build_plan_file, save_tiny_model
 
 TRAINING_STACK = ("torch", "transformers", "peft", "accelerate", "datasets")
 if any(importlib.util.find_spec(name) is None for name in TRAINING_STACK):
@@ -24,22 +24,8 @@ if any(importlib.util.find_spec(name) is None for name in TRAINING_STACK):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer Llama (hidden 64) with random weights and a word-level tokenizer, saved to a directory."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     path = tmp_path_factory.mktemp("tiny-llama")
-    tokenizer = build_tokenizer()
-    tokenizer.save_pretrained(path)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        tie_word_embeddings=False,
-        **TINY,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(path)
+    save_tiny_model(path)
     return path
 
 

@@ -99,6 +99,26 @@ def build_tokenizer() -> Any:
     )
 
 
+def save_tiny_model(path: Path) -> Path:
+    """Save the 2-layer Llama (hidden 64, random weights, seed 0) and its word-level tokenizer to ``path``."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = build_tokenizer()
+    tokenizer.save_pretrained(path)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=False,
+        **TINY,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(path)
+    return path
+
+
 def tiny_model_spec(model_dir: Path) -> ModelSpec:
     """The ModelSpec of the tiny model, read back from its config.json."""
     config = json.loads((model_dir / "config.json").read_text())

@@ -22,6 +22,8 @@ from autotune.cli.trace_cmd import (
     run_trace,
 )
 from autotune.costmodel.estimate import estimate_setting
+from autotune.errors import InvalidRequestError
+from autotune.planner.space import sharding_error
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
@@ -93,6 +95,9 @@ def estimate_command(
         dataset_tokens=dataset_tokens,
         epochs=epochs,
     )
+    topology_error = sharding_error(setting.sharding, cluster.world_size)
+    if topology_error:
+        raise InvalidRequestError(topology_error)
     estimate = estimate_setting(spec, cluster, workload, setting, coefficients)
     notes += host_memory_note(cluster, host_memory_gib, [setting])
     if not estimate.fits:

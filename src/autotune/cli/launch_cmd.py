@@ -71,6 +71,13 @@ def launch_command(
         ),
     ] = False,
     resume: Annotated[bool, typer.Option("--resume", help=_help("resume"))] = False,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach",
+            help="Run in the background (output in OUT/launch.log); the run survives the launcher and the terminal.",
+        ),
+    ] = False,
     sets: Annotated[
         list[str] | None,
         typer.Option("--set", metavar="KEY=VALUE", help="Override a plan field, e.g. micro_batch_size=2 (repeatable)."),
@@ -141,7 +148,7 @@ def launch_command(
         write_slurm_files(spec, options)
         return
     render_spec(spec, options, dry_run=dry_run, show_files=show_files)
-    code = run_launch(spec, options.output_dir, resume=resume, dry_run=dry_run)
+    code = run_launch(spec, options.output_dir, resume=resume, dry_run=dry_run, detach=detach)
     if code != 0:
         # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code from app(),
         # and the trainer's exit code must reach the shell.

@@ -27,6 +27,7 @@ from autotune.cli.plot_data import (
     sweep_series,
 )
 from autotune.errors import AutotuneError, ConfigError, InvalidRequestError
+from autotune.fileio import write_atomic
 from autotune.planner.sweep import SweepResult
 from autotune.schemas.estimate import Estimate
 
@@ -91,17 +92,13 @@ def _new_figure(width_in: float, height_in: float) -> Any:
 
 
 def _save(figure: Any, path: Path) -> Path:
-    """Render to PNG bytes, then create the file exclusively (never replaces an existing file)."""
+    """Render to PNG bytes, then create the file atomically and exclusively (never replaces an existing file)."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI)
     try:
-        with Path(path).open("xb") as handle:
-            handle.write(buffer.getvalue())
-    except FileExistsError:
+        return write_atomic(path, buffer.getvalue(), what="plot")
+    except InvalidRequestError:
         raise InvalidRequestError(f"--plot {path} already exists; refusing to overwrite it") from None
-    except OSError as error:
-        raise ConfigError(f"cannot write {path}: {error}") from None
-    return Path(path)
 
 
 def memory_breakdown_png(estimates: Sequence[tuple[str, Estimate]], path: Path, title: str | None = None) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 from autotune.cli.console import console
@@ -15,8 +16,19 @@ if TYPE_CHECKING:  # rich's tables are imported when a table is drawn (not for -
 
 
 def print_json(data: Any) -> None:
-    """Print JSON to stdout (no rich markup)."""
-    print(json.dumps(data, indent=2, default=str))
+    """Print JSON to stdout (no rich markup); a NaN / infinity becomes ``null`` (never invalid JSON)."""
+    print(json.dumps(_finite(data), indent=2, default=str, allow_nan=False))
+
+
+def _finite(data: Any) -> Any:
+    """``data`` with every non-finite float replaced by None (JSON has no NaN or Infinity)."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(value) for value in data]
+    return data
 
 
 def human_duration(seconds: float | None) -> str:

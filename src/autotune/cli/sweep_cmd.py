@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -19,6 +19,9 @@ from autotune.planner.sweep import SweepCell, SweepResult, sweep
 
 METHODS = ("full", "lora", "qlora")
 DEFAULT_SEQ_LENS = "512,1024,2048,4096,8192"
+MAX_SWEEP_POINTS = 64
+"""Most sequence lengths one sweep plans (each is a full plan per method: ~0.1-1 s)."""
+_MAX_DIGITS = 9
 
 
 def parse_int_list(value: str, option: str) -> list[int]:
@@ -32,12 +35,30 @@ def parse_int_list(value: str, option: str) -> list[int]:
         raise InvalidRequestError(f"{option}: give a comma-separated list of positive integers, e.g. 512,1024")
     numbers = []
     for item in items:
-        if not item.isdigit() or int(item) <= 0:
+        if not item.isdigit() or len(item) > _MAX_DIGITS or int(item) <= 0:
             raise InvalidRequestError(
                 f"{option}: {item!r} is not a positive integer (give e.g. 512,1024,2048; got {value!r})"
             )
         numbers.append(int(item))
+    if len(set(numbers)) > MAX_SWEEP_POINTS:
+        raise InvalidRequestError(
+            f"{option}: {len(set(numbers))} values; a sweep plans at most {MAX_SWEEP_POINTS} (split it into several)"
+        )
     return numbers
+
+
+def sweep_with_progress(make_request: Any, methods: list[str], seq_lens: list[int]) -> SweepResult:
+    """Run the sweep with a progress bar on stderr (a terminal only; nothing in pipes or --json output)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    stderr = Console(stderr=True)
+    if not stderr.is_terminal:
+        return sweep(make_request, methods, seq_lens)
+    columns = (TextColumn("planning"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        task = progress.add_task("sweep", total=len(methods) * len(set(seq_lens)))
+        return sweep(make_request, methods, seq_lens, on_cell=lambda: progress.advance(task))
 
 
 def parse_methods(value: str) -> list[str]:
@@ -126,7 +147,7 @@ def sweep_command(
         last_request[:] = [request]
         return request
 
-    result = sweep(make_request, chosen, seq_lens)
+    result = sweep_with_progress(make_request, chosen, seq_lens)
     if last_request:
         settings = [s for cell in result.cells for s in (cell.setting, cell.closest_setting) if s is not None]
         notes += host_memory_note(last_request[0].cluster, host_memory_gib, settings)

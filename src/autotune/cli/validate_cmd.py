@@ -29,7 +29,7 @@ def validate_command(
         Path | None, typer.Option("--measurements", help="A measurement-set YAML instead of the seed tables.")
     ] = None,
     calibration: opt.CalibrationOpt = None,
-    worst: Annotated[int, typer.Option("--worst", help="How many worst rows to list.")] = 5,
+    worst: Annotated[int, typer.Option("--worst", min=0, help="How many worst rows to list.")] = 5,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also draw predicted vs measured to this PNG (needs matplotlib).")
     ] = None,

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from autotune import yamlio
-from autotune.errors import ConfigError
+from autotune.fileio import write_atomic
 from autotune.schemas.calibration import CostCoefficients
 
 SHIPPED_CALIBRATION = "seeds"
@@ -34,21 +34,23 @@ def default_coefficients() -> CostCoefficients:
     resource = resources.files("autotune.profiles").joinpath("calibration", f"{SHIPPED_CALIBRATION}.yaml")
     if not resource.is_file():
         return CostCoefficients()
-    data = yamlio.safe_load(resource.read_text(encoding="utf-8"))
+    data = yamlio.safe_load(resource.read_text(encoding="utf-8"), shipped=True)
     return CostCoefficients.model_validate(data)
 
 
 def save_coefficients(coefficients: CostCoefficients, path: str | Path, overwrite: bool = False) -> None:
     """Write a calibration YAML (refuses to overwrite an existing file unless ``overwrite``).
 
+    Written atomically (:func:`autotune.fileio.write_atomic`): a full disk leaves no empty file.
+
     Raises:
-        ConfigError: the file exists and ``overwrite`` is False.
+        InvalidRequestError: the file exists and ``overwrite`` is False.
+        ConfigError: it cannot be written (the message says what was kept).
     """
     file = Path(path)
-    if file.exists() and not overwrite:
-        raise ConfigError(f"{file} exists; choose another path (nothing was overwritten)")
     file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(yaml.safe_dump(coefficients.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    text = yaml.safe_dump(coefficients.model_dump(mode="json"), sort_keys=False)
+    write_atomic(file, text, overwrite=overwrite, what="calibration")
 
 
 def error_band(bands: dict[str, float], family: str) -> float:

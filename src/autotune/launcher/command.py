@@ -5,6 +5,7 @@ Pure; see :mod:`autotune.launcher.spec` for how each sharding is started and why
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePath
 from typing import Final
 
@@ -123,6 +124,56 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
         raise InvalidRequestError(
             f"the plan spans {cluster.num_nodes} nodes: give --main-process-ip (address of node 0) and "
             "--node-rank on each node, or use --slurm"
+        )
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.\-]{0,252}[A-Za-z0-9])?$|^\[?[0-9A-Fa-f:.]+\]?$")
+_CLASS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_values(plan: PlanFile, options: LaunchOptions) -> None:
+    """Refuse values that would change meaning in a command line, a shell script or a config file.
+
+    Every value is also quoted where it is written (``shlex.quote`` in the sbatch script, YAML /
+    JSON serializers for the configs, an argv list without a shell for the command); this check
+    refuses what quoting cannot make safe or unambiguous: control characters (a newline ends an
+    ``#SBATCH`` line or a comment and starts a command), a dataset that starts with ``-`` (read as
+    an option by the trainer), an address that is not a host name or IP, a layer class that is not
+    a Python identifier (it names a class to wrap, read by accelerate).
+
+    Raises:
+        InvalidRequestError: one line naming the field, its value (repr) and the fix.
+    """
+    values = {
+        "--output-dir": options.output_dir,
+        "--dataset": options.dataset,
+        "plan model.key": plan.model.key,
+        "plan model_source": plan.model_source,
+        "plan cluster.gpu": plan.cluster.gpu,
+        "plan model.decoder_layer_class": plan.model.decoder_layer_class,
+    }
+    if options.main_process_ip is not None:
+        values["--main-process-ip"] = options.main_process_ip
+    for name, value in values.items():
+        if _CONTROL.search(value):
+            raise InvalidRequestError(
+                f"{name} {value!r} contains a control character (newline, tab, ...); "
+                "it would break the command or script it is written into: rename it"
+            )
+    if options.dataset.startswith("-"):
+        raise InvalidRequestError(
+            f"--dataset {options.dataset!r} starts with '-' and would be read as an option: use ./{options.dataset}"
+        )
+    if options.main_process_ip is not None and not _HOST.match(options.main_process_ip):
+        raise InvalidRequestError(f"--main-process-ip {options.main_process_ip!r} is not a host name or IP address")
+    if not _CLASS_NAME.match(plan.model.decoder_layer_class):
+        raise InvalidRequestError(
+            f"plan model.decoder_layer_class {plan.model.decoder_layer_class!r} is not a Python class name"
+        )
+    if options.slurm and '"' in options.output_dir:
+        raise InvalidRequestError(
+            f"--output-dir {options.output_dir!r} contains '\"', which an #SBATCH line cannot hold: rename it"
         )
 
 

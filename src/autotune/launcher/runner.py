@@ -13,12 +13,14 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from autotune import run_lock
 from autotune.errors import AutotuneError, ConfigError, InvalidRequestError
+from autotune.fileio import write_atomic
 from autotune.launcher.options import PLAN_FILE, LaunchSpec
 from autotune.schemas.plan_io import plan_from_yaml
 
@@ -31,7 +33,40 @@ _INTERPRETER_COMMANDS: dict[str, list[str]] = {
 its ``bin`` directory is not on PATH (``torchrun`` is ``torch.distributed.run``'s console script,
 ``accelerate`` is ``accelerate.commands.accelerate_cli``'s)."""
 
-_FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Sent on to the run: Ctrl-C, ``kill``, and a closed terminal or ssh session (SIGHUP)."""
+
+_PR_SET_PDEATHSIG = 1
+"""``prctl(2)`` option: the signal the kernel sends this process when its parent thread dies (Linux)."""
+
+DETACHED_LOG_FILE = "launch.log"
+"""A detached run's stdout and stderr, in the run directory."""
+
+
+def parent_death_hook(signum: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` making the child get ``signum`` when the launcher dies, even by SIGKILL (Linux).
+
+    ``prctl(PR_SET_PDEATHSIG)`` through libc (ctypes), looked up here in the parent so that the
+    child, between fork and exec, only calls ``prctl``, ``getppid`` and ``kill``. If the launcher
+    died before the call (the child was re-parented), the signal is sent at once. SIGTERM lets the
+    training core save a checkpoint and stop (its signal callback); torchrun passes it on to its
+    workers. None where prctl does not exist (macOS): there only the forwarded signals stop the run.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signum)
+
+    return hook
 
 
 def resolve_argv(argv: Sequence[str]) -> list[str]:
@@ -104,17 +139,19 @@ def prepare_output_dir(spec: LaunchSpec, output_dir: str | Path, *, resume: bool
             raise ConfigError(f"cannot create output directory {out}: {error}") from None
     for path, content in missing:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("x", encoding="utf-8") as handle:
-            handle.write(content)
+        write_atomic(path, content, what="launch file")
     return [path for path, _ in missing]
 
 
 def run_command(argv: Sequence[str], env: dict[str, str]) -> int:
     """Run ``argv`` (resolved by :func:`resolve_argv`) with ``env`` added; return its exit code.
 
-    The child gets its own session, and SIGINT / SIGTERM received by this process are sent once to
-    the child's whole process group (as a terminal's Ctrl-C would reach ``torchrun`` and its workers),
-    so the training core can checkpoint and exit. A child killed by signal N returns 128 + N.
+    The child gets its own session, and SIGINT / SIGTERM / SIGHUP received by this process are sent
+    once to the child's whole process group (as a terminal's Ctrl-C would reach ``torchrun`` and its
+    workers), so the training core can checkpoint and exit. If this process dies without a chance to
+    forward (SIGKILL, a crash), the kernel sends the child SIGTERM (:func:`parent_death_hook`): the run
+    never outlives its launcher unless detached (:func:`run_detached`). A child killed by signal N
+    returns 128 + N.
 
     Raises:
         InvalidRequestError: the program cannot be started.
@@ -137,7 +174,12 @@ def run_command(argv: Sequence[str], env: dict[str, str]) -> int:
         pass
     try:
         try:
-            child = subprocess.Popen(resolve_argv(argv), env={**os.environ, **env}, start_new_session=True)
+            child = subprocess.Popen(
+                resolve_argv(argv),
+                env={**os.environ, **env},
+                start_new_session=True,
+                preexec_fn=parent_death_hook(),
+            )
         except OSError as error:
             raise InvalidRequestError(f"cannot start '{argv[0]}': {error}") from None
         started.append(child)
@@ -150,16 +192,50 @@ def run_command(argv: Sequence[str], env: dict[str, str]) -> int:
     return 128 - code if code < 0 else code
 
 
-def run_launch(spec: LaunchSpec, output_dir: str | Path, *, resume: bool, dry_run: bool) -> int:
-    """Write the spec's files and run its command (nothing at all with ``dry_run``); return the exit code.
+def run_detached(argv: Sequence[str], env: dict[str, str], log_path: Path) -> int:
+    """Start ``argv`` in its own session, output to ``log_path``, and return its pid without waiting.
+
+    The run survives the launcher, a closed terminal and SIGHUP (new session, stdin from /dev/null).
 
     Raises:
-        InvalidRequestError: see :func:`check_command`, :func:`prepare_output_dir`, :func:`run_command`.
+        InvalidRequestError: the program cannot be started.
+    """
+    try:
+        with log_path.open("ab") as log:
+            child = subprocess.Popen(
+                resolve_argv(argv),
+                env={**os.environ, **env},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+    except OSError as error:
+        raise InvalidRequestError(f"cannot start '{argv[0]}': {error}") from None
+    return child.pid
+
+
+def run_launch(spec: LaunchSpec, output_dir: str | Path, *, resume: bool, dry_run: bool, detach: bool = False) -> int:
+    """Write the spec's files and run its command (nothing at all with ``dry_run``); return the exit code.
+
+    A directory whose run lock is held by a live run (:mod:`autotune.run_lock`) is refused before
+    anything is written. With ``detach`` the run is started in the background (its output in
+    ``OUT/launch.log``) and 0 is returned at once.
+
+    Raises:
+        InvalidRequestError: see :func:`check_command`, :func:`prepare_output_dir`, :func:`run_command`,
+            and a run directory in use.
     """
     if dry_run:
         return 0
     check_command(spec.argv)
+    run_lock.probe(output_dir)
     prepare_output_dir(spec, output_dir, resume=resume)
+    if detach:
+        log_path = Path(output_dir) / DETACHED_LOG_FILE
+        pid = run_detached(spec.argv, spec.env, log_path)
+        print(f"detached: pid {pid}, output in {log_path} (stop it with: kill -TERM {pid})", flush=True)
+        return 0
     return run_command(spec.argv, spec.env)
 
 

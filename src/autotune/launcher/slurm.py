@@ -38,8 +38,8 @@ def slurm_script(plan: PlanFile, options: LaunchOptions) -> str:
     port = options.main_process_port or DEFAULT_MASTER_PORT
     lines = [
         "#!/bin/bash",
-        f"# Written by `autotune launch --slurm`: {plan.model.key}, {plan.setting.short()},",
-        f"# {cluster.num_nodes} node(s) x {cluster.num_gpus_per_node} {cluster.gpu}.",
+        f"# Written by `autotune launch --slurm`: {_comment(plan.model.key)}, {plan.setting.short()},",
+        f"# {cluster.num_nodes} node(s) x {cluster.num_gpus_per_node} {_comment(cluster.gpu)}.",
         f"# Submit with: sbatch {shlex.quote(output_path(options, SLURM_SCRIPT_FILE))}",
         f"#SBATCH --job-name=autotune-{_job_name(plan.model.key)}",
         f"#SBATCH --nodes={cluster.num_nodes}",
@@ -76,8 +76,18 @@ def _shell_join(argv: list[str]) -> str:
 
 
 def _sbatch_value(value: str) -> str:
-    """A value for an ``#SBATCH`` line: double-quoted when it has whitespace (sbatch reads quoted values)."""
+    """A value for an ``#SBATCH`` line: double-quoted when it has whitespace (sbatch reads quoted values).
+
+    Control characters and ``"`` are refused before (``command.check_values``); checked again here.
+    """
+    if any(ord(char) < 32 or char in '"\x7f' for char in value):
+        raise ValueError(f"unsafe #SBATCH value {value!r}")
     return f'"{value}"' if any(char.isspace() for char in value) else value
+
+
+def _comment(value: str) -> str:
+    """Text safe inside a ``#`` comment line: control characters (a newline would end it) become '?'."""
+    return "".join(char if char.isprintable() else "?" for char in value)
 
 
 def _job_name(key: str) -> str:

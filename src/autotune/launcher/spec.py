@@ -29,7 +29,7 @@ import json
 import yaml
 
 from autotune.launcher.backend_configs import accelerate_config, deepspeed_config
-from autotune.launcher.command import RUN_ENV, check_topology, node_command, output_path
+from autotune.launcher.command import RUN_ENV, check_topology, check_values, node_command, output_path
 from autotune.launcher.options import (
     ACCELERATE_CONFIG_FILE,
     DEEPSPEED_CONFIG_FILE,
@@ -54,9 +54,11 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
     Raises:
         InvalidRequestError: the plan's topology cannot be launched as asked (sharding none on
             several GPUs, a multi-node run without the address of node 0, a node rank out of range,
-            ZeRO optimizer offload with an 8-bit optimizer).
+            ZeRO optimizer offload with an 8-bit optimizer); a value that is unsafe in a command,
+            script or config (see :func:`autotune.launcher.command.check_values`).
     """
     check_topology(plan, options)
+    check_values(plan, options)
     files = {PLAN_FILE: plan_to_yaml(plan)}
     notes: list[str] = []
     sharding = plan.setting.sharding

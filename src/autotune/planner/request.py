@@ -65,7 +65,15 @@ class PlanRequest(FrozenModel):
                 f"--micro-batch-size {micro} × --grad-accum {accum} × {world} GPU(s) = {micro * accum * world} "
                 f"≠ --global-batch-size {self.workload.global_batch_size}; drop one of them or make them agree"
             )
-        if self.workload.global_batch_size % world != 0:
+        per_rank, rest = divmod(self.workload.global_batch_size, world)
+        if micro is not None and not rest and per_rank % micro:
+            fixed = -(-per_rank // micro) * micro * world
+            raise ValueError(
+                f"--global-batch-size {self.workload.global_batch_size} is not divisible by --micro-batch-size "
+                f"{micro} × {world} GPU(s): use --global-batch-size {fixed}, or a micro batch size that divides "
+                f"{per_rank}"
+            )
+        if rest:
             raise ValueError(
                 f"--global-batch-size {self.workload.global_batch_size} is not a multiple of the "
                 f"{world} GPU(s); each rank must get whole sequences"

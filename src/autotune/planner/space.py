@@ -82,11 +82,9 @@ def check_overrides_supported(request: PlanRequest) -> None:
         )
     if not gpu.supports_bf16 and o.precision in ("bf16", "bf16-mixed"):
         raise InvalidRequestError(f"--precision {o.precision}: {gpu.name} has no bf16; use fp16-mixed")
-    if request.cluster.world_size == 1 and o.sharding is not None and o.sharding not in SINGLE_GPU_SHARDINGS:
-        raise InvalidRequestError(
-            f"--sharding {o.sharding} needs more than one GPU (use --num-gpus); on one GPU use none, "
-            "fsdp-offload or zero3-offload"
-        )
+    error = sharding_error(o.sharding, request.cluster.world_size)
+    if error:
+        raise InvalidRequestError(error)
     if o.loss_impl == "chunked" and o.sharding in PARAMETER_SHARDINGS:
         raise InvalidRequestError(
             f"--loss-impl chunked cannot run with --sharding {o.sharding} (the weights are sharded); use "
@@ -96,8 +94,18 @@ def check_overrides_supported(request: PlanRequest) -> None:
         raise InvalidRequestError(
             "--loss-impl native describes other trainers; autotune's core runs fp32-upcast or chunked"
         )
-    if request.cluster.world_size > 1 and o.sharding == "none":
-        raise InvalidRequestError("--sharding none with several GPUs would leave all but one idle; use ddp")
+
+
+def sharding_error(sharding: str | None, world_size: int) -> str | None:
+    """Why ``--sharding`` cannot run on ``world_size`` GPUs, or None (one rule for plan and estimate)."""
+    if world_size == 1 and sharding is not None and sharding not in SINGLE_GPU_SHARDINGS:
+        return (
+            f"--sharding {sharding} needs more than one GPU (use --num-gpus); on one GPU use none, "
+            "fsdp-offload or zero3-offload"
+        )
+    if world_size > 1 and sharding == "none":
+        return "--sharding none with several GPUs would leave all but one idle; use ddp"
+    return None
 
 
 def micro_batch_sizes(request: PlanRequest) -> list[int]:
@@ -108,7 +116,14 @@ def micro_batch_sizes(request: PlanRequest) -> list[int]:
         return [forced]
     if request.overrides.grad_accum is not None:
         return [per_rank // request.overrides.grad_accum] if per_rank % request.overrides.grad_accum == 0 else []
-    return [m for m in range(1, per_rank + 1) if per_rank % m == 0 and (m & (m - 1) == 0 or m == per_rank)]
+    largest = min(per_rank, _MAX_MICRO_BATCH)
+    return [m for m in range(1, largest + 1) if per_rank % m == 0 and (m & (m - 1) == 0 or m == per_rank)]
+
+
+_MAX_MICRO_BATCH: int = next(
+    int(rule.le) for rule in TrainingSetting.model_fields["micro_batch_size"].metadata if hasattr(rule, "le")
+)
+"""The schema's upper bound of ``micro_batch_size`` (a larger global batch accumulates instead)."""
 
 
 def _choices(forced: Any, options: tuple[Any, ...]) -> tuple[Any, ...]:

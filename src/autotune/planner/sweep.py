@@ -174,13 +174,19 @@ def _first_clause(message: str) -> str:
     return message.split(";")[0].strip()
 
 
-def sweep(make_request: RequestFactory, methods: Sequence[str], seq_lens: Sequence[int]) -> SweepResult:
+def sweep(
+    make_request: RequestFactory,
+    methods: Sequence[str],
+    seq_lens: Sequence[int],
+    on_cell: Callable[[], None] | None = None,
+) -> SweepResult:
     """Plan every (method, seq_len) pair with the method forced.
 
     Args:
         make_request: builds the validated request for (method, seq_len); it fixes everything else.
         methods: methods to force, e.g. ('full', 'lora', 'qlora'); must not be empty.
         seq_lens: sequence lengths in tokens, must not be empty; reported in increasing order.
+        on_cell: called after each planned cell (progress display).
 
     Raises:
         InvalidRequestError: empty ``methods`` or ``seq_lens``; whatever ``make_request`` raises for bad values.
@@ -190,7 +196,13 @@ def sweep(make_request: RequestFactory, methods: Sequence[str], seq_lens: Sequen
     ordered_lens = tuple(sorted(set(seq_lens)))
     ordered_methods = tuple(dict.fromkeys(methods))
     requests = {(m, s): make_request(m, s) for m in ordered_methods for s in ordered_lens}
-    cells = tuple(plan_cell(requests[(m, s)], m) for m in ordered_methods for s in ordered_lens)
+    cells_list = []
+    for m in ordered_methods:
+        for s in ordered_lens:
+            cells_list.append(plan_cell(requests[(m, s)], m))
+            if on_cell is not None:
+                on_cell()
+    cells = tuple(cells_list)
     first = next(iter(requests.values()))
     cluster = first.cluster
     return SweepResult(

@@ -93,7 +93,7 @@ def load_profile_dir(directory: Traversable | Path, schema: type[SpecT]) -> list
             continue
         stem = entry.name[: -len(PROFILE_SUFFIX)]
         try:
-            data = yamlio.safe_load(entry.read_text(encoding="utf-8"))
+            data = yamlio.safe_load(entry.read_text(encoding="utf-8"), shipped=True)
         except yaml.YAMLError as error:
             raise ValueError(f"profile {entry.name}: not valid YAML: {error}") from error
         if not isinstance(data, dict):

@@ -6,13 +6,13 @@ defaults, the stated count tolerance) is in :mod:`autotune.profiles.families`.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from autotune import yamlio
 from autotune.errors import ConfigError
 from autotune.profiles.families import FAMILIES, ConfigView, generic_fields
 from autotune.schemas.model import ModelSpec
@@ -32,12 +32,7 @@ def _read_config(path: str | Path) -> tuple[Path, dict[str, Any]]:
     else:
         raise ConfigError(f"{given}: no such file or directory (expected a config.json or its directory)")
     config_path = config_path.resolve()
-    try:
-        raw = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{config_path}: cannot read file ({exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{config_path}: invalid JSON (line {exc.lineno}: {exc.msg})") from exc
+    raw = yamlio.parse_json(yamlio.read_text_file(config_path, "config.json"), str(config_path), "config.json")
     if not isinstance(raw, dict):
         raise ConfigError(f"{config_path}: expected a JSON object, got {type(raw).__name__}")
     return config_path, raw

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from autotune import yamlio
 from autotune.errors import AutotuneError, ConfigError
 from autotune.profiles.catalog import resolve_gpu
 from autotune.schemas.calibration import Measurement
@@ -41,10 +42,9 @@ def load_run_report(run_dir: str | Path) -> RunReport:
     path = Path(run_dir) / RUN_REPORT_FILE
     if not path.is_file():
         raise ConfigError(f"{run_dir}: no {RUN_REPORT_FILE} (is it a run directory written by autotune launch?)")
+    data = yamlio.parse_json(yamlio.read_text_file(path, "run report"), str(path), "run report")
     try:
-        return RunReport.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: cannot read it: {error}") from None
+        return RunReport.model_validate(data)
     except ValidationError as error:
         raise ConfigError(f"{path}: not a valid run report: {format_validation_error(error, RunReport)}") from None
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import yaml
 
 from autotune import yamlio
-from autotune.errors import ConfigError, InvalidRequestError
+from autotune.errors import ConfigError
+from autotune.fileio import write_atomic
 from autotune.schemas.plan import PlanFile, migrate
 
 _HEADER = (
@@ -62,24 +63,11 @@ def load_plan(path: str | Path) -> PlanFile:
 def save_plan(plan: PlanFile, path: str | Path, *, overwrite: bool = False) -> Path:
     """Write ``plan`` as YAML to ``path`` and return the path.
 
-    Without ``overwrite`` the file is created exclusively (``open(..., "x")``), so an existing file
-    is never replaced, even by a concurrent writer.
+    Written atomically (:func:`autotune.fileio.write_atomic`); without ``overwrite`` an existing
+    file is never replaced, even by a concurrent writer.
 
     Raises:
         InvalidRequestError: ``path`` exists and ``overwrite`` is false.
         ConfigError: the directory does not exist or the file cannot be written.
     """
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise ConfigError(f"cannot write plan {path}: directory {path.parent} does not exist")
-    text = plan_to_yaml(plan)
-    try:
-        with path.open("w" if overwrite else "x", encoding="utf-8") as handle:
-            handle.write(text)
-    except FileExistsError:
-        raise InvalidRequestError(
-            f"{path} already exists; refusing to overwrite it (choose another path or remove it first)"
-        ) from None
-    except OSError as error:
-        raise ConfigError(f"cannot write plan {path}: {error}") from None
-    return path
+    return write_atomic(path, plan_to_yaml(plan), overwrite=overwrite, what="plan")

@@ -1,7 +1,7 @@
 """Entry point: ``python -m autotune.trainer --plan PLAN.yaml --dataset DATA --output-dir DIR [...]``.
 
-User errors (:class:`autotune.errors.AutotuneError`) become one line on stderr and exit code 2; anything
-else is a bug and shows its traceback.
+User errors (:class:`autotune.errors.AutotuneError`) become one line on stderr and exit code 2; Ctrl-C
+before training starts one line and exit code 130; anything else is a bug and shows its traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +25,14 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(error).split())
         print(f"error: {message}", file=sys.stderr, flush=True)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C before training started (during training it stops at a step and saves)
+        print(
+            f"error: interrupted before training started; {args.output_dir} keeps what it held before "
+            "(the plan and every finished checkpoint)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 130
     return 0
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 import autotune
+from autotune.fileio import write_atomic
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.run_report import RunReport, RunStatus
 from autotune.trainer.callbacks import RunMetrics
@@ -87,8 +88,6 @@ def build_report(
 
 
 def write_report(report: RunReport, path: Path) -> None:
-    """Write the report as indented JSON (atomically: a temporary file then a rename)."""
+    """Write the report as indented JSON (atomically, :func:`autotune.fileio.write_atomic`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, report.model_dump_json(indent=2) + "\n", overwrite=True, what="run report")

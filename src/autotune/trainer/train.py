@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
-import re
 import warnings
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -16,13 +16,17 @@ from transformers import PrinterCallback, Trainer, TrainerCallback, TrainerContr
 
 from autotune.errors import AutotuneError, ConfigError
 from autotune.quiet import is_verbose, quiet_third_party
+from autotune.run_lock import acquire, describe_owner
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.schemas.run_report import RunStatus
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.callbacks import MetricsCallback, ProgressCallback, RunMetrics, StopOnSignalCallback
+from autotune.trainer.checkpoints import ResumePoint, resolve_start
 from autotune.trainer.chunked_loss import ChunkedLossTrainer
+from autotune.trainer.consistency import check_model_matches_plan, check_resume_plan
 from autotune.trainer.data import build_collator, build_train_dataset, detect_format, load_raw_dataset
+from autotune.trainer.data_checks import check_encoding, check_rows
 from autotune.trainer.guard import check_runtime
 from autotune.trainer.hf_args import build_training_arguments
 from autotune.trainer.model import (
@@ -34,40 +38,19 @@ from autotune.trainer.model import (
     resolve_source,
 )
 from autotune.trainer.report import build_report, describe_device, write_report
+from autotune.trainer.staged_save import staged_trainer_class
 
 logger = logging.getLogger("autotune.trainer")
 
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
-
-def check_output_dir(args: TrainerArgs) -> Path | None:
-    """Refuse to overwrite a run; with --resume return the last checkpoint to continue from.
-
-    A directory "holds a run" when it has run_report.json or a checkpoint; other files (the plan and
-    launcher configs written by ``autotune launch``) are expected and kept.
+def check_output_dir(args: TrainerArgs) -> ResumePoint:
+    """Refuse to overwrite a run; with --resume the newest intact checkpoint (see :mod:`.checkpoints`).
 
     Raises:
-        ConfigError: OUT holds run_report.json or checkpoints/ without --resume, or --resume finds no
-            checkpoint.
+        ConfigError: OUT holds a run without --resume; --resume of a completed run, or with no
+            intact checkpoint.
     """
-    checkpoints = sorted(
-        (int(m.group(1)), p)
-        for p in (args.checkpoints_dir.iterdir() if args.checkpoints_dir.is_dir() else [])
-        if (m := _CHECKPOINT.match(p.name)) and p.is_dir()
-    )
-    if not args.resume:
-        existing = (["run_report.json"] if args.report_path.exists() else []) + [
-            f"checkpoints/{p.name}" for _, p in checkpoints[-1:]
-        ]
-        if existing:
-            raise ConfigError(
-                f"output directory {args.output_dir} already holds a run ({', '.join(existing)}); "
-                "pass --resume to continue it or choose another --output-dir"
-            )
-        return None
-    if not checkpoints:
-        raise ConfigError(f"--resume: no checkpoint under {args.checkpoints_dir} to continue from")
-    return checkpoints[-1][1]
+    return resolve_start(args.run_dir, args.checkpoints_dir, args.report_path, resume=args.resume)
 
 
 class _GuardCallback(TrainerCallback):
@@ -118,16 +101,66 @@ def run(args: TrainerArgs) -> None:
     """Run one training invocation as the plan says; write checkpoints, final weights and the report.
 
     Raises:
-        ConfigError: bad plan, output directory, dataset or model source.
+        ConfigError: bad plan, output directory, dataset or model source; the disk filled up (the
+            message says what was kept).
+        InvalidRequestError: the run directory is in use by another run.
         RuntimeGuardError: what runs is not what was planned.
     """
     _configure_logging()
     seed_everything(args.seed, full_determinism=args.full_determinism)
     plan = load_plan(args.plan_path)
+    created = not args.run_dir.exists()
+    lock = acquire(args.output_dir) if int(os.environ.get("RANK", "0")) == 0 else None
+    if lock is not None and lock.previous_owner:
+        logger.info("took over the stale lock of %s (no longer running)", describe_owner(lock.previous_owner))
+    try:
+        _run(args, plan)
+    except Exception as error:
+        if not _out_of_space(error):
+            raise
+        raise ConfigError(  # one line saying what was kept, no traceback
+            f"{' '.join(str(error).split())[:300]} — stopped; kept in {args.output_dir}: the plan, every "
+            "checkpoint whose save finished (a partial one is ignored by --resume); free the space and resume "
+            "with --resume"
+        ) from error
+    finally:
+        if lock is not None:
+            lock.release()
+            if created:  # refused before anything was written: leave no empty directory behind
+                with contextlib.suppress(OSError):
+                    args.run_dir.rmdir()
+
+
+_NO_SPACE = ("No space left on device", "Disk quota exceeded", "file write failed")
+
+
+def _out_of_space(error: BaseException) -> bool:
+    """True when ``error`` or one it was raised from reports a full disk (torch.save raises RuntimeError)."""
+    seen: BaseException | None = error
+    for _ in range(10):
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(text in str(seen) for text in _NO_SPACE):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _run(args: TrainerArgs, plan: PlanFile) -> None:
     setting = plan.setting
-    resume_from = check_output_dir(args)
+    start = check_output_dir(args)
+    for line in start.skipped:
+        logger.warning("skipped checkpoint %s", line)
+    if start.checkpoint is not None:
+        check_resume_plan(start.checkpoint, plan)
+        logger.info("resuming from %s (step %d)", start.checkpoint, start.step)
+    resume_from = start.checkpoint
+    check_encoding(args.dataset)
     raw = load_raw_dataset(args.dataset)
     fmt = detect_format(list(raw.column_names), args.dataset_format, args.dataset)
+    check_rows(raw, fmt, args.dataset)
 
     source = resolve_source(plan.model_source)
     tokenizer = load_tokenizer(source)
@@ -144,7 +177,9 @@ def run(args: TrainerArgs) -> None:
     device_map = None
     if setting.method == "qlora" and not args.cpu and torch.cuda.is_available():
         device_map = {"": int(os.environ.get("LOCAL_RANK", "0"))}
-    model = apply_method(load_model(source, setting, precision, device_map), setting)
+    model = load_model(source, setting, precision, device_map)
+    check_model_matches_plan(model.config, plan)
+    model = apply_method(model, setting)
     trainable, total = count_parameters(model)
     logger.info(
         "model %s (%s): %s of %s parameters train", plan.model.key, setting.short(), f"{trainable:,}", f"{total:,}"
@@ -154,18 +189,23 @@ def run(args: TrainerArgs) -> None:
     progress = ProgressCallback(metrics)
     stopper = StopOnSignalCallback()
     guard = _GuardCallback(plan)
-    trainer_class = ChunkedLossTrainer if setting.loss_impl == "chunked" else Trainer
+    trainer_class = staged_trainer_class(ChunkedLossTrainer if setting.loss_impl == "chunked" else Trainer, plan)
     trainer = trainer_class(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
         data_collator=build_collator(tokenizer),
         processing_class=tokenizer,
-        callbacks=[guard, MetricsCallback(metrics, setting.grad_accum), progress, stopper],
+        callbacks=[
+            guard,
+            MetricsCallback(metrics, setting.grad_accum),
+            progress,
+            stopper,
+        ],
     )
     guard.trainer = trainer
     trainer.remove_callback(PrinterCallback)  # the progress callback reports; no raw log dicts on stdout
-    resumed_from_step = _checkpoint_step(resume_from)
+    resumed_from_step = start.step
     started_at = datetime.now(timezone.utc)
     status: RunStatus = "completed"
     message = ""
@@ -177,7 +217,10 @@ def run(args: TrainerArgs) -> None:
         raise
     except BaseException as error:
         status, message = "failed", f"{type(error).__name__}: {' '.join(str(error).split())[:500]}"
-        _finish(trainer, plan, args, status, message, resumed_from_step, metrics, started_at)
+        try:
+            _finish(trainer, plan, args, status, message, resumed_from_step, metrics, started_at)
+        except AutotuneError as report_error:  # e.g. the disk is full: the report cannot be written either
+            logger.error("%s", report_error)
         raise
     finally:
         stopper.restore()
@@ -231,10 +274,3 @@ def _teardown(barrier: bool = False) -> None:
         if barrier:
             torch.distributed.barrier()
         torch.distributed.destroy_process_group()
-
-
-def _checkpoint_step(checkpoint: Path | None) -> int:
-    if checkpoint is None:
-        return 0
-    match = _CHECKPOINT.match(checkpoint.name)
-    return int(match.group(1)) if match else 0

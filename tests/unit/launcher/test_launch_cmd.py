@@ -126,7 +126,7 @@ def test_a_run_writes_the_files_and_returns_the_exit_code(
     """The real runner, with the trainer replaced by a script that checks the run directory."""
     seen: list[LaunchSpec] = []
 
-    def run_checker(spec: LaunchSpec, output_dir: Any, *, resume: bool, dry_run: bool) -> int:
+    def run_checker(spec: LaunchSpec, output_dir: Any, *, resume: bool, dry_run: bool, detach: bool = False) -> int:
         seen.append(spec)
         check = "import pathlib, sys; sys.exit(3 if (pathlib.Path(sys.argv[1]) / 'plan.yaml').is_file() else 5)"
         swapped = spec.model_copy(update={"argv": ["python", "-c", check, str(output_dir)]})

@@ -1,0 +1,287 @@
+"""Checkpoints that are complete or ignored: a manifest marks each finished save; resume takes the newest intact one.
+
+transformers' Trainer writes a checkpoint file by file; a ``kill -9`` (or a full disk) in the middle
+would leave a directory that looks like a checkpoint and is not. So the Trainer writes it under a
+temporary name, ``OUT/checkpoints/.staging/checkpoint-<step>/``
+(:class:`autotune.trainer.staged_save.StagedSaveMixin`); once every rank has finished,
+:func:`publish_checkpoint` fsyncs its files, writes ``autotune_checkpoint.json`` (atomically, listing
+each file with its size) and renames the directory to ``OUT/checkpoints/checkpoint-<step>/``. A
+leftover under ``.staging``, or a ``checkpoint-<step>`` without a manifest, is *partial*.
+
+On ``--resume``, :func:`find_resume_checkpoint` walks the checkpoints from the newest and takes the
+first that verifies: the manifest lists every file at its recorded size, ``trainer_state.json``
+parses and records the same step, each ``*.safetensors`` has a complete header and data section
+(safetensors format: 8-byte little-endian header length, JSON header, then the tensors up to the
+largest ``data_offsets`` end), and each torch pickle (``*.pt``/``*.pth``/``*.bin``) is a complete
+zip archive (torch.save's format since torch 1.6; a truncated file loses its central directory).
+Checkpoints skipped on the way are reported and moved to ``OUT/checkpoints/ignored/`` (kept, never
+deleted), so the Trainer's own rotation (``save_total_limit``, which globs ``checkpoint-*``) never
+counts them or deletes an intact one because of them.
+
+The manifest also records the plan that trained the checkpoint; :func:`plan_changes` compares it
+with the plan being resumed, so an edited LoRA rank or sequence length is refused before training.
+Standard library only (no torch): the checks are cheap and testable alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import struct
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import ConfigError
+from autotune.fileio import fsync_directory, is_temporary, write_atomic
+from autotune.schemas.plan import PlanFile
+
+logger = logging.getLogger("autotune.trainer")
+
+MANIFEST = "autotune_checkpoint.json"
+IGNORED_DIR = "ignored"
+STAGING_DIR = ".staging"
+"""Where a checkpoint is written before it is complete: ``OUT/checkpoints/.staging/checkpoint-<step>``."""
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_PICKLE_SUFFIXES = (".pt", ".pth", ".bin")
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where ``--resume`` continues from, and what was skipped to get there."""
+
+    checkpoint: Path | None
+    step: int
+    skipped: tuple[str, ...]
+    """One line per skipped checkpoint: ``checkpoint-N (reason) → moved to ...``."""
+
+
+def checkpoint_step(path: Path | None) -> int:
+    """The step of a ``checkpoint-<step>`` directory (0 for None or another name)."""
+    match = _CHECKPOINT.match(path.name) if path is not None else None
+    return int(match.group(1)) if match else 0
+
+
+def list_checkpoints(checkpoints_dir: Path) -> list[Path]:
+    """``checkpoint-<step>`` directories, newest (highest step) first."""
+    if not checkpoints_dir.is_dir():
+        return []
+    found = [p for p in checkpoints_dir.iterdir() if _CHECKPOINT.match(p.name) and p.is_dir()]
+    return sorted(found, key=checkpoint_step, reverse=True)
+
+
+def plan_fingerprint(plan: PlanFile) -> dict[str, Any]:
+    """What a checkpoint's training depends on: the setting, sequence length, global batch, model shape."""
+    model = plan.model
+    return {
+        "setting": plan.setting.model_dump(mode="json"),
+        "seq_len": plan.workload.seq_len,
+        "global_batch_size": plan.workload.global_batch_size,
+        "model": {
+            "model_type": model.model_type,
+            "hidden_size": model.hidden_size,
+            "num_hidden_layers": model.num_hidden_layers,
+            "vocab_size": model.vocab_size,
+        },
+        "model_source": plan.model_source,
+    }
+
+
+def plan_changes(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """``['setting.lora_rank 16 → 8', ...]``: the leaves that differ between two fingerprints."""
+    changes: list[str] = []
+
+    def walk(old: Any, new: Any, where: str) -> None:
+        if isinstance(old, dict) and isinstance(new, dict):
+            for key in sorted(set(old) | set(new)):
+                walk(old.get(key), new.get(key), f"{where}.{key}" if where else str(key))
+        elif old != new:
+            changes.append(f"{where} {old} → {new}")
+
+    walk(recorded, current, "")
+    return changes
+
+
+def verify_checkpoint(path: Path) -> str | None:
+    """Why ``path`` is not an intact checkpoint, or None if it is (see the module docstring)."""
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        return "partial: no manifest (the save did not finish)"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        files: dict[str, int] = manifest["files"]
+        step = int(manifest["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"unreadable {MANIFEST}"
+    if step != checkpoint_step(path):
+        return f"{MANIFEST} records step {step}"
+    for name, size in files.items():
+        file = path / name
+        try:
+            actual = file.stat().st_size
+        except OSError:
+            return f"{name} is missing"
+        if actual != size:
+            return f"{name} has {actual} bytes, {size} were written"
+        problem = _check_format(file)
+        if problem:
+            return f"{name}: {problem}"
+    state = path / "trainer_state.json"
+    try:
+        if int(json.loads(state.read_text(encoding="utf-8"))["global_step"]) != step:
+            return "trainer_state.json records another step"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "trainer_state.json is missing or unreadable"
+    return None
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of an intact checkpoint (call :func:`verify_checkpoint` first)."""
+    data: dict[str, Any] = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    return data
+
+
+def find_resume_checkpoint(checkpoints_dir: Path) -> ResumePoint:
+    """The newest intact checkpoint; broken newer ones are moved to ``ignored/`` and listed.
+
+    Raises:
+        ConfigError: no checkpoint at all, or none intact (each one's reason is named).
+    """
+    skipped = [
+        f"{leftover.name} (partial: its save did not finish) moved to {_set_aside(leftover)}"
+        for leftover in list_checkpoints(checkpoints_dir / STAGING_DIR)
+    ]
+    for checkpoint in list_checkpoints(checkpoints_dir):
+        reason = verify_checkpoint(checkpoint)
+        if reason is None:
+            return ResumePoint(checkpoint=checkpoint, step=checkpoint_step(checkpoint), skipped=tuple(skipped))
+        skipped.append(f"{checkpoint.name} ({reason}) moved to {_set_aside(checkpoint)}")
+    if skipped:
+        raise ConfigError(
+            f"--resume: no intact checkpoint under {checkpoints_dir} ({'; '.join(skipped)}); start a new run"
+        )
+    raise ConfigError(f"--resume: no checkpoint under {checkpoints_dir} to continue from")
+
+
+def resolve_start(output_dir: Path, checkpoints_dir: Path, report_path: Path, *, resume: bool) -> ResumePoint:
+    """Where this invocation starts: from scratch, or (``resume``) from the newest intact checkpoint.
+
+    Without ``resume`` a directory holding a run (``run_report.json`` or a checkpoint) is refused;
+    the plan and launcher configs written by ``autotune launch`` are expected and kept. With
+    ``resume`` a run whose report says ``completed`` is refused (resuming would re-enter training
+    and rewrite its report).
+
+    Raises:
+        ConfigError: one line naming what is there and the fix.
+    """
+    if not resume:
+        existing = (["run_report.json"] if report_path.exists() else []) + [
+            f"checkpoints/{p.name}" for p in list_checkpoints(checkpoints_dir)[:1]
+        ]
+        if existing:
+            raise ConfigError(
+                f"output directory {output_dir} already holds a run ({', '.join(existing)}); "
+                "pass --resume to continue it or choose another --output-dir"
+            )
+        return ResumePoint(checkpoint=None, step=0, skipped=())
+    status, steps = _report_status(report_path)
+    if status == "completed":
+        raise ConfigError(
+            f"--resume: the run in {output_dir} already completed ({steps} steps, {report_path.name}); "
+            "nothing to resume: start a new run with another --output-dir"
+        )
+    return find_resume_checkpoint(checkpoints_dir)
+
+
+def _report_status(report_path: Path) -> tuple[str | None, object]:
+    try:
+        data = json.loads(report_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    return data.get("status"), data.get("steps")
+
+
+def publish_checkpoint(staged: Path, target: Path, step: int, plan: PlanFile) -> None:
+    """Make a staged checkpoint visible: write its manifest, then rename it to ``target`` (atomic).
+
+    A ``target`` that already exists (left by an older autotune, or a checkpoint of a step that is
+    trained again) is moved to ``ignored/`` first. The directory holding ``target`` is fsync-ed.
+    """
+    write_manifest(staged, step, plan)
+    if target.exists():
+        _set_aside(target)
+    staged.rename(target)
+    fsync_directory(target.parent)
+
+
+def set_aside_leftover(staged: Path) -> None:
+    """Move the leftover of a save that did not finish (a killed run) out of the way, keeping it."""
+    if staged.exists():
+        logger.warning("partial checkpoint %s (its save did not finish) moved to %s", staged, _set_aside(staged))
+
+
+def _set_aside(checkpoint: Path) -> Path:
+    """Move a broken checkpoint to ``ignored/`` under a free name; return where it went."""
+    checkpoints_dir = checkpoint.parent.parent if checkpoint.parent.name == STAGING_DIR else checkpoint.parent
+    target_dir = checkpoints_dir / IGNORED_DIR
+    target_dir.mkdir(exist_ok=True)
+    for attempt in range(1000):
+        target = target_dir / (checkpoint.name + (f".{attempt}" if attempt else ""))
+        if not target.exists():
+            checkpoint.rename(target)
+            return target
+    raise ConfigError(f"cannot set aside broken checkpoint {checkpoint}: {target_dir} is full")
+
+
+def write_manifest(checkpoint: Path, step: int, plan: PlanFile) -> None:
+    """Mark ``checkpoint`` complete: fsync its files, then write the manifest atomically."""
+    files: dict[str, int] = {}
+    for file in sorted(checkpoint.rglob("*")):
+        if file.is_file() and file.name != MANIFEST and not is_temporary(file.name):
+            with file.open("rb") as handle:
+                os.fsync(handle.fileno())
+            files[str(file.relative_to(checkpoint))] = file.stat().st_size
+    fsync_directory(checkpoint)
+    manifest = {"step": step, "files": files, "plan": plan_fingerprint(plan)}
+    text = json.dumps(manifest, indent=1) + "\n"
+    write_atomic(checkpoint / MANIFEST, text, overwrite=True, what="checkpoint manifest")
+
+
+def _check_format(file: Path) -> str | None:
+    """A cheap completeness check of one checkpoint file by its format (None when fine)."""
+    name = file.name
+    try:
+        if name.endswith(".safetensors"):
+            return _check_safetensors(file)
+        if name.endswith(_PICKLE_SUFFIXES) and zipfile.is_zipfile(file):
+            with zipfile.ZipFile(file) as archive:
+                archive.infolist()
+            return None
+        if name.endswith(_PICKLE_SUFFIXES):
+            return "not a complete torch archive"
+        if name.endswith(".json"):
+            json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        return f"unreadable ({' '.join(str(error).split())[:80]})"
+    return None
+
+
+def _check_safetensors(file: Path) -> str | None:
+    size = file.stat().st_size
+    with file.open("rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            return "truncated safetensors header"
+        (header_len,) = struct.unpack("<Q", head)
+        if header_len > size - 8:
+            return "truncated safetensors header"
+        header = json.loads(handle.read(header_len))
+    end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+    if 8 + header_len + end != size:
+        return f"truncated safetensors data ({size} bytes, {8 + header_len + end} expected)"
+    return None
