@@ -151,15 +151,17 @@ def run_command(argv: Sequence[str], env: dict[str, str]) -> int:
     workers), so the training core can checkpoint and exit. If this process dies without a chance to
     forward (SIGKILL, a crash), the kernel sends the child SIGTERM (:func:`parent_death_hook`): the run
     never outlives its launcher unless detached (:func:`run_detached`). A child killed by signal N
-    returns 128 + N.
+    returns 128 + N, and so does a run stopped by a forwarded signal N (:func:`exit_code`).
 
     Raises:
         InvalidRequestError: the program cannot be started.
     """
     started: list[subprocess.Popen[bytes]] = []
     pending: list[int] = []
+    forwarded: list[int] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
+        forwarded.append(signum)
         if not started:  # arrived before the child exists: deliver it right after the start
             pending.append(signum)
             return
@@ -184,12 +186,24 @@ def run_command(argv: Sequence[str], env: dict[str, str]) -> int:
             raise InvalidRequestError(f"cannot start '{argv[0]}': {error}") from None
         started.append(child)
         for waiting in pending:
-            forward(waiting, None)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, waiting)
         code = child.wait()
     finally:
         for restored, handler in previous.items():
             signal.signal(restored, handler)
-    return 128 - code if code < 0 else code
+    return exit_code(code, forwarded[0] if forwarded else None)
+
+
+def exit_code(child_code: int, forwarded: int | None) -> int:
+    """The launch's exit code: the child's (128 + N when it was killed by signal N), or 128 + N when this
+    process forwarded signal N — the run was interrupted (its checkpoint saved), which the shell convention
+    tells apart from a completed run (0) whatever the launcher in between (torchrun, accelerate) returned.
+    A refusal (2) stays 2."""
+    code = 128 - child_code if child_code < 0 else child_code
+    if forwarded is None or code == 2:
+        return code
+    return 128 + forwarded
 
 
 def run_detached(argv: Sequence[str], env: dict[str, str], log_path: Path) -> int:
