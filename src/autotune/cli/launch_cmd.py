@@ -19,8 +19,9 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from autotune import run_lock
 from autotune.cli._shared import plan_estimator
-from autotune.cli.console import console, err_console, warn
+from autotune.cli.console import console, err_console, note, warn
 from autotune.errors import InvalidRequestError
 from autotune.launcher import (
     LaunchOptions,
@@ -34,7 +35,8 @@ from autotune.launcher import (
 from autotune.launcher.options import SLURM_SCRIPT_FILE
 from autotune.launcher.overrides import Estimator, GpuResolver
 from autotune.launcher.preflight import preflight
-from autotune.launcher.runner import prepare_output_dir
+from autotune.launcher.rundir import never_trained, set_aside_report
+from autotune.launcher.runner import differing_files, prepare_output_dir
 from autotune.planner.fit import fit_shortfall
 from autotune.quiet import quiet_third_party
 from autotune.schemas.plan import PlanFile
@@ -137,28 +139,56 @@ def launch_command(
     if sets:
         estimate, resolve_gpu = plan_estimator(plan, calibration)
         plan = override_plan(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
+    out = Path(options.output_dir)
+    restart = out.is_dir() and never_trained(out)
+    if restart and options.resume:  # nothing to resume from: the core starts at step 0
+        options = options.model_copy(update={"resume": False})
     spec = build_launch_spec(plan, options)
     if not dry_run:
-        check_output_dir(options.output_dir, resume=resume)
+        check_output_dir(out, resume=resume or restart)
     for line in preflight(
         plan, options.dataset, options.dataset_format, dry_run=dry_run, probe_gpu=not (dry_run or cpu or slurm)
     ):
         warn(line)
+    if restart:
+        prepare_restart(spec, out, dry_run=dry_run)
     if slurm and not submit and not dry_run:
-        write_slurm_files(spec, options)
+        write_slurm_files(spec, options, existing=resume or restart)
         return
     render_spec(spec, options, dry_run=dry_run, show_files=show_files)
-    code = run_launch(spec, options.output_dir, resume=resume, dry_run=dry_run, detach=detach)
+    code = run_launch(spec, out, resume=resume or restart, dry_run=dry_run, detach=detach)
     if code != 0:
         # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code from app(),
         # and the trainer's exit code must reach the shell.
         raise SystemExit(code)
 
 
-def write_slurm_files(spec: LaunchSpec, options: LaunchOptions) -> None:
+def prepare_restart(spec: LaunchSpec, out: Path, *, dry_run: bool) -> None:
+    """Start again in ``out``, a run directory that never trained (:func:`~autotune.launcher.rundir.never_trained`):
+    its launcher files must be the ones this launch writes; a previous report is kept under a new name.
+
+    Raises:
+        InvalidRequestError: a file differs (the directory holds another plan), or its run is alive.
+    """
+    differing = differing_files(spec, out)
+    if differing:
+        raise InvalidRequestError(
+            f"{out} never trained (no checkpoint) but holds another launch's {differing[0].name}: remove the "
+            "directory (it has no training state) or choose another --output-dir"
+        )
+    note(f"{out} never trained (no checkpoint): starting the run in it from step 0")
+    if dry_run:
+        return
+    run_lock.probe(out)
+    kept = set_aside_report(out)
+    if kept is not None:
+        note(f"the previous run_report.json is kept as {kept.name}")
+
+
+def write_slurm_files(spec: LaunchSpec, options: LaunchOptions, *, existing: bool) -> None:
     """``--slurm`` without ``--submit``: write the run directory (plan, configs, ``launch.sbatch``) and say how
-    to submit it; nothing is run."""
-    written = prepare_output_dir(spec, options.output_dir, resume=options.resume)
+    to submit it; nothing is run. ``existing``: the directory is there (resumed or never trained)."""
+    written = prepare_output_dir(spec, options.output_dir, resume=existing)
     script = Path(options.output_dir) / SLURM_SCRIPT_FILE
     for path in written:
         console().print(Text(f"wrote {path}"), soft_wrap=True)

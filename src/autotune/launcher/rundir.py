@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Final
 
+from autotune.launcher.options import PLAN_FILE
+
 REPORT_FILE: Final[str] = "run_report.json"
 """The training core's report (``autotune.trainer``; written when a run ends)."""
 
@@ -31,8 +33,11 @@ def _report_status(out: Path) -> str | None:
 
 
 def never_trained(out: Path) -> bool:
-    """True when ``out`` holds no training state: no checkpoint (finished or partial), no ``final/``, and no
-    report of a completed run. Such a directory is safe to start again from step 0."""
+    """True when ``out`` is a run directory (``autotune launch`` wrote its ``plan.yaml``) that holds no training
+    state: no checkpoint (a partial save does not count), no ``final/``, and no report of a completed run.
+    Such a directory is safe to start again from step 0; any other existing directory is not touched."""
+    if not (out / PLAN_FILE).is_file():
+        return False
     if (out / FINAL_DIR).exists() or _report_status(out) == "completed":
         return False
     checkpoints = out / CHECKPOINTS_DIR

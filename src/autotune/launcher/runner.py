@@ -253,6 +253,16 @@ def run_launch(spec: LaunchSpec, output_dir: str | Path, *, resume: bool, dry_ru
     return run_command(spec.argv, spec.env)
 
 
+def differing_files(spec: LaunchSpec, output_dir: str | Path) -> list[Path]:
+    """The files of ``spec`` that exist in ``output_dir`` with other content (``plan.yaml`` compared as a plan)."""
+    out = Path(output_dir)
+    return [
+        out / relative
+        for relative, content in spec.files.items()
+        if (out / relative).exists() and not _same_content(relative, out / relative, content)
+    ]
+
+
 def _same_content(relative: str, path: Path, content: str) -> bool:
     try:
         existing = path.read_text(encoding="utf-8")
