@@ -21,17 +21,8 @@ from typing import Any
 from autotune import run_lock
 from autotune.errors import AutotuneError, ConfigError, InvalidRequestError
 from autotune.fileio import write_atomic
-from autotune.launcher.options import PLAN_FILE, LaunchSpec
+from autotune.launcher.options import INTERPRETER_MODULES, PLAN_FILE, LaunchSpec
 from autotune.schemas.plan_io import plan_from_yaml
-
-_INTERPRETER_COMMANDS: dict[str, list[str]] = {
-    "python": [],
-    "torchrun": ["-m", "torch.distributed.run"],
-    "accelerate": ["-m", "accelerate.commands.accelerate_cli"],
-}
-"""Launchers run with the current interpreter, so the run uses autotune's environment even when
-its ``bin`` directory is not on PATH (``torchrun`` is ``torch.distributed.run``'s console script,
-``accelerate`` is ``accelerate.commands.accelerate_cli``'s)."""
 
 _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Sent on to the run: Ctrl-C, ``kill``, and a closed terminal or ssh session (SIGHUP)."""
@@ -71,7 +62,7 @@ def parent_death_hook(signum: int = signal.SIGTERM) -> Callable[[], None] | None
 
 def resolve_argv(argv: Sequence[str]) -> list[str]:
     """The argv to execute: ``python`` / ``torchrun`` / ``accelerate`` become ``sys.executable [-m ...]``."""
-    prefix = _INTERPRETER_COMMANDS.get(argv[0])
+    prefix = INTERPRETER_MODULES.get(argv[0])
     if prefix is None:
         return list(argv)
     return [sys.executable, *prefix, *argv[1:]]
@@ -196,14 +187,14 @@ def run_command(argv: Sequence[str], env: dict[str, str]) -> int:
 
 
 def exit_code(child_code: int, forwarded: int | None) -> int:
-    """The launch's exit code: the child's (128 + N when it was killed by signal N), or 128 + N when this
-    process forwarded signal N — the run was interrupted (its checkpoint saved), which the shell convention
-    tells apart from a completed run (0) whatever the launcher in between (torchrun, accelerate) returned.
-    A refusal (2) stays 2."""
+    """The launch's exit code: the child's (128 + N when it was killed by signal N); but when this process
+    forwarded signal N and the child ended with 0 or 1 — what torchrun / accelerate return when their workers
+    stopped on it (the training core itself returns 128 + N) — 128 + N, so that an interrupted run (checkpoint
+    saved) is told apart from a completed one by the shell convention. Any other code (a refusal, 2) is kept."""
     code = 128 - child_code if child_code < 0 else child_code
-    if forwarded is None or code == 2:
-        return code
-    return 128 + forwarded
+    if forwarded is not None and code in (0, 1):
+        return 128 + forwarded
+    return code
 
 
 def run_detached(argv: Sequence[str], env: dict[str, str], log_path: Path) -> int:
