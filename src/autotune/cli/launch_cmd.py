@@ -315,6 +315,8 @@ def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool, show
     with ``show_files``."""
     out = Path(options.output_dir)
     title = "dry run: nothing written, nothing run" if dry_run else "launching"
+    if options.slurm and not options.submit:
+        title += " (--slurm writes the files; add --submit to also run this)"
     placement = f"{spec.num_nodes} node(s) × {spec.num_processes_per_node} process(es) per node"
     console().print(f"[bold]{title}[/] ({placement}):")
     console().print(Text(format_command(spec.argv)), soft_wrap=True)
