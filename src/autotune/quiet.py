@@ -56,12 +56,18 @@ QUIET_ENV: Final[dict[str, str]] = {
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TOKENIZERS_PARALLELISM": "false",
+    "TQDM_DISABLE": "1",
     "PYTHONWARNINGS": "ignore",
 }
 """Switches the libraries read at import (transformers ``utils/logging.py``, datasets and huggingface_hub
-``utils/tqdm.py``); set only where the user has not set them, so child processes inherit them."""
+``utils/tqdm.py``; ``TQDM_DISABLE`` for the bars drawn with tqdm directly, such as transformers' GGUF
+de-quantization, read by tqdm >= 4.66's ``envwrap("TQDM_")``); set only where the user has not set them, so
+child processes inherit them."""
 
 _OWN_PREFIX: Final = "autotune"
+
+_EXPORTED: set[str] = set()
+"""The :data:`QUIET_ENV` variables this process set (not the user's), withdrawn when verbose is asked later."""
 
 
 def is_verbose() -> bool:
@@ -96,16 +102,22 @@ class _QuietRootHandler(logging.Handler):
 def quiet_third_party(verbose: bool | None = None) -> None:
     """Silence third-party logging, warnings and progress bars unless ``verbose`` (default: the env var).
 
-    Idempotent; call it before the heavy imports and again after them. With ``verbose`` true it only
-    exports ``AUTOTUNE_VERBOSE=1`` so that child processes (the trainer) keep their output too.
+    Idempotent; call it before the heavy imports and again after them. With ``verbose`` true it exports
+    ``AUTOTUNE_VERBOSE=1`` and withdraws the :data:`QUIET_ENV` switches an earlier quiet call set (never the
+    user's own), so that child processes (the trainer; ``autotune launch --verbose``) keep their output.
     """
     if verbose is None:
         verbose = is_verbose()
     if verbose:
         os.environ[VERBOSE_ENV] = "1"
+        for name in sorted(_EXPORTED):
+            os.environ.pop(name, None)
+        _EXPORTED.clear()
         return
     for name, value in QUIET_ENV.items():
-        os.environ.setdefault(name, value)
+        if name not in os.environ:
+            os.environ[name] = value
+            _EXPORTED.add(name)
     filter_ = _OwnRecordsFilter()
     for name in THIRD_PARTY_LOGGERS:
         library_logger = logging.getLogger(name)

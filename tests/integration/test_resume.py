@@ -44,7 +44,7 @@ def test_interrupt_then_resume(write_plan: PlanWriter, tmp_path: Path, sig: sign
             proc.send_signal(sig)
             break
     rest = proc.stderr.read()
-    assert proc.wait(timeout=120) == 0, "".join(seen) + rest
+    assert proc.wait(timeout=120) == 128 + sig, "".join(seen) + rest  # 130 / 143: interrupted, not completed
 
     first = read_report(out)
     assert first.status == "interrupted" and sig.name in first.message

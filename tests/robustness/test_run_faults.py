@@ -162,8 +162,9 @@ def test_ctrl_c_while_loading_is_one_line(finished_run: dict[str, Path], tmp_pat
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert "Traceback" not in stderr, stderr
-    if proc.returncode == 130:
+    assert proc.returncode == 130  # SIGINT: 128 + 2, before and during training
+    if "interrupted before training started" in stderr:
         assert "interrupted before training started" in _one_line_error(stderr)
         assert not (out / "checkpoints").exists()
     else:  # a fast machine reached training: the signal callback saved and stopped
-        assert proc.returncode == 0 and read_report(out).status == "interrupted"
+        assert read_report(out).status == "interrupted"

@@ -23,6 +23,7 @@ from autotune.errors import InvalidRequestError
 from autotune.launcher import LaunchOptions, build_launch_spec
 from autotune.launcher.command import node_command
 from autotune.launcher.options import ACCELERATE_CONFIG_FILE, SLURM_SCRIPT_FILE
+from autotune.launcher.slurm import with_interpreter
 
 HOSTILE = [
     "$(touch PWNED)",
@@ -82,7 +83,7 @@ def _run_script(tmp_path: Path, script: str) -> list[str]:
 
 def _expected(plan: Any, options: LaunchOptions) -> list[str]:
     argv = node_command(plan, options, node_rank="0", master_addr="node0", master_port="29500")
-    return argv[1:]
+    return with_interpreter(argv, options.python)[1:]  # the script runs the launchers with options.python
 
 
 def _launch(plan: Any, options: LaunchOptions, tmp_path: Path) -> None:

@@ -144,6 +144,7 @@ def test_malformed_config_json(capsys, tmp_path: Path):
 
 def test_launch_model_plans_first_and_dry_run_writes_nothing(capsys, tmp_path: Path):
     out = tmp_path / "run"
+    (tmp_path / "d.jsonl").write_text('{"text": "a"}\n')  # a dry run checks the dataset too
     code, stdout, _ = run(
         capsys,
         "launch",

@@ -31,6 +31,8 @@ class CommandRef:
     function: str
     summary: str
     context_settings: dict[str, Any] | None = None
+    plan_options_in_help: bool = False
+    """List ``autotune plan``'s planning options in this command's help (``launch MODEL`` accepts them)."""
 
 
 LAUNCH_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -60,6 +62,7 @@ COMMANDS: dict[str, CommandRef] = {
         "launch_command",
         "Run a plan with the shared training core: a PLAN.yaml, or a MODEL planned first.",
         LAUNCH_CONTEXT,
+        plan_options_in_help=True,
     ),
     "probe": CommandRef(
         "autotune.cli.probe_cmd",
@@ -98,7 +101,26 @@ def build_command(name: str) -> typer.core.TyperCommand:
     single.command(name, context_settings=ref.context_settings)(function)
     command = typer.main.get_command(single)
     assert isinstance(command, typer.core.TyperCommand)
+    if ref.plan_options_in_help:
+        command.epilog = _plan_options_epilog(own={opt for param in command.params for opt in param.opts})
     return command
+
+
+def _plan_options_epilog(own: set[str]) -> str:
+    """'With a MODEL, the planning options of autotune plan apply: --gpu, ...' (names from ``plan`` itself,
+    less the options in ``own``, which the command takes for itself)."""
+    from autotune.cli.planning import PLAN_OUTPUT_PARAMS
+
+    plan = build_command("plan")
+    names = [
+        param.opts[-1]
+        for param in plan.params
+        if param.param_type_name == "option" and param.name not in PLAN_OUTPUT_PARAMS and param.opts[-1] not in own
+    ]
+    return (
+        "With a MODEL instead of PLAN.yaml, the planning options of 'autotune plan' apply (see autotune plan "
+        f"--help): {', '.join(names)}."
+    )
 
 
 class LazyGroup(TyperGroup):
@@ -140,8 +162,20 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from autotune import __version__
+
+        print(f"autotune {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+    ),
+) -> None:
     """Pick the fastest LLM fine-tuning setting that fits your GPUs, and launch it."""
 
 
@@ -162,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app; user errors → one line on stderr, exit code 2."""
     quiet_third_party()
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="autotune", standalone_mode=False)
     except AutotuneError as error:
         report_error(str(error))
         sys.exit(2)
@@ -175,6 +209,9 @@ def main(argv: list[str] | None = None) -> None:
         report_error("interrupted")
         sys.exit(130)
     except Exception as error:
+        if type(error).__name__ == "NoArgsIsHelpError":  # ``autotune`` alone: its help, on stdout, exit 0
+            print(error.ctx.get_help())  # type: ignore[attr-defined]
+            sys.exit(0)
         # Usage errors from click (or the click that typer vendors): duck-typed, so both work.
         exit_code = getattr(error, "exit_code", None)
         format_message = getattr(error, "format_message", None)

@@ -1,16 +1,23 @@
 """The CLI's two rich consoles, one home: ``console`` (stdout: tables, results) and ``err_console`` (stderr:
 notes, warnings, errors, progress — so ``--json`` output on stdout stays clean).
 
+On a terminal the stdout console draws at the terminal's width (``COLUMNS`` when set); when stdout is not a
+terminal (a pipe, a file) it writes plain text at :data:`PIPE_WIDTH` columns, so nothing is wrapped or
+cut (rich's ``TTY_COMPATIBLE=1`` / ``FORCE_COLOR`` make it treat the stream as a terminal).
+
 Each is created on first use, so importing this module costs nothing (``autotune --help`` loads no rich).
 """
 
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+PIPE_WIDTH: Final[int] = 1000
+"""Columns of the stdout console when stdout is not a terminal: wide enough that no line is wrapped."""
 
 
 @cache
@@ -18,7 +25,10 @@ def console() -> Console:
     """The stdout console (no automatic highlighting: numbers keep the colour the markup gives them)."""
     from rich.console import Console
 
-    return Console(highlight=False)
+    terminal = Console(highlight=False)
+    if terminal.is_terminal:
+        return terminal
+    return Console(highlight=False, width=PIPE_WIDTH)
 
 
 @cache

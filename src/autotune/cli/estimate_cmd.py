@@ -12,7 +12,7 @@ from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
 from autotune.cli.planning import parse_lora_targets
 from autotune.cli.render import print_json, render_estimate
-from autotune.cli.resolve import resolve_cluster, resolve_model, validated
+from autotune.cli.resolve import host_memory_note, resolve_cluster, resolve_model, validated
 from autotune.cli.trace_cmd import (
     AttentionOpt,
     SettingInputs,
@@ -24,6 +24,10 @@ from autotune.cli.trace_cmd import (
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InvalidRequestError
 from autotune.planner.space import sharding_error
+from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.estimate import Estimate
+from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding
 
 
@@ -95,6 +99,9 @@ def estimate_command(
     if topology_error:
         raise InvalidRequestError(topology_error)
     estimate = estimate_setting(spec, cluster, workload, setting, coefficients)
+    notes += host_memory_note(cluster, host_memory_gib, [setting])
+    if not estimate.fits:
+        notes.append(_nearest_note(spec, cluster, workload, estimate, method, coefficients))
     traced = run_trace(SettingInputs(spec, source, cluster, notes, setting, workload)) if trace else None
     if plot is not None:
         from autotune.cli.plots import memory_breakdown_png
@@ -112,3 +119,29 @@ def estimate_command(
         render_predicted_vs_traced([(setting.short(), estimate.peak_memory_gib, traced)])
     if plot is not None:
         console().print(f"[green]wrote[/] {plot}")
+
+
+def _nearest_note(
+    spec: ModelSpec,
+    cluster: ClusterSpec,
+    workload: Workload,
+    estimate: Estimate,
+    method: str,
+    coefficients: CostCoefficients,
+) -> str:
+    """'does not fit: …; nearest that fits: …' — the planner's best with the same method (else any method)."""
+    from autotune.planner.fit import fit_shortfall, nearest_fitting
+    from autotune.planner.request import PlanRequest
+
+    request = PlanRequest(
+        model=spec, model_source=spec.key, cluster=cluster, workload=workload, coefficients=coefficients
+    )
+    nearest = nearest_fitting(request, {"method": method})
+    head = f"does not fit: {fit_shortfall(estimate)}"
+    if nearest is None:
+        return head + "; nothing fits this model and sequence length on these GPUs"
+    e = nearest.estimate
+    return head + (
+        f"; nearest that fits: {nearest.setting.short()} (peak {e.peak_memory_gib:.1f} GiB, "
+        f"{e.tokens_per_s:,.0f} tokens/s; autotune plan shows why)"
+    )

@@ -6,19 +6,22 @@ and hands it to the thin runner. No heavy imports: the training core runs in a s
 
 from __future__ import annotations
 
+import difflib
 import shlex
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.panel import Panel
+from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from autotune import run_lock
 from autotune.cli._shared import plan_estimator
-from autotune.cli.console import console, err_console, warn
+from autotune.cli.console import console, err_console, note, warn
 from autotune.errors import InvalidRequestError
 from autotune.launcher import (
     LaunchOptions,
@@ -29,8 +32,13 @@ from autotune.launcher import (
     check_output_dir,
     run_launch,
 )
+from autotune.launcher.options import SLURM_SCRIPT_FILE
 from autotune.launcher.overrides import Estimator, GpuResolver
+from autotune.launcher.preflight import preflight
+from autotune.launcher.rundir import never_trained, set_aside_report
+from autotune.launcher.runner import differing_files, prepare_output_dir
 from autotune.planner.fit import fit_shortfall
+from autotune.quiet import quiet_third_party
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.validation import format_validation_error
@@ -53,7 +61,16 @@ def launch_command(
     cpu: Annotated[bool, typer.Option("--cpu", help=_help("cpu"))] = False,
     dry_run: Annotated[
         bool,
-        typer.Option("--dry-run", help="Print the files, command and environment; write and run nothing."),
+        typer.Option("--dry-run", help="Print the command, the files and the environment; write and run nothing."),
+    ] = False,
+    show_files: Annotated[
+        bool, typer.Option("--show-files", help="Also print the content of every file the launch writes.")
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", help="Show the training stack's own log lines, warnings and progress bars (quiet by default)."
+        ),
     ] = False,
     resume: Annotated[bool, typer.Option("--resume", help=_help("resume"))] = False,
     detach: Annotated[
@@ -68,6 +85,7 @@ def launch_command(
         typer.Option("--set", metavar="KEY=VALUE", help="Override a plan field, e.g. micro_batch_size=2 (repeatable)."),
     ] = None,
     slurm: Annotated[bool, typer.Option("--slurm", help=_help("slurm"))] = False,
+    submit: Annotated[bool, typer.Option("--submit", help=_help("submit"))] = False,
     node_rank: Annotated[int, typer.Option("--node-rank", help=_help("node_rank"))] = 0,
     main_process_ip: Annotated[str | None, typer.Option("--main-process-ip", help=_help("main_process_ip"))] = None,
     main_process_port: Annotated[
@@ -91,6 +109,10 @@ def launch_command(
 
     PLAN.yaml comes from `autotune plan -o`; a MODEL is planned first with the options of `autotune plan`.
     """
+    if verbose:
+        quiet_third_party(verbose=True)  # exports AUTOTUNE_VERBOSE=1 for the trainer
+    if submit and not slurm:
+        raise InvalidRequestError("--submit submits the SLURM script of --slurm: add --slurm")
     options = _options(
         dataset=_absolute_if_local(dataset),
         dataset_format=dataset_format,
@@ -99,6 +121,8 @@ def launch_command(
         cpu=cpu,
         resume=resume,
         slurm=slurm,
+        submit=submit,
+        python=sys.executable if slurm else None,
         node_rank=node_rank,
         main_process_ip=main_process_ip,
         main_process_port=main_process_port,
@@ -109,19 +133,67 @@ def launch_command(
         seed=seed,
         full_determinism=full_determinism,
     )
-    plan = resolve_plan(target, list(ctx.args), plan_command=lambda: _plan_click_command(ctx))
+    plan = resolve_plan(
+        target, list(ctx.args), plan_command=lambda: _plan_click_command(ctx), launch_flags=_flags(ctx.command)
+    )
     if sets:
         estimate, resolve_gpu = plan_estimator(plan, calibration)
         plan = override_plan(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
+    out = Path(options.output_dir)
+    restart = out.is_dir() and never_trained(out)
+    if restart and options.resume:  # nothing to resume from: the core starts at step 0
+        options = options.model_copy(update={"resume": False})
     spec = build_launch_spec(plan, options)
     if not dry_run:
-        check_output_dir(options.output_dir, resume=resume)
-    render_spec(spec, options, dry_run=dry_run)
-    code = run_launch(spec, options.output_dir, resume=resume, dry_run=dry_run, detach=detach)
+        check_output_dir(out, resume=resume or restart)
+    for line in preflight(
+        plan, options.dataset, options.dataset_format, dry_run=dry_run, probe_gpu=not (dry_run or cpu or slurm)
+    ):
+        warn(line)
+    if restart:
+        prepare_restart(spec, out, dry_run=dry_run)
+    if slurm and not submit and not dry_run:
+        write_slurm_files(spec, options, existing=resume or restart)
+        return
+    render_spec(spec, options, dry_run=dry_run, show_files=show_files)
+    code = run_launch(spec, out, resume=resume or restart, dry_run=dry_run, detach=detach)
     if code != 0:
         # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code from app(),
         # and the trainer's exit code must reach the shell.
         raise SystemExit(code)
+
+
+def prepare_restart(spec: LaunchSpec, out: Path, *, dry_run: bool) -> None:
+    """Start again in ``out``, a run directory that never trained (:func:`~autotune.launcher.rundir.never_trained`):
+    its launcher files must be the ones this launch writes; a previous report is kept under a new name.
+
+    Raises:
+        InvalidRequestError: a file differs (the directory holds another plan), or its run is alive.
+    """
+    differing = differing_files(spec, out)
+    if differing:
+        raise InvalidRequestError(
+            f"{out} never trained (no checkpoint) but holds another launch's {differing[0].name}: remove the "
+            "directory (it has no training state) or choose another --output-dir"
+        )
+    note(f"{out} never trained (no checkpoint): starting the run in it from step 0")
+    if dry_run:
+        return
+    run_lock.probe(out)
+    kept = set_aside_report(out)
+    if kept is not None:
+        note(f"the previous run_report.json is kept as {kept.name}")
+
+
+def write_slurm_files(spec: LaunchSpec, options: LaunchOptions, *, existing: bool) -> None:
+    """``--slurm`` without ``--submit``: write the run directory (plan, configs, ``launch.sbatch``) and say how
+    to submit it; nothing is run. ``existing``: the directory is there (resumed or never trained)."""
+    written = prepare_output_dir(spec, options.output_dir, resume=existing)
+    script = Path(options.output_dir) / SLURM_SCRIPT_FILE
+    for path in written:
+        console().print(Text(f"wrote {path}"), soft_wrap=True)
+    console().print("not submitted; submit it with (or add --submit):")
+    console().print(Text(f"  sbatch {shlex.quote(str(script))}"), soft_wrap=True)
 
 
 def _plan_click_command(ctx: typer.Context) -> Any:
@@ -130,14 +202,29 @@ def _plan_click_command(ctx: typer.Context) -> Any:
     return root.command.get_command(root, "plan")  # type: ignore[attr-defined]
 
 
-def resolve_plan(target: str, plan_args: list[str], *, plan_command: Callable[[], Any]) -> PlanFile:
+def _flags(command: Any) -> list[str]:
+    """Every ``--long`` option name of a click command."""
+    return [name for param in command.params for name in getattr(param, "opts", []) if name.startswith("--")]
+
+
+def resolve_plan(
+    target: str, plan_args: list[str], *, plan_command: Callable[[], Any], launch_flags: Sequence[str] = ()
+) -> PlanFile:
     """The plan to run: ``target`` loaded as a plan file, or planned from a MODEL with ``plan_args``.
 
     Raises:
         ConfigError: the plan file is missing or invalid.
-        InvalidRequestError: plan options given with a plan file; planning from a MODEL (not yet here).
+        InvalidRequestError: an option neither launch nor plan knows (with the closest launch option), or
+            plan options given with a plan file.
     """
     if target.endswith(_PLAN_SUFFIXES):
+        for arg in plan_args:
+            name = arg.partition("=")[0]
+            if not name.startswith("--") or name in _flags(plan_command()):
+                continue
+            close = difflib.get_close_matches(name, list(launch_flags), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise InvalidRequestError(f"no such option: {name}{hint}")
         if plan_args:
             raise InvalidRequestError(
                 f"unexpected argument(s) {' '.join(plan_args)}: plan options apply when launching a MODEL; "
@@ -165,6 +252,7 @@ def plan_from_model(model: str, plan_args: list[str], plan_command: Any) -> Plan
 def override_plan(plan: PlanFile, sets: list[str], *, estimate: Estimator, resolve_gpu: GpuResolver) -> PlanFile:
     """Apply ``--set`` overrides, print what changed, and warn (stderr, one line) if it no longer fits."""
     new_plan = apply_overrides(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
+    check_like_plan(new_plan, resolve_gpu)
     changes = changed_fields(plan, new_plan)
     if changes:
         shown = ", ".join(f"{key} {old} → {new}" for key, old, new in changes)
@@ -172,6 +260,44 @@ def override_plan(plan: PlanFile, sets: list[str], *, estimate: Estimator, resol
     if not new_plan.prediction.fits:
         warn(f"with the overrides the plan no longer fits: {fit_shortfall(new_plan.prediction)}")
     return new_plan
+
+
+def check_like_plan(plan: PlanFile, resolve_gpu: GpuResolver) -> None:
+    """Refuse an overridden setting that ``autotune plan`` would refuse as forced options (same check:
+    :func:`autotune.planner.space.check_overrides_supported`), e.g. ``sharding=fsdp`` on one GPU.
+
+    Raises:
+        InvalidRequestError: one line, prefixed ``--set:``.
+    """
+    from autotune.planner.request import Overrides, PlanRequest
+    from autotune.planner.space import check_overrides_supported
+    from autotune.schemas.hardware import ClusterSpec
+
+    setting = plan.setting
+    cluster = plan.cluster
+    forced = Overrides(
+        method=setting.method,
+        sharding=setting.sharding,
+        optimizer=setting.optimizer,
+        precision=setting.precision,
+        loss_impl=setting.loss_impl,
+    )
+    request = PlanRequest(
+        model=plan.model,
+        model_source=plan.model_source,
+        cluster=ClusterSpec(
+            gpu=resolve_gpu(cluster.gpu),
+            num_gpus_per_node=cluster.num_gpus_per_node,
+            num_nodes=cluster.num_nodes,
+            host_memory_gib_per_node=cluster.host_memory_gib_per_node,
+        ),
+        workload=plan.workload,
+        overrides=forced,
+    )
+    try:
+        check_overrides_supported(request)
+    except InvalidRequestError as error:
+        raise InvalidRequestError(f"--set: {error} (autotune plan refuses the same)") from None
 
 
 def format_command(argv: list[str]) -> str:
@@ -184,27 +310,36 @@ def format_command(argv: list[str]) -> str:
     return " \\\n    ".join(shlex.join(words) for words in lines if words)
 
 
-def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool) -> None:
-    """Print the command panel and the files and environment tables; with ``dry_run`` each file's content."""
+def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool, show_files: bool = False) -> None:
+    """Print the command (plain, copyable), the files and environment tables, and each file's content only
+    with ``show_files``."""
     out = Path(options.output_dir)
     title = "dry run: nothing written, nothing run" if dry_run else "launching"
+    if options.slurm and not options.submit:
+        title += " (--slurm writes the files; add --submit to also run this)"
     placement = f"{spec.num_nodes} node(s) × {spec.num_processes_per_node} process(es) per node"
-    console().print(Panel(Text(format_command(spec.argv)), title=title, subtitle=placement, title_align="left"))
-    files = Table(title=f"files in {out}", title_justify="left", show_edge=False)
-    files.add_column("file")
+    console().print(f"[bold]{title}[/] ({placement}):")
+    console().print(Text(format_command(spec.argv)), soft_wrap=True)
+    files = Table(show_edge=False)
+    files.add_column("file", no_wrap=True)
     files.add_column("lines", justify="right")
     for relative, content in spec.files.items():
         files.add_row(relative, str(content.count("\n")))
-    env = Table(title="environment", title_justify="left", show_edge=False)
-    env.add_column("variable")
-    env.add_column("value")
+    env = Table(show_edge=False)
+    env.add_column("variable", no_wrap=True)
+    env.add_column("value", overflow="fold")
     for name, value in spec.env.items():
         env.add_row(name, value)
+    console().print(Text(f"files in {out}:", style="italic"), soft_wrap=True)
     console().print(files)
+    console().print(Text("environment:", style="italic"))
     console().print(env)
-    if dry_run:
+    if show_files:
         for relative, content in spec.files.items():
-            console().print(Panel(Text(content.rstrip("\n")), title=str(out / relative), title_align="left"))
+            console().print(Rule(str(out / relative), align="left"))
+            console().print(Text(content.rstrip("\n")), soft_wrap=True)
+    elif dry_run:
+        console().print("[dim]--show-files prints the files' contents[/]")
     for line in spec.notes:
         console().print(f"[yellow]note:[/] {line}", highlight=False)
 

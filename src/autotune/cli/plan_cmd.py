@@ -97,6 +97,13 @@ def plan_command(
         return
     render_plan(plan_file, notes, result.searched, elapsed)
     if output is not None:
-        console().print(f"[green]wrote[/] {output}  (run it: autotune launch {output} --dataset DATA --output-dir RUN)")
+        import shlex
+
+        console().print(f"[green]wrote[/] {output}; run it with:")
+        console().print(
+            f"  autotune launch {shlex.quote(str(output))} --dataset DATA --output-dir RUN",
+            soft_wrap=True,
+            markup=False,
+        )
     if plot is not None:
         console().print(f"[green]wrote[/] {plot}")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.cli._shared import coefficients_from_option
-from autotune.cli.resolve import build_request
+from autotune.cli.resolve import build_request, host_memory_note
 from autotune.errors import InvalidRequestError
 from autotune.planner.build import build_plan_file
 from autotune.planner.request import PlanRequest
@@ -58,7 +58,10 @@ def plan_from_options(**options: Any) -> tuple[PlanFile, PlanResult, list[str]]:
     """Plan from ``plan``'s options: returns the plan file, the search result and notes for the user."""
     request, notes = request_from_options(**options)
     result = search(request)
-    return build_plan_file(request, result), result, notes
+    plan_file = build_plan_file(request, result)
+    settings = [plan_file.setting, *(alt.setting for alt in plan_file.alternatives)]
+    notes += host_memory_note(request.cluster, options.get("host_memory_gib"), settings)
+    return plan_file, result, notes
 
 
 PLAN_OUTPUT_PARAMS = frozenset({"output", "json_", "plot", "verify"})

@@ -146,12 +146,44 @@ def render_recalibration(result: Recalibration, output: Path, default_output: bo
             f"[yellow]note:[/] {lost} more seed rows get a wrong fits/OOM verdict: the refit follows your stack "
             "and hardware; --with-seeds keeps the coefficients your rows do not pin down anchored to the seeds"
         )
+    for line in bound_notes(result):
+        console().print(f"[yellow]note:[/] {line}")
     use = (
         "plan and estimate now use it (--calibration FILE overrides)"
         if default_output
         else f"use it with --calibration {output}"
     )
     console().print(f"[green]wrote[/] {output} (calibration '{result.coefficients.name}'); {use}")
+
+
+UNREACHED_TIME_ERROR = 0.10
+"""A row whose time error after the refit is larger than this (10 %) gets a note on what stopped the fit."""
+
+
+def bound_notes(result: Recalibration) -> list[str]:
+    """One line per user row the refit could not bring within :data:`UNREACHED_TIME_ERROR` on time, naming the
+    bound that stopped it: the GPU's ``matmul_efficiency`` at its ceiling 1.0 (the datasheet peak; the row ran
+    faster than the model can predict), else the coefficients shared with the other rows."""
+    lines = []
+    for after in result.after:
+        error = after.time_error
+        if error is None or abs(error) <= UNREACHED_TIME_ERROR:
+            continue
+        gpu = after.case.cluster.gpu.key
+        efficiency = result.coefficients.matmul_efficiency.get(gpu)
+        row = after.case.measurement.id
+        if efficiency is not None and efficiency >= 0.999 and error > 0:
+            lines.append(
+                f"{row}: time still {error * 100:+.0f}% after the refit: {gpu}'s matmul_efficiency stopped at its "
+                "bound 1.0 (the datasheet peak), so the measured time is faster than the model can predict; "
+                "check the GPU, the setting and that the time is per micro-step (micro_step_time_s)"
+            )
+        else:
+            lines.append(
+                f"{row}: time still {error * 100:+.0f}% after the refit: the coefficients it moves are shared with "
+                "your other rows (and the seeds with --with-seeds), which pull the other way"
+            )
+    return lines
 
 
 def print_collected(collected: Collected) -> None:

@@ -46,6 +46,17 @@ def human_duration(seconds: float | None) -> str:
     return f"{hours / 24:.1f} days"
 
 
+def human_seconds(seconds: float | None) -> str:
+    """A measured or predicted time as the docs write it: '0.453 s', '84.1 s', '38.0 min', '1.38 h'."""
+    if seconds is None:
+        return "—"
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
 def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
     """The chosen values, one row each."""
     from rich.table import Table
@@ -145,21 +156,31 @@ def render_plan(plan: PlanFile, notes: list[str], searched: int, elapsed_s: floa
     console().print(memory_table(plan.prediction))
     console().print(time_table(plan.prediction))
     if plan.alternatives:
+        from autotune.cli.tables import Column, print_table
+
+        columns = [
+            Column("setting", wrap=True),
+            Column("peak GiB", "right"),
+            Column("tokens/s", "right"),
+            Column("step s", "right", drop_order=1),
+        ]
+        rows = [
+            [
+                alt.setting.short(),
+                f"{alt.prediction.peak_memory_gib:.1f}",
+                f"{alt.prediction.tokens_per_s:,.0f}",
+                f"{alt.prediction.step_time_s:.1f}",
+            ]
+            for alt in plan.alternatives
+        ]
+        print_table("Runner-ups (best of each other method / sharding)", columns, rows)
+    if plan.rejected:
         from rich.table import Table
 
-        table = Table(title="Runner-ups (best of each other method / sharding)", title_justify="left")
-        for column in ("setting", "peak GiB", "tokens/s", "step s"):
-            table.add_column(column, justify="left" if column == "setting" else "right")
-        for alt in plan.alternatives:
-            e = alt.prediction
-            table.add_row(
-                alt.setting.short(),
-                f"{e.peak_memory_gib:.1f}",
-                f"{e.tokens_per_s:,.0f}",
-                f"{e.step_time_s:.1f}",
-            )
-        console().print(table)
-    if plan.rejected:
         console().print("[bold]Rejected[/]")
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column()
         for rejection in plan.rejected:
-            console().print(f"  [red]✗[/] {rejection.reason}")
+            grid.add_row("  [red]✗[/]", rejection.reason)
+        console().print(grid)

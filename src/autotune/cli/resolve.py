@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,7 +15,7 @@ from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import Workload
+from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.validation import format_validation_error
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
@@ -75,12 +76,12 @@ def resolve_model(name: str) -> tuple[ModelSpec, str]:
 def resolve_cluster(
     gpu: str, num_gpus: int, num_nodes: int, host_memory_gib: float | None
 ) -> tuple[ClusterSpec, list[str]]:
-    """The cluster and notes to show (alias resolution, assumed host RAM)."""
+    """The cluster and notes to show (alias resolution). The host RAM assumed when ``host_memory_gib`` is None
+    is noted by :func:`host_memory_note`, once it is known that a setting offloads."""
     gpu_spec, note = resolve_gpu(gpu)
     notes = [note] if note else []
     if host_memory_gib is None:
         host_memory_gib = assumed_host_memory_gib(gpu_spec.memory_gib, max(1, num_gpus))
-        notes.append(f"host RAM per node assumed {host_memory_gib:.0f} GiB for offload (set --host-memory-gib)")
     cluster = validated(
         ClusterSpec,
         gpu=gpu_spec,
@@ -89,6 +90,15 @@ def resolve_cluster(
         host_memory_gib_per_node=host_memory_gib,
     )
     return cluster, notes
+
+
+def host_memory_note(cluster: ClusterSpec, given_gib: float | None, settings: Iterable[TrainingSetting]) -> list[str]:
+    """``[note]`` saying which host RAM per node was assumed, when it was not given and one of ``settings``
+    offloads to the CPU (the only settings it matters for); else ``[]``."""
+    assumed = cluster.host_memory_gib_per_node
+    if given_gib is not None or assumed is None or not any(setting.offloads_to_cpu for setting in settings):
+        return []
+    return [f"host RAM per node assumed {assumed:.0f} GiB for offload (set --host-memory-gib)"]
 
 
 def build_request(

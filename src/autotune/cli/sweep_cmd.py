@@ -12,6 +12,7 @@ from autotune.cli import options as opt
 from autotune.cli.console import console
 from autotune.cli.planning import request_from_options
 from autotune.cli.render import print_json
+from autotune.cli.resolve import host_memory_note
 from autotune.errors import InvalidRequestError
 from autotune.planner.request import PlanRequest
 from autotune.planner.sweep import SweepCell, SweepResult, sweep
@@ -127,6 +128,7 @@ def sweep_command(
 
         check_plot_path(plot)  # fail before any work
     notes: list[str] = []
+    last_request: list[PlanRequest] = []
 
     def make_request(method: str, length: int) -> PlanRequest:
         request, request_notes = request_from_options(
@@ -142,9 +144,13 @@ def sweep_command(
             method=method,
         )
         notes.extend(note for note in request_notes if note not in notes)
+        last_request[:] = [request]
         return request
 
     result = sweep_with_progress(make_request, chosen, seq_lens)
+    if last_request:
+        settings = [s for cell in result.cells for s in (cell.setting, cell.closest_setting) if s is not None]
+        notes += host_memory_note(last_request[0].cluster, host_memory_gib, settings)
     if plot is not None:
         from autotune.cli.plots import sweep_png
 

@@ -7,14 +7,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console, err_console
-from autotune.cli.render import print_json
+from autotune.cli.render import human_seconds, print_json
+from autotune.cli.tables import Column, print_table
 from autotune.costmodel.fitting import evaluate, prepare_cases
 from autotune.costmodel.validation import summarize
+from autotune.errors import InvalidRequestError
 from autotune.profiles.measurements import all_measurements, load_measurement_set
 from autotune.schemas.calibration import Measurement
 
@@ -46,6 +47,11 @@ def validate_command(
     ] = "gpu,family,source",
 ) -> None:
     """Compare the cost model's predictions with every measured row (the seed tables by default)."""
+    if cv and plot is not None:
+        raise InvalidRequestError(
+            "--plot draws the in-sample scatter and is not drawn with --cv: run 'autotune validate --plot FILE' "
+            "without --cv"
+        )
     if cv:
         cv_rows = load_measurement_set(measurements).measurements if measurements else all_measurements()
         _cross_validate(cv_rows, cv_by, worst, json_)
@@ -67,11 +73,19 @@ def validate_command(
     if json_:
         print_json({"calibration": name, "summary": summary.as_dict(), "rows": [r.as_dict() for r in summary.rows]})
         return
-    table = Table(title=f"Predicted vs measured ({len(results)} rows, calibration '{name}')")
-    for column in ("row", "memory meas.", "pred.", "err", "kind", "time meas.", "pred.", "err", "OOM meas./pred."):
-        table.add_column(column, justify="left" if column == "row" else "right")
-    for row in summary.rows:
-        table.add_row(
+    columns = [
+        Column("row"),
+        Column("mem.\nmeas.", "right", drop_order=3),
+        Column("mem.\npred.", "right", drop_order=5),
+        Column("mem.\nerr", "right"),
+        Column("mem.\nkind", drop_order=7),
+        Column("time\nmeas.", "right", drop_order=4),
+        Column("time\npred.", "right", drop_order=6),
+        Column("time\nerr", "right"),
+        Column("OOM\nmeas./\npred.", drop_order=2),
+    ]
+    table_rows = [
+        [
             row.id,
             "OOM"
             if row.oom_measured
@@ -79,13 +93,15 @@ def validate_command(
             "—" if row.predicted_memory_gib is None else f"{row.predicted_memory_gib:.1f}",
             _pct(row.memory_error),
             row.memory_kind,
-            "—" if row.measured_time_s is None else f"{row.measured_time_s:.4g} s",
-            "—" if row.predicted_time_s is None else f"{row.predicted_time_s:.4g} s",
+            human_seconds(row.measured_time_s),
+            human_seconds(row.predicted_time_s),
             _pct(row.time_error),
             f"{'OOM' if row.oom_measured else 'ran'}/{'fits' if row.predicted_fits else 'OOM'}"
             + ("" if row.verdict_correct else " [red]✗[/]"),
-        )
-    console().print(table)
+        ]
+        for row in summary.rows
+    ]
+    print_table(f"Predicted vs measured ({len(results)} rows, calibration '{name}')", columns, table_rows)
     console().print(summary.text(worst))
     if plot is not None:
         console().print(f"[green]wrote[/] {plot}")
@@ -126,19 +142,18 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
         return
     short = {"leave-one-GPU-out": "LOGO", "leave-one-family-out": "LOFO", "leave-one-source-out": "LOSO"}
     labels = [r.label for r in reports]
-    table = Table(
-        title=f"MAPE in-sample vs held-out ({len(cases)} rows; "
+    title = (
+        f"MAPE in-sample vs held-out ({len(cases)} rows; "
         + ", ".join(f"{short[r.label]} = {r.label}, {len(r.folds)} folds" for r in reports)
         + ")"
     )
-    table.add_column("group", no_wrap=True)
+    columns = [Column("group")]
     for quantity in ("memory", "time"):
-        table.add_column(f"{quantity} rows", justify="right")
-        table.add_column("in-sample", justify="right")
-        for label in labels:
-            table.add_column(short[label], justify="right")
-    for line in comparison(reports):
-        table.add_row(
+        columns.append(Column(f"{quantity}\nrows", "right", drop_order=2))
+        columns.append(Column(f"{quantity}\nin-sample", "right"))
+        columns += [Column(f"{quantity}\n{short[label]}", "right") for label in labels]
+    table_rows = [
+        [
             line.group,
             str(line.memory_rows),
             _mape(line.memory_in_sample),
@@ -146,18 +161,23 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
             str(line.time_rows),
             _mape(line.time_in_sample),
             *(_mape(line.time_held_out[label]) for label in labels),
-        )
-    console().print(table)
+        ]
+        for line in comparison(reports)
+    ]
+    print_table(title, columns, table_rows)
     console().print(
         "memory: rows of known kind only; a held-out GPU is predicted with its architecture generation's efficiency"
     )
-    verdicts = Table(title="OOM / fits verdicts")
-    for column in ("predictions", "OOM rows predicted not to fit", "ran rows predicted to fit"):
-        verdicts.add_column(column, justify="left" if column == "predictions" else "right")
+    verdict_columns = [
+        Column("predictions"),
+        Column("OOM rows predicted\nnot to fit", "right"),
+        Column("ran rows predicted\nto fit", "right"),
+    ]
+    verdict_rows = []
     for name, results in [("in-sample", reports[0].in_sample)] + [(r.label, r.held_out) for r in reports]:
         counts = verdict_counts(results)
-        verdicts.add_row(name, f"{counts.oom_caught}/{counts.oom_total}", f"{counts.ran_fit}/{counts.ran_total}")
-    console().print(verdicts)
+        verdict_rows.append([name, f"{counts.oom_caught}/{counts.oom_total}", f"{counts.ran_fit}/{counts.ran_total}"])
+    print_table("OOM / fits verdicts", verdict_columns, verdict_rows)
     for report in reports:
         for quantity in ("memory", "time"):
             listed = ", ".join(

@@ -19,6 +19,15 @@ DEEPSPEED_CONFIG_FILE: Final[str] = "deepspeed_config.json"
 SLURM_SCRIPT_FILE: Final[str] = "launch.sbatch"
 TRAINER_MODULE: Final[str] = "autotune.trainer"
 
+INTERPRETER_MODULES: Final[dict[str, list[str]]] = {
+    "python": [],
+    "torchrun": ["-m", "torch.distributed.run"],
+    "accelerate": ["-m", "accelerate.commands.accelerate_cli"],
+}
+"""The launcher programs a spec names, as modules of an interpreter: runs use the interpreter that planned them
+(``sys.executable``), so its environment, even when its ``bin`` directory is not on PATH (``torchrun`` is
+``torch.distributed.run``'s console script, ``accelerate`` is ``accelerate.commands.accelerate_cli``'s)."""
+
 DEFAULT_MASTER_PORT: Final[int] = 29500
 """torchrun's and accelerate's default rendezvous port (``torch.distributed.run --master_port``)."""
 
@@ -30,7 +39,17 @@ class LaunchOptions(TrainerOptions):
     applies the same defaults.
     """
 
-    slurm: bool = Field(default=False, description="Write a SLURM batch script and submit it with sbatch.")
+    slurm: bool = Field(
+        default=False,
+        description="Write a SLURM batch script (OUT/launch.sbatch) instead of running; --submit also submits it.",
+    )
+    submit: bool = Field(default=False, description="With --slurm: submit the script with sbatch once written.")
+    python: str = Field(
+        default="python",
+        min_length=1,
+        description="Interpreter the SLURM script runs the launchers and the trainer with (autotune launch "
+        "passes its own, sys.executable, so the job uses the environment that planned it).",
+    )
     node_rank: int = Field(default=0, ge=0, description="Multi-node: rank of this node (0 = the main node).")
     main_process_ip: str | None = Field(default=None, description="Multi-node: address of node 0.")
     main_process_port: int | None = Field(

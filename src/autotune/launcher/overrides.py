@@ -30,6 +30,7 @@ from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import ClusterChoice, PlanFile
 from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.trainer_options import TrainerOptions, option_flag
 from autotune.validation import format_validation_error
 
 Estimator = Callable[[ModelSpec, ClusterSpec, Workload, TrainingSetting], Estimate]
@@ -128,6 +129,11 @@ def _resolve_key(key: str) -> tuple[str, str]:
         for candidate, model in SECTIONS.items():
             if key in model.model_fields:
                 return candidate, key
+    run_option = key.rpartition(".")[2]
+    if run_option in TrainerOptions.model_fields:
+        raise InvalidRequestError(
+            f"--set: '{key}' is a run option, not a plan field: use {option_flag(run_option)} instead"
+        )
     bare = [name for model in SECTIONS.values() for name in model.model_fields]
     close = difflib.get_close_matches(key.rpartition(".")[2], bare, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""

@@ -21,17 +21,8 @@ from typing import Any
 from autotune import run_lock
 from autotune.errors import AutotuneError, ConfigError, InvalidRequestError
 from autotune.fileio import write_atomic
-from autotune.launcher.options import PLAN_FILE, LaunchSpec
+from autotune.launcher.options import INTERPRETER_MODULES, PLAN_FILE, LaunchSpec
 from autotune.schemas.plan_io import plan_from_yaml
-
-_INTERPRETER_COMMANDS: dict[str, list[str]] = {
-    "python": [],
-    "torchrun": ["-m", "torch.distributed.run"],
-    "accelerate": ["-m", "accelerate.commands.accelerate_cli"],
-}
-"""Launchers run with the current interpreter, so the run uses autotune's environment even when
-its ``bin`` directory is not on PATH (``torchrun`` is ``torch.distributed.run``'s console script,
-``accelerate`` is ``accelerate.commands.accelerate_cli``'s)."""
 
 _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Sent on to the run: Ctrl-C, ``kill``, and a closed terminal or ssh session (SIGHUP)."""
@@ -71,7 +62,7 @@ def parent_death_hook(signum: int = signal.SIGTERM) -> Callable[[], None] | None
 
 def resolve_argv(argv: Sequence[str]) -> list[str]:
     """The argv to execute: ``python`` / ``torchrun`` / ``accelerate`` become ``sys.executable [-m ...]``."""
-    prefix = _INTERPRETER_COMMANDS.get(argv[0])
+    prefix = INTERPRETER_MODULES.get(argv[0])
     if prefix is None:
         return list(argv)
     return [sys.executable, *prefix, *argv[1:]]
@@ -151,15 +142,17 @@ def run_command(argv: Sequence[str], env: dict[str, str]) -> int:
     workers), so the training core can checkpoint and exit. If this process dies without a chance to
     forward (SIGKILL, a crash), the kernel sends the child SIGTERM (:func:`parent_death_hook`): the run
     never outlives its launcher unless detached (:func:`run_detached`). A child killed by signal N
-    returns 128 + N.
+    returns 128 + N, and so does a run stopped by a forwarded signal N (:func:`exit_code`).
 
     Raises:
         InvalidRequestError: the program cannot be started.
     """
     started: list[subprocess.Popen[bytes]] = []
     pending: list[int] = []
+    forwarded: list[int] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
+        forwarded.append(signum)
         if not started:  # arrived before the child exists: deliver it right after the start
             pending.append(signum)
             return
@@ -184,12 +177,24 @@ def run_command(argv: Sequence[str], env: dict[str, str]) -> int:
             raise InvalidRequestError(f"cannot start '{argv[0]}': {error}") from None
         started.append(child)
         for waiting in pending:
-            forward(waiting, None)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, waiting)
         code = child.wait()
     finally:
         for restored, handler in previous.items():
             signal.signal(restored, handler)
-    return 128 - code if code < 0 else code
+    return exit_code(code, forwarded[0] if forwarded else None)
+
+
+def exit_code(child_code: int, forwarded: int | None) -> int:
+    """The launch's exit code: the child's (128 + N when it was killed by signal N); but when this process
+    forwarded signal N and the child ended with 0 or 1 — what torchrun / accelerate return when their workers
+    stopped on it (the training core itself returns 128 + N) — 128 + N, so that an interrupted run (checkpoint
+    saved) is told apart from a completed one by the shell convention. Any other code (a refusal, 2) is kept."""
+    code = 128 - child_code if child_code < 0 else child_code
+    if forwarded is not None and code in (0, 1):
+        return 128 + forwarded
+    return code
 
 
 def run_detached(argv: Sequence[str], env: dict[str, str], log_path: Path) -> int:
@@ -237,6 +242,16 @@ def run_launch(spec: LaunchSpec, output_dir: str | Path, *, resume: bool, dry_ru
         print(f"detached: pid {pid}, output in {log_path} (stop it with: kill -TERM {pid})", flush=True)
         return 0
     return run_command(spec.argv, spec.env)
+
+
+def differing_files(spec: LaunchSpec, output_dir: str | Path) -> list[Path]:
+    """The files of ``spec`` that exist in ``output_dir`` with other content (``plan.yaml`` compared as a plan)."""
+    out = Path(output_dir)
+    return [
+        out / relative
+        for relative, content in spec.files.items()
+        if (out / relative).exists() and not _same_content(relative, out / relative, content)
+    ]
 
 
 def _same_content(relative: str, path: Path, content: str) -> bool:

@@ -3,16 +3,19 @@
 One task per node (``--ntasks-per-node=1``); each task runs the same per-node command as a manual
 launch (torchrun / accelerate launch / python), with its node rank from ``$SLURM_NODEID`` and node 0
 (the first host of ``scontrol show hostnames $SLURM_JOB_NODELIST``) as the rendezvous address.
-sbatch passes the submitting shell's environment on (``--export=ALL`` is its default), so submit
-from a shell where autotune's Python environment is active.
+The launchers and the trainer run with ``options.python`` (``autotune launch`` passes ``sys.executable``:
+``torchrun`` becomes ``PYTHON -m torch.distributed.run``, ``accelerate`` ``PYTHON -m
+accelerate.commands.accelerate_cli``), and that interpreter's directory is put first on ``PATH``, so the
+job uses the environment that planned it even when it is not activated where the job runs.
 """
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 
 from autotune.launcher.command import RUN_ENV, node_command, output_path
-from autotune.launcher.options import DEFAULT_MASTER_PORT, SLURM_SCRIPT_FILE, LaunchOptions
+from autotune.launcher.options import DEFAULT_MASTER_PORT, INTERPRETER_MODULES, SLURM_SCRIPT_FILE, LaunchOptions
 from autotune.schemas.plan import PlanFile
 
 _NODE_RANK = "$SLURM_NODEID"
@@ -28,12 +31,9 @@ def slurm_script(plan: PlanFile, options: LaunchOptions) -> str:
     are expanded on each node.
     """
     cluster = plan.cluster
-    command = node_command(
-        plan,
-        options,
-        node_rank=_NODE_RANK,
-        master_addr=_MASTER_ADDR,
-        master_port=_MASTER_PORT,
+    command = with_interpreter(
+        node_command(plan, options, node_rank=_NODE_RANK, master_addr=_MASTER_ADDR, master_port=_MASTER_PORT),
+        options.python,
     )
     port = options.main_process_port or DEFAULT_MASTER_PORT
     lines = [
@@ -51,6 +51,7 @@ def slurm_script(plan: PlanFile, options: LaunchOptions) -> str:
         f"#SBATCH --output={_sbatch_value(output_path(options, 'slurm-%j.out'))}",
         "",
         "set -euo pipefail",
+        *([f'export PATH={shlex.quote(posixpath.dirname(options.python))}:"$PATH"'] if "/" in options.python else []),
         *(f"export {name}={shlex.quote(value)}" for name, value in RUN_ENV.items()),
         'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
         f"MASTER_PORT={port}",
@@ -60,6 +61,12 @@ def slurm_script(plan: PlanFile, options: LaunchOptions) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def with_interpreter(argv: list[str], python: str) -> list[str]:
+    """``argv`` with ``python`` / ``torchrun`` / ``accelerate`` run by the interpreter ``python``."""
+    modules = INTERPRETER_MODULES.get(argv[0])
+    return argv if modules is None else [python, *modules, *argv[1:]]
 
 
 def _shell_join(argv: list[str]) -> str:

@@ -1,8 +1,15 @@
-"""Why a predicted setting does not fit, in one line with the numbers (used when ``--set`` breaks a plan)."""
+"""Why a predicted setting does not fit, in one line with the numbers (used when ``--set`` breaks a plan), and
+the nearest setting that does (``autotune estimate`` of one that does not)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from autotune.schemas.estimate import Estimate
+
+if TYPE_CHECKING:
+    from autotune.planner.request import PlanRequest
+    from autotune.planner.search import Scored
 
 
 def fit_shortfall(prediction: Estimate) -> str:
@@ -19,3 +26,21 @@ def fit_shortfall(prediction: Estimate) -> str:
             "per GPU (the run may go out of memory)"
         )
     return f"CPU offload needs {prediction.host_memory_gib:.1f} GiB of host RAM per node, more than the plan's node has"
+
+
+def nearest_fitting(request: PlanRequest, keep: dict[str, object]) -> Scored | None:
+    """The best setting that fits for ``request`` with the choices in ``keep`` forced (``autotune estimate``
+    of a setting that does not fit), or with nothing forced when none fits with them; None when nothing fits.
+
+    ``keep`` holds :class:`~autotune.planner.request.Overrides` fields (e.g. ``{"method": "lora"}``).
+    """
+    from autotune.errors import AutotuneError
+    from autotune.planner.request import Overrides
+    from autotune.planner.search import search
+
+    for forced in (keep, {}):
+        try:
+            return search(request.model_copy(update={"overrides": Overrides(**forced)})).best
+        except AutotuneError:
+            continue
+    return None

@@ -125,7 +125,9 @@ def measurements_from_csv(path: str | Path) -> list[Measurement]:
         raise ConfigError(f"{file}: file not found") from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"{file}: cannot read it: {error}") from None
-    reader = csv.DictReader(text.splitlines(), skipinitialspace=True)
+    lines = text.splitlines()
+    skipped = next((index for index, line in enumerate(lines) if line.strip()), len(lines))  # blank lines above
+    reader = csv.DictReader(lines[skipped:], skipinitialspace=True)
     header = [name.strip() for name in reader.fieldnames or []]
     if not header:
         raise ConfigError(f"{file}: empty CSV (expected a header row: {', '.join(CSV_COLUMNS)})")
@@ -141,8 +143,8 @@ def measurements_from_csv(path: str | Path) -> list[Measurement]:
     measurements = []
     for row, record in enumerate(reader, start=1):
         if None in record:
-            raise _row_error(file, row, reader.line_num, "?", f"more cells than the {len(header)} columns")
+            raise _row_error(file, row, skipped + reader.line_num, "?", f"more cells than the {len(header)} columns")
         cells: dict[str, Any] = {k: v.strip() for k, v in record.items() if v is not None and v.strip()}
         if cells:
-            measurements.append(_csv_measurement(file, row, reader.line_num, cells))
+            measurements.append(_csv_measurement(file, row, skipped + reader.line_num, cells))
     return measurements

@@ -23,9 +23,11 @@ class ClusterChoice(StrictModel):
     """The hardware named by the user (GPU catalog key and counts)."""
 
     gpu: str = Field(description="GPU catalog key, e.g. 'rtx-4090'.")
-    num_gpus_per_node: int = Field(default=1, ge=1, le=64)
-    num_nodes: int = Field(default=1, ge=1, le=4096)
-    host_memory_gib_per_node: float | None = Field(default=None, gt=0)
+    num_gpus_per_node: int = Field(default=1, ge=1, le=64, description="GPUs on each node.")
+    num_nodes: int = Field(default=1, ge=1, le=4096, description="Nodes.")
+    host_memory_gib_per_node: float | None = Field(
+        default=None, gt=0, description="Host RAM per node in GiB (given, or the assumption offload was checked with)."
+    )
 
     @property
     def world_size(self) -> int:
@@ -36,34 +38,40 @@ class ClusterChoice(StrictModel):
 class Alternative(StrictModel):
     """A runner-up setting with its prediction."""
 
-    setting: TrainingSetting
-    prediction: Estimate
+    setting: TrainingSetting = Field(description="The runner-up setting.")
+    prediction: Estimate = Field(description="Its predicted memory and time.")
 
 
 class Rejection(StrictModel):
     """Why a family of settings (e.g. 'full', 'qlora', 'ddp') was rejected, in one line with numbers."""
 
-    family: str
-    reason: str
+    family: str = Field(description="The method or sharding rejected, e.g. 'full' or 'fsdp'.")
+    reason: str = Field(description="Why: what its closest setting needs against what the GPUs have.")
 
 
 class PlanFile(StrictModel):
     """Everything ``autotune launch`` needs to run exactly the planned setting."""
 
-    schema_version: Literal[1] = PLAN_SCHEMA_VERSION
-    autotune_version: str
+    schema_version: Literal[1] = Field(default=PLAN_SCHEMA_VERSION, description="Plan file format version.")
+    autotune_version: str = Field(description="Version of autotune that wrote the plan.")
     model: ModelSpec = Field(description="Architecture the plan was computed for.")
     model_source: str = Field(
         description="Where the weights come from: a Hugging Face repo id, a local model directory or a .gguf file."
     )
-    cluster: ClusterChoice
-    workload: Workload
-    setting: TrainingSetting
-    prediction: Estimate
-    objective: Literal["quality", "speed", "memory"] = "quality"
+    cluster: ClusterChoice = Field(description="The GPUs planned for.")
+    workload: Workload = Field(description="Sequence length, global batch and data size.")
+    setting: TrainingSetting = Field(description="The chosen setting.")
+    prediction: Estimate = Field(description="The chosen setting's predicted memory and time.")
+    objective: Literal["quality", "speed", "memory"] = Field(
+        default="quality", description="What the planner optimized: quality, speed or memory."
+    )
     calibration: str = Field(default="seeds", description="Name of the calibration used.")
-    alternatives: list[Alternative] = Field(default_factory=list)
-    rejected: list[Rejection] = Field(default_factory=list)
+    alternatives: list[Alternative] = Field(
+        default_factory=list, description="Runner-ups: the best setting of each other method and sharding."
+    )
+    rejected: list[Rejection] = Field(
+        default_factory=list, description="One line per family with no setting that fits."
+    )
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Entry point: ``python -m autotune.trainer --plan PLAN.yaml --dataset DATA --output-dir DIR [...]``.
 
 User errors (:class:`autotune.errors.AutotuneError`) become one line on stderr and exit code 2; Ctrl-C
-before training starts one line and exit code 130; anything else is a bug and shows its traceback.
+before training starts one line and exit code 130; a run stopped by SIGINT / SIGTERM during training saves a
+checkpoint and exits 130 / 143 (128 + the signal); anything else is a bug and shows its traceback.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from autotune.trainer.train import run
 
-        run(args)
+        code = run(args)
     except AutotuneError as error:
         message = " ".join(str(error).split())
         print(f"error: {message}", file=sys.stderr, flush=True)
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         return 130
-    return 0
+    return code
 
 
 if __name__ == "__main__":

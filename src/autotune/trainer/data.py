@@ -23,24 +23,19 @@ from typing import Any
 from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase
 
 from autotune.errors import ConfigError, first_line
+from autotune.schemas.dataset_format import DATASET_LOADERS
+from autotune.schemas.dataset_format import detect_format as detect_format  # re-exported for train.py
 
 logger = logging.getLogger("autotune.trainer")
 
 IGNORE_INDEX = -100
 """Label of a token that is not learned (PyTorch cross_entropy's default ignore_index)."""
 
-EXPECTED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "instruction": ("instruction", "output"),
-    "chat": ("messages",),
-    "text": ("text",),
-}
-"""Columns each format needs (instruction may also have ``input``)."""
-
 ALPACA_PROMPT = "### Instruction:\n{instruction}\n\n### Response:\n"
 ALPACA_PROMPT_WITH_INPUT = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n"
 """Prompt templates of Stanford Alpaca (github.com/tatsu-lab/stanford_alpaca, train.py), without preamble."""
 
-_LOADERS: dict[str, str] = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text"}
+_LOADERS = DATASET_LOADERS
 
 
 @dataclass(frozen=True)
@@ -81,33 +76,6 @@ def load_raw_dataset(dataset: str) -> Any:
         raise ConfigError(
             f"dataset {dataset} is neither a local file nor a reachable hub dataset: {first_line(error)}"
         ) from error
-
-
-def detect_format(columns: list[str], requested: str, name: str) -> str:
-    """Return the format of a dataset with these columns: ``requested`` if given and matching, else detected.
-
-    Raises:
-        ConfigError: the columns do not hold what the format needs (names the file, found and expected columns).
-    """
-    found = set(columns)
-    expected_text = "; ".join(f"{fmt}: {', '.join(cols)}" for fmt, cols in EXPECTED_COLUMNS.items())
-    if requested != "auto":
-        missing = [col for col in EXPECTED_COLUMNS[requested] if col not in found]
-        if missing:
-            raise ConfigError(
-                f"dataset {name} has columns {sorted(found)}, but format {requested} needs "
-                f"{', '.join(EXPECTED_COLUMNS[requested])} (missing {', '.join(missing)})"
-            )
-        return requested
-    matches = [fmt for fmt, cols in EXPECTED_COLUMNS.items() if set(cols) <= found]
-    if not matches:
-        raise ConfigError(f"dataset {name} has columns {sorted(found)}, expected one of the formats ({expected_text})")
-    if len(matches) > 1:
-        raise ConfigError(
-            f"dataset {name} has columns {sorted(found)}, which fit formats {', '.join(matches)}; "
-            "choose one with --dataset-format"
-        )
-    return matches[0]
 
 
 def _encode(tokenizer: PreTrainedTokenizerBase, text: str, first: bool) -> list[int]:

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import logging
 import os
+import signal
 import warnings
 from datetime import datetime, timezone
 from typing import Any
@@ -97,8 +98,13 @@ def seed_everything(seed: int, *, full_determinism: bool = False) -> None:
         transformers.set_seed(seed)
 
 
-def run(args: TrainerArgs) -> None:
+def run(args: TrainerArgs) -> int:
     """Run one training invocation as the plan says; write checkpoints, final weights and the report.
+
+    Returns:
+        The process exit code: 0 when the run completed, 128 + N when signal N (SIGINT 2 → 130, SIGTERM
+        15 → 143) stopped it after saving a checkpoint — the shell's convention for a process ended by a
+        signal, so that a script can tell an interrupted run (resume it) from a finished one.
 
     Raises:
         ConfigError: bad plan, output directory, dataset or model source; the disk filled up (the
@@ -114,7 +120,7 @@ def run(args: TrainerArgs) -> None:
     if lock is not None and lock.previous_owner:
         logger.info("took over the stale lock of %s (no longer running)", describe_owner(lock.previous_owner))
     try:
-        _run(args, plan)
+        stopped_by = _run(args, plan)
     except Exception as error:
         if not _out_of_space(error):
             raise
@@ -129,6 +135,7 @@ def run(args: TrainerArgs) -> None:
             if created:  # refused before anything was written: leave no empty directory behind
                 with contextlib.suppress(OSError):
                     args.run_dir.rmdir()
+    return 0 if stopped_by is None else 128 + stopped_by
 
 
 _NO_SPACE = ("No space left on device", "Disk quota exceeded", "file write failed")
@@ -148,7 +155,7 @@ def _out_of_space(error: BaseException) -> bool:
     return False
 
 
-def _run(args: TrainerArgs, plan: PlanFile) -> None:
+def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     setting = plan.setting
     start = check_output_dir(args)
     for line in start.skipped:
@@ -232,6 +239,9 @@ def _run(args: TrainerArgs, plan: PlanFile) -> None:
         if trainer.is_world_process_zero():
             tokenizer.save_pretrained(str(args.final_dir))
     _finish(trainer, plan, args, status, message, resumed_from_step, metrics, started_at)
+    if not stopper.stopped:
+        return None
+    return stopper.requested if stopper.requested is not None else int(signal.SIGTERM)  # another rank's signal
 
 
 def _finish(

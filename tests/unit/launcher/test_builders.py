@@ -12,6 +12,7 @@ import yaml
 from autotune.errors import InvalidRequestError
 from autotune.launcher import LaunchOptions, accelerate_config, build_launch_spec, deepspeed_config
 from autotune.launcher.command import node_command
+from autotune.launcher.slurm import with_interpreter
 from autotune.schemas.model import ModelSpec
 
 from .plans import LLAMA_8B, make_plan
@@ -135,8 +136,10 @@ def test_slurm_command_expands_on_each_node(sharding: str) -> None:
         text=True,
         check=True,
     ).stdout.splitlines()
-    expected = node_command(plan, opts, node_rank="2", master_addr="node-a", master_port="6000")
-    assert printed == expected
+    expected = with_interpreter(
+        node_command(plan, opts, node_rank="2", master_addr="node-a", master_port="6000"), opts.python
+    )
+    assert printed == expected and printed[:2] == ["python", "-m"]  # launchers run by the planning interpreter
     assert "MASTER_PORT=6000" in script.splitlines()
     assert '#SBATCH --output="/shared/my runs/x/slurm-%j.out"' in script.splitlines()
 

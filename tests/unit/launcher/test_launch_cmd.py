@@ -37,8 +37,12 @@ def test_dry_run_prints_the_spec_and_writes_nothing(tmp_path: Path, capsys: pyte
     assert code == 0
     assert sorted(tmp_path.iterdir()) == before
     assert "torchrun" in out and "autotune.trainer" in out
-    assert "deepspeed_config.json" in out and '"stage": 3' in out  # file names and contents
+    assert "deepspeed_config.json" in out and '"stage": 3' not in out  # file names, not their contents
     assert "TOKENIZERS_PARALLELISM" in out
+    args = ("launch", str(path), "--dataset", "org/data", "--output-dir", str(tmp_path / "run"), "--dry-run")
+    assert run_cli(*args, "--show-files") == 0
+    out = capsys.readouterr().out
+    assert '"stage": 3' in out and sorted(tmp_path.iterdir()) == before  # contents when asked
 
 
 def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -105,6 +109,7 @@ def test_set_recomputes_and_warns_when_it_no_longer_fits(
         "--set",
         "micro_batch_size=4",
         "--dry-run",
+        "--show-files",
     )
     captured = capsys.readouterr()
     assert code == 0
@@ -130,7 +135,7 @@ def test_a_run_writes_the_files_and_returns_the_exit_code(
     monkeypatch.setattr(launch_cmd, "run_launch", run_checker)
     plan = make_plan()
     out = tmp_path / "run"
-    code = run_cli("launch", str(plan_file(tmp_path, plan)), "--dataset", "d", "--output-dir", str(out))
+    code = run_cli("launch", str(plan_file(tmp_path, plan)), "--dataset", "d", "--output-dir", str(out), "--cpu")
     assert code == 3
     assert load_plan(out / "plan.yaml") == plan
     assert seen[0].argv[:3] == ["python", "-m", "autotune.trainer"]
@@ -141,9 +146,9 @@ def test_local_dataset_and_output_dir_become_absolute(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "data.jsonl").write_text("{}\n")
+    (tmp_path / "data.jsonl").write_text('{"text": "x"}\n')
     seen: list[LaunchSpec] = []
-    monkeypatch.setattr(launch_cmd, "render_spec", lambda spec, options, dry_run: seen.append(spec))
+    monkeypatch.setattr(launch_cmd, "render_spec", lambda spec, options, **_: seen.append(spec))
     assert (
         run_cli("launch", str(plan_file(tmp_path)), "--dataset", "data.jsonl", "--output-dir", "run", "--dry-run") == 0
     )

@@ -1,0 +1,213 @@
+"""Checks a launch runs before anything is written (``autotune launch``, also with ``--dry-run``).
+
+A launch that fails in the training core after the run directory exists leaves that directory behind; these
+checks catch the common first-launch mistakes before it is created, each as one line naming the fix:
+
+- the dataset: a local file exists, is a readable file of a supported type, and its first record has the
+  columns the format needs (:mod:`autotune.schemas.dataset_format`); a hub dataset name is not checked
+  (no network here);
+- the model: a local directory holds weights *and* a tokenizer (a directory with only ``config.json`` can be
+  planned but not launched); a ``.gguf`` file exists; a hub id is not checked;
+- the environment: the training stack the plan needs is installed (found on the path, not imported), and,
+  for a launch on this machine without ``--cpu``, torch sees a GPU (:func:`check_gpu_visible`, a subprocess
+  so that the CLI itself never imports torch).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+from autotune.errors import ConfigError, InvalidRequestError
+from autotune.schemas.dataset_format import DATASET_LOADERS, detect_format
+from autotune.schemas.plan import PlanFile
+
+FIRST_RECORD_MAX_BYTES: Final[int] = 1 << 20
+"""How much of a JSONL file is read to find its first record's columns (1 MiB)."""
+
+JSON_COLUMNS_MAX_BYTES: Final[int] = 64 << 20
+"""A ``.json`` dataset larger than this is not parsed here (the training core reads it; 64 MiB)."""
+
+WEIGHT_PATTERNS: Final[tuple[str, ...]] = ("*.safetensors", "pytorch_model*.bin", "model*.bin", "*.pt")
+"""Weight files transformers' ``from_pretrained`` reads from a model directory."""
+
+TOKENIZER_FILES: Final[tuple[str, ...]] = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
+"""Files that hold a tokenizer's vocabulary (fast ``tokenizer.json``, sentencepiece, or GPT-2 style BPE)."""
+
+TRAINING_STACK: Final[tuple[str, ...]] = ("torch", "transformers", "peft", "accelerate", "datasets")
+"""Packages every run imports (``pip install -e ".[train]"``)."""
+
+GPU_PROBE_TIMEOUT_S: Final[float] = 120.0
+"""How long the ``torch.cuda.is_available()`` probe may take (importing torch cold can take tens of seconds)."""
+
+_NO_GPU_EXIT: Final[int] = 3
+
+
+def _is_local(dataset: str) -> bool:
+    path = Path(dataset).expanduser()
+    return path.exists() or dataset.startswith(("/", ".", "~")) or path.suffix.lower() in DATASET_LOADERS
+
+
+def dataset_columns(path: Path) -> list[str] | None:
+    """The columns of a local dataset file's first record, or None where they are not read here (parquet,
+    a large ``.json``).
+
+    Raises:
+        ConfigError: the file cannot be read, or its first record is not a JSON object.
+    """
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".txt":
+            return ["text"]
+        if suffix == ".jsonl":
+            with path.open("rb") as handle:
+                head = handle.read(FIRST_RECORD_MAX_BYTES)
+            line = next((raw for raw in head.splitlines() if raw.strip()), None)
+            if line is None:
+                raise ConfigError(f"dataset {path} is empty")
+            record = json.loads(line)
+        elif suffix == ".json" and path.stat().st_size <= JSON_COLUMNS_MAX_BYTES:
+            data = json.loads(path.read_bytes())
+            record = data[0] if isinstance(data, list) and data else data
+            if isinstance(data, dict) and all(isinstance(value, list) for value in data.values()):
+                return list(data)  # columnar JSON: {"text": [...], ...}
+        else:
+            return None
+    except OSError as error:
+        raise ConfigError(f"dataset {path} cannot be read: {error.strerror or error}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"dataset {path}: the first record is not valid JSON ({error})") from None
+    if not isinstance(record, dict):
+        raise ConfigError(f"dataset {path}: the first record is not a JSON object with named columns")
+    return list(record)
+
+
+def check_dataset(dataset: str, dataset_format: str) -> None:
+    """A local dataset exists, is readable, of a supported type, with the columns ``dataset_format`` needs.
+
+    Raises:
+        ConfigError: one line naming the file and what is wrong (the columns found and expected).
+    """
+    if not _is_local(dataset):
+        return
+    path = Path(dataset).expanduser()
+    if not path.exists():
+        raise ConfigError(f"dataset file {dataset} not found (nothing was written)")
+    if path.is_dir():
+        raise ConfigError(f"dataset {dataset} is a directory: give a .jsonl, .json, .parquet or .txt file")
+    if path.suffix.lower() not in DATASET_LOADERS:
+        raise ConfigError(
+            f"dataset {dataset}: unsupported file type {path.suffix!r} (use .jsonl, .json, .parquet or .txt)"
+        )
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"dataset {dataset} is not readable (check its permissions)")
+    columns = dataset_columns(path)
+    if columns is not None:
+        detect_format(columns, dataset_format, str(path))
+
+
+def check_model(plan: PlanFile) -> None:
+    """The plan's weights can be loaded: a local directory has weights and a tokenizer; a .gguf file exists.
+
+    Raises:
+        ConfigError: one line; a directory with a ``config.json`` but no weights is called out as plannable
+            but not launchable.
+    """
+    source = plan.model_source
+    path = Path(source).expanduser()
+    if path.suffix == ".gguf" or (path.is_file() and path.suffix == ".gguf"):
+        if not path.is_file():
+            raise ConfigError(f"model file {source} not found")
+        return
+    if not path.is_dir():
+        return  # a hub id (or a path the training core reports): not checked without network
+    has_weights = any(next(path.glob(pattern), None) is not None for pattern in WEIGHT_PATTERNS)
+    if not has_weights:
+        raise ConfigError(
+            f"model directory {source} has no weights (*.safetensors or pytorch_model*.bin): a config-only "
+            "directory can be planned but not launched; put the weights next to its config.json"
+        )
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise ConfigError(
+            f"model directory {source} has weights but no tokenizer ({', '.join(TOKENIZER_FILES)}): "
+            "copy the tokenizer files of the model next to the weights"
+        )
+
+
+def required_packages(plan: PlanFile) -> list[str]:
+    """The Python packages a run of ``plan`` imports."""
+    setting = plan.setting
+    packages = list(TRAINING_STACK)
+    if setting.sharding.startswith("zero"):
+        packages.append("deepspeed")
+    if setting.method == "qlora" or "8bit" in setting.optimizer:
+        packages.append("bitsandbytes")
+    return packages
+
+
+def check_environment(plan: PlanFile) -> None:
+    """The training stack ``plan`` needs is installed (found by ``importlib.util.find_spec``; nothing imported).
+
+    Raises:
+        ConfigError: the missing packages and the install command.
+    """
+    missing = [name for name in required_packages(plan) if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(
+            f"the training stack is not installed here (missing {', '.join(missing)}): "
+            f'pip install -e ".[train]" in {sys.prefix}'
+        )
+
+
+def check_gpu_visible() -> None:
+    """Refuse a launch without ``--cpu`` on a machine where torch sees no GPU (``torch.cuda.is_available()``,
+    which is also true on ROCm builds), asked in a subprocess of this interpreter.
+
+    A probe that cannot import torch or times out is not a refusal: the training core reports it.
+
+    Raises:
+        InvalidRequestError: torch sees no GPU (names ``--cpu``).
+    """
+    script = f"import sys, torch; sys.exit(0 if torch.cuda.is_available() else {_NO_GPU_EXIT})"
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, timeout=GPU_PROBE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if probe.returncode == _NO_GPU_EXIT:
+        raise InvalidRequestError(
+            "torch sees no GPU on this machine (torch.cuda.is_available() is False): add --cpu to train on the "
+            "CPU, or fix the CUDA / ROCm install (nothing was written)"
+        )
+
+
+def preflight(plan: PlanFile, dataset: str, dataset_format: str, *, dry_run: bool, probe_gpu: bool) -> list[str]:
+    """Every check, in order: environment, model, dataset, then (with ``probe_gpu``) the GPU probe.
+
+    With ``dry_run`` a missing training stack is returned as a warning instead (a dry run plans on a machine
+    that need not train); everything else refuses in both modes.
+
+    Returns:
+        Warnings to print (one line each).
+
+    Raises:
+        ConfigError / InvalidRequestError: the first check that fails, as one line.
+    """
+    warnings: list[str] = []
+    try:
+        check_environment(plan)
+    except ConfigError as error:
+        if not dry_run:
+            raise
+        warnings.append(f"a launch here would stop: {error}")
+    check_model(plan)
+    check_dataset(dataset, dataset_format)
+    if probe_gpu:
+        check_gpu_visible()
+    return warnings
