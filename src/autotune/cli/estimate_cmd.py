@@ -10,16 +10,15 @@ import typer
 from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
-from autotune.cli.planning import parse_lora_targets
 from autotune.cli.render import print_json, render_estimate
-from autotune.cli.resolve import host_memory_note, resolve_cluster, resolve_model, validated
-from autotune.cli.trace_cmd import (
+from autotune.cli.resolve import host_memory_note
+from autotune.cli.tracing import (
     AttentionOpt,
-    SettingInputs,
     render_predicted_vs_traced,
     render_trace,
     require_torch,
     run_trace,
+    setting_inputs,
 )
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InvalidRequestError
@@ -28,7 +27,7 @@ from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding
+from autotune.schemas.setting import Workload
 
 
 def estimate_command(
@@ -69,32 +68,15 @@ def estimate_command(
         check_plot_path(plot)  # fail before any work
     if trace:
         require_torch()
-    spec, source = resolve_model(model)
-    cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
+    inputs = setting_inputs(
+        model, gpu, num_gpus, num_nodes, host_memory_gib, method, seq_len, micro_batch_size, grad_accum, grad_ckpt,
+        optimizer, precision, sharding, lora_rank, lora_targets, compile_, loss_impl, attention_impl, num_samples,
+        dataset_tokens, epochs,
+    )  # fmt: skip
+    spec, cluster, notes, setting, workload = (
+        inputs.spec, inputs.cluster, inputs.notes, inputs.setting, inputs.workload
+    )  # fmt: skip
     coefficients, _ = coefficients_from_option(calibration)
-    setting = validated(
-        TrainingSetting,
-        method=method,
-        micro_batch_size=micro_batch_size,
-        grad_accum=grad_accum,
-        grad_ckpt=grad_ckpt,
-        compile=compile_,
-        sharding=sharding or default_sharding(cluster.world_size),
-        optimizer=optimizer,
-        precision=precision or default_precision(cluster.gpu.supports_bf16),
-        lora_rank=lora_rank,
-        lora_targets=parse_lora_targets(lora_targets),
-        loss_impl=loss_impl,
-        attention_impl=attention_impl,
-    )
-    workload = validated(
-        Workload,
-        seq_len=seq_len,
-        global_batch_size=micro_batch_size * grad_accum * cluster.world_size,
-        num_samples=num_samples,
-        dataset_tokens=dataset_tokens,
-        epochs=epochs,
-    )
     topology_error = sharding_error(setting.sharding, cluster.world_size)
     if topology_error:
         raise InvalidRequestError(topology_error)
@@ -102,7 +84,7 @@ def estimate_command(
     notes += host_memory_note(cluster, host_memory_gib, [setting])
     if not estimate.fits:
         notes.append(_nearest_note(spec, cluster, workload, estimate, method, coefficients))
-    traced = run_trace(SettingInputs(spec, source, cluster, notes, setting, workload)) if trace else None
+    traced = run_trace(inputs) if trace else None
     if plot is not None:
         from autotune.cli.plots import memory_breakdown_png
 

@@ -42,7 +42,7 @@ def to_verify(result: PlanResult) -> list[Scored]:
 
 def verify_settings(plan_file: PlanFile, result: PlanResult) -> list[VerifiedSetting]:
     """Trace the settings of :func:`to_verify` (imports torch)."""
-    from autotune.cli.trace_cmd import require_torch
+    from autotune.cli.tracing import require_torch
 
     require_torch()
     from autotune.profiles.catalog import resolve_gpu
