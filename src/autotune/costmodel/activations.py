@@ -30,6 +30,11 @@ from autotune.schemas.setting import TrainingSetting
 
 FP32_BYTES = 4.0
 MASK_BYTES = 1.0
+QKV_MODULES = ("q_proj", "k_proj", "v_proj", "qkv_proj")
+"""Projections that run before the attention core (their adapters' inputs are freed after it, in backward)."""
+ALTERNATING_MASK_MODEL_TYPES = ("gemma2",)
+"""Architectures whose layers alternate sliding-window and global attention: transformers builds one mask per
+layer type (``modeling_gemma2.py``: ``causal_mask_mapping`` with ``full_attention`` and ``sliding_attention``)."""
 CHUNKED_LOSS_TOKENS = 1024
 """Rows of logits a chunked cross-entropy materializes at once (Liger-style fused linear CE chunk)."""
 
@@ -44,6 +49,9 @@ class LayerActivationBytes:
         attention_scores: the s×s score and probability matrices (math kernel only), per token.
         mlp: gate output, activation output, up output, down input.
         adapters: LoRA inputs (fp32 copies) and dropout masks.
+        attention_side: the part still saved when the attention core runs its backward (the layer's backward
+            runs the MLP, the post-attention norms and o_proj first, freeing what they saved): the input norm,
+            q/k/v, the attention core's saved tensors and the q/k/v adapters' inputs.
     """
 
     norms: float
@@ -51,6 +59,7 @@ class LayerActivationBytes:
     attention_scores: float
     mlp: float
     adapters: float
+    attention_side: float = 0.0
 
     @property
     def total(self) -> float:
@@ -89,11 +98,23 @@ def layer_activation_bytes_per_token(
     if model.mlp_bias or model.num_experts > 1:
         mlp *= model.num_experts_per_token
     adapters = 0.0
+    qkv_adapters = 0.0
     if frozen:
         adapter_in_bytes = (m_b if dtypes.autocast else FP32_BYTES) + (MASK_BYTES if setting.lora_dropout > 0 else 0.0)
         for module in lora_target_modules(model, setting.lora_targets):
-            adapters += adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
-    return LayerActivationBytes(norms=norms, attention=attention, attention_scores=scores, mlp=mlp, adapters=adapters)
+            module_bytes = adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
+            adapters += module_bytes
+            if module.name in QKV_MODULES:
+                qkv_adapters += module_bytes
+    input_norm = norms / num_norms if num_norms else 0.0
+    return LayerActivationBytes(
+        norms=norms,
+        attention=attention,
+        attention_scores=scores,
+        mlp=mlp,
+        adapters=adapters,
+        attention_side=input_norm + attention + scores + qkv_adapters,
+    )
 
 
 def attention_mask_materialised(model: ModelSpec, seq_len: float) -> bool:
@@ -102,12 +123,18 @@ def attention_mask_materialised(model: ModelSpec, seq_len: float) -> bool:
     return model.sliding_window is not None and seq_len >= model.sliding_window
 
 
-def mask_bytes(model: ModelSpec, micro_batch_size: int, seq_len: float, flash_attention: bool) -> float:
-    """The boolean (b, 1, s, s) attention mask when one is built (eager always; SDPA with a reached sliding
-    window), kept for backward by the attention ops (``masking_utils.sdpa_mask`` / ``eager_mask``)."""
+def mask_bytes(
+    model: ModelSpec, micro_batch_size: int, seq_len: float, flash_attention: bool, residual_bytes: float = 2.0
+) -> float:
+    """The (b, 1, s, s) attention masks when built (eager always; SDPA with a reached sliding window), kept for
+    backward by the attention ops or as inputs of the checkpointed layers: SDPA gets a boolean mask
+    (``masking_utils.sdpa_mask``), eager a float one in the hidden states' dtype (``eager_mask``: 0 / the
+    dtype's minimum); one per layer type (``ALTERNATING_MASK_MODEL_TYPES``)."""
     if flash_attention and not attention_mask_materialised(model, seq_len):
         return 0.0
-    return MASK_BYTES * micro_batch_size * seq_len * seq_len
+    kinds = 2 if model.model_type in ALTERNATING_MASK_MODEL_TYPES and model.num_hidden_layers > 1 else 1
+    element = MASK_BYTES if flash_attention else residual_bytes
+    return kinds * element * micro_batch_size * seq_len * seq_len
 
 
 def _attention_bytes(model: ModelSpec, m_b: float, seq_len: float, flash_attention: bool) -> tuple[float, float]:
@@ -134,18 +161,25 @@ def _attention_bytes(model: ModelSpec, m_b: float, seq_len: float, flash_attenti
 
 
 def backward_workspace_bytes_per_token(
-    model: ModelSpec, dtypes: DtypeBytes, seq_len: float, flash_attention: bool
+    model: ModelSpec, dtypes: DtypeBytes, seq_len: float, flash_attention: bool, layer: LayerActivationBytes
 ) -> float:
-    """Transient gradient buffers while one layer runs backward, per token.
+    """Transient gradient buffers while one layer runs backward, beyond its saved set, per token.
 
-    The widest activation gradients live at once: d(gate) and d(up) of width I plus d(input) of width h,
-    in the compute dtype (derived from the MLP backward). With the math attention kernel the softmax
-    backward also holds the score gradients: fp32 and compute-dtype copies of n_q·s per token.
+    A layer's backward runs in two stages (traced: ``benchmarks/trace_agreement.py``):
+      * MLP first, with the whole saved set alive: d(gate) and d(up) of width I plus d(input) of width h, in
+        the compute dtype (derived from the MLP backward);
+      * then the attention core, when only ``layer.attention_side`` is still saved. With the math (eager)
+        kernel the softmax backward holds the saved score tensors less the compute-dtype probabilities (freed
+        by the probabilities·v matmul's backward), the fp32 upcast of their gradient and the fp32 softmax
+        gradient: (2·4 − d) bytes per score on top of the saved scores (``eager_attention_forward``:
+        ``softmax(..., dtype=float32).to(query.dtype)``).
+    Returns the larger stage minus ``layer.total`` (the caller adds the saved set).
     """
-    workspace = dtypes.compute_bytes * (2 * model.intermediate_size + model.hidden_size)
-    if not flash_attention:
-        workspace += (FP32_BYTES + dtypes.compute_bytes) * model.num_attention_heads * seq_len
-    return workspace
+    mlp_stage = dtypes.compute_bytes * (2 * model.intermediate_size + model.hidden_size)
+    if flash_attention:
+        return mlp_stage
+    score_workspace = (2 * FP32_BYTES - dtypes.compute_bytes) * model.num_attention_heads * seq_len
+    return max(mlp_stage, layer.attention_side + score_workspace - layer.total)
 
 
 def stored_activation_bytes_per_token(
@@ -196,7 +230,7 @@ def working_activation_bytes_per_token(
     recomputation its transients (``recompute_transient_bytes_per_token``) are alive, afterwards the backward
     workspace is: the larger of the two counts. Without checkpointing only the workspace is added.
     """
-    workspace = backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention)
+    workspace = backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention, layer)
     if not setting.grad_ckpt:
         return workspace
     return layer.total + max(workspace, recompute_transient_bytes_per_token(model, setting, dtypes))
