@@ -195,7 +195,9 @@ def stored_activation_bytes_per_token(
     return model.num_hidden_layers * per_layer + outside
 
 
-def recompute_transient_bytes_per_token(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
+def recompute_transient_bytes_per_token(
+    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, layer: LayerActivationBytes
+) -> float:
     """Tensors alive, beyond the layer's saved set, when activation checkpointing's recomputation of one layer
     reaches its last saved tensor (non-reentrant checkpoints stop recomputing there), per token.
 
@@ -204,7 +206,8 @@ def recompute_transient_bytes_per_token(model: ModelSpec, setting: TrainingSetti
     the post-attention norm output, o_proj's base output and adapter result (fp32 and its cast back), and
     down_proj's base output (seven compute-dtype widths incl. one fp32); QLoRA's base output is cast in place of
     one of them (six). Traced with ``autotune trace`` (``benchmarks/trace_agreement.py``); full fine-tuning
-    peaks later in backward (gradients), so it gets none.
+    peaks later in backward (gradients), so it gets none. Earlier, the MLP input projection's adapter output
+    can hold more (``mlp_input_stage_bytes_per_token``, relative to ``layer.total``): the larger counts.
     """
     if not (setting.grad_ckpt and setting.uses_adapters):
         return 0.0
@@ -213,7 +216,40 @@ def recompute_transient_bytes_per_token(model: ModelSpec, setting: TrainingSetti
     down_adapted = "down_proj" in targets
     adapter_copy = (0.0 if dtypes.autocast else FP32_BYTES) if down_adapted else 0.0
     widths_h = 6 if setting.method == "qlora" else 7
-    return (m_b + adapter_copy) * model.intermediate_size + widths_h * m_b * model.hidden_size
+    end = (m_b + adapter_copy) * model.intermediate_size + widths_h * m_b * model.hidden_size
+    return max(end, mlp_input_stage_bytes_per_token(model, setting, dtypes, layer) - layer.total)
+
+
+def mlp_input_stage_bytes_per_token(
+    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, layer: LayerActivationBytes
+) -> float:
+    """Live bytes per token (the layer's part) when recomputation forms the adapter output of the MLP's input
+    projection (``gate_proj``, or Phi-3's fused ``gate_up_proj`` of width 2I), 0 without an adapter there.
+
+    peft's ``lora.Linear.forward`` adds ``lora_B(lora_A(dropout(x))) · scaling`` to the base output: with fp32
+    adapters and no autocast, x cast to fp32, the base output (compute dtype, width ``out``), lora_B's output
+    and its scaled copy (fp32, width ``out``) are alive at once, beside the saved set so far (all but the MLP's
+    and the later MLP adapters' inputs), the attention residual sum, the post-attention norm output, the
+    gradient arriving from the layer above (compute dtype, width h) and the fp32 RMSNorm input of the
+    recomputation (traced: ``benchmarks/trace_agreement.py``, Phi-3 QLoRA).
+    """
+    modules = {module.name: module for module in lora_target_modules(model, setting.lora_targets)}
+    first = modules.get("gate_up_proj") or modules.get("gate_proj")
+    if first is None:
+        return 0.0
+    m_b = dtypes.compute_bytes
+    adapter_bytes = m_b if dtypes.autocast else FP32_BYTES
+    in_bytes = adapter_bytes + (MASK_BYTES if setting.lora_dropout > 0 else 0.0)
+    per_layer = model.num_hidden_layers
+    later = sum(
+        in_bytes * module.in_features * module.count / per_layer
+        for name, module in modules.items()
+        if name in ("up_proj", "down_proj") and module is not first
+    )
+    out = first.out_features
+    saved_before = layer.total - layer.mlp - later
+    live_h = 3 * m_b * model.hidden_size + (FP32_BYTES + adapter_bytes) * model.hidden_size
+    return saved_before + live_h + (m_b + 2 * adapter_bytes) * out
 
 
 def working_activation_bytes_per_token(
@@ -233,7 +269,7 @@ def working_activation_bytes_per_token(
     workspace = backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention, layer)
     if not setting.grad_ckpt:
         return workspace
-    return layer.total + max(workspace, recompute_transient_bytes_per_token(model, setting, dtypes))
+    return layer.total + max(workspace, recompute_transient_bytes_per_token(model, setting, dtypes, layer))
 
 
 def logits_dtype_bytes(setting: TrainingSetting, dtypes: DtypeBytes) -> float:
