@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from autotune.costmodel.params import lora_target_modules
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.setting import ALL_LINEAR, TrainingSetting
 
 FP32_BYTES = 4.0
 MASK_BYTES = 1.0
@@ -100,7 +100,8 @@ def layer_activation_bytes_per_token(
     adapters = 0.0
     qkv_adapters = 0.0
     if frozen:
-        adapter_in_bytes = (m_b if dtypes.autocast else FP32_BYTES) + (MASK_BYTES if setting.lora_dropout > 0 else 0.0)
+        mask = MASK_BYTES if effective_lora_dropout(model, setting) > 0 else 0.0
+        adapter_in_bytes = (m_b if dtypes.autocast else FP32_BYTES) + mask
         for module in lora_target_modules(model, setting.lora_targets):
             module_bytes = adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
             adapters += module_bytes
@@ -115,6 +116,18 @@ def layer_activation_bytes_per_token(
         adapters=adapters,
         attention_side=input_norm + attention + scores + qkv_adapters,
     )
+
+
+def effective_lora_dropout(model: ModelSpec, setting: TrainingSetting) -> float:
+    """The LoRA dropout the trainer runs with: 0 for an MoE whose expert weights are targeted ('all-linear' or an
+    expert projection name), else the setting's. transformers 5 stores the experts as fused 3-D parameters that
+    peft adapts with ``lora.ParamWrapper``, which refuses dropout; one LoraConfig has one dropout, so the
+    trainer sets it to 0 for every adapter and says so (``autotune.trainer.model.parameter_targets``)."""
+    expert_names = {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "experts"}
+    targets = set(setting.lora_targets)
+    if model.num_experts > 1 and (ALL_LINEAR in targets or targets & expert_names):
+        return 0.0
+    return setting.lora_dropout
 
 
 def attention_mask_materialised(model: ModelSpec, seq_len: float) -> bool:
@@ -239,7 +252,7 @@ def mlp_input_stage_bytes_per_token(
         return 0.0
     m_b = dtypes.compute_bytes
     adapter_bytes = m_b if dtypes.autocast else FP32_BYTES
-    in_bytes = adapter_bytes + (MASK_BYTES if setting.lora_dropout > 0 else 0.0)
+    in_bytes = adapter_bytes + (MASK_BYTES if effective_lora_dropout(model, setting) > 0 else 0.0)
     per_layer = model.num_hidden_layers
     later = sum(
         in_bytes * module.in_features * module.count / per_layer
