@@ -20,7 +20,7 @@ Each term (docs/cost-model.md §5 has the formulas and sources):
   its bf16 copy (``units.nf4_bytes_per_param``), one dequantization kernel (bitsandbytes ``dequantize_4bit``).
 * **communication** (``collectives``) — per layer, overlapped with that layer's compute only (FSDP / ZeRO-3
   prefetch one unit ahead); DDP's all-reduce overlaps the last micro-step's backward, ZeRO-2's gather follows
-  the step.
+  the step; ZeRO-3's per-submodule fetch / release hooks (``collectives.zero3_hooks_s``) per pass, exposed.
 * **offload** and **optimizer step** (``optimizer_step``) — host-link traffic per micro-step hidden only behind
   compute that exists in that micro-step; GPU AdamW (bytes or launches, whichever is longer) or CPU Adam; plus
   ``step_overhead_s`` per step and ``micro_step_overhead_s`` per micro-step (trainer Python).
@@ -33,7 +33,13 @@ import functools
 from dataclasses import dataclass
 
 from autotune.costmodel import activations as act
-from autotune.costmodel.collectives import DDP_BUCKET_BYTES, ZERO_BUCKET_ELEMENTS, bucketed_time_s, collective_time_s
+from autotune.costmodel.collectives import (
+    DDP_BUCKET_BYTES,
+    ZERO_BUCKET_ELEMENTS,
+    bucketed_time_s,
+    collective_time_s,
+    zero3_hooks_s,
+)
 from autotune.costmodel.dispatch import eager_attention, layer_ops, lora_target_kernels
 from autotune.costmodel.gemm import (
     DEFAULT_SM_COUNT,
@@ -288,7 +294,10 @@ def predict_time(
     if setting.offloads_to_cpu:
         traffic_s = offload_traffic_s(full_weight_bytes / ranks, grad_bytes / ranks, gpu, coefficients)
         offload_exposed = max(0.0, traffic_s - compute_s)
-    micro_step_s = compute_s + comm_exposed + offload_exposed
+    hooks_s = 0.0
+    if setting.uses_deepspeed and setting.shards_parameters:
+        hooks_s = zero3_hooks_s(model, forward_passes + 1, coefficients)
+    micro_step_s = compute_s + comm_exposed + offload_exposed + hooks_s
     if adapters:
         micro_step_s *= coefficients.adapter_time_factor
     if setting.method == "qlora":
@@ -333,10 +342,11 @@ def predict_time(
             "micro-step overhead": accum * coefficients.micro_step_overhead_s,
             "exposed communication": accum * comm_exposed + step_comm_exposed,
             "exposed offload": accum * offload_exposed,
+            "zero-3 module hooks": accum * hooks_s,
             "optimizer step": optimizer_s,
             "step overhead": coefficients.step_overhead_s,
             "user-recalibrated adapter/qlora factor": step_s
-            - accum * (compute_s + comm_exposed + offload_exposed)
+            - accum * (compute_s + comm_exposed + offload_exposed + hooks_s)
             - optimizer_total,
         },
     )
