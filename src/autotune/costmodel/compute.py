@@ -13,7 +13,8 @@ Each term (docs/cost-model.md §5 has the formulas and sources):
   (``dispatch.layer_ops``; bf16 basis, scaled by the residual dtype), at ``bandwidth × bandwidth_efficiency``;
   the logits/loss traffic (``activations.loss_bytes_per_logit``, forward and backward).
 * **dispatch** — each kernel costs ``kernel_launch_s`` of CPU time (eager PyTorch); per decoder-layer pass the
-  GPU hides it when its own work is longer, so a pass takes max(GPU time, CPU dispatch time). Small micro
+  GPU hides it when its own work is longer, so a pass takes max(GPU time, CPU dispatch time). On the GPU each
+  kernel adds ``optimizer_step.GPU_KERNEL_MIN_S`` (launch latency, ramp and tail) to its FLOPs / bytes time. Small micro
   batches (few tokens per kernel) become dispatch-bound; large ones hide it.
 * **LoRA** — per target: two fp32 GEMMs forward (peft upcasts the adapters and casts the input), four backward,
   and the cast / dropout / scale / add traffic; **QLoRA** — per linear per pass: read the NF4 weight and write
@@ -50,7 +51,7 @@ from autotune.costmodel.gemm import (
     linear_pass_time_s,
 )
 from autotune.costmodel.memory import base_weight_bytes
-from autotune.costmodel.optimizer_step import offload_traffic_s, optimizer_step_s
+from autotune.costmodel.optimizer_step import GPU_KERNEL_MIN_S, offload_traffic_s, optimizer_step_s
 from autotune.costmodel.params import count_params, linear_modules, lora_params, lora_target_modules
 from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.calibration import CostCoefficients
@@ -234,8 +235,12 @@ def predict_time(
         bwd_kernels += dequant_kernels
 
     # --- one layer's passes: GPU work vs CPU dispatch ---------------------------------------------------------
-    gpu_fwd = fwd_gemm + fwd_attention + fwd_elementwise + fwd_adapter + fwd_dequant
-    gpu_bwd = bwd_gemm + bwd_attention + bwd_elementwise + bwd_adapter + fwd_dequant
+    # Every kernel also occupies the GPU for its launch latency and ramp / tail (``GPU_KERNEL_MIN_S``) beyond
+    # its FLOPs and bytes: a cost per kernel, not per token, which larger micro batches share.
+    fwd_tails = fwd_kernels * GPU_KERNEL_MIN_S
+    bwd_tails = bwd_kernels * GPU_KERNEL_MIN_S
+    gpu_fwd = fwd_gemm + fwd_attention + fwd_elementwise + fwd_adapter + fwd_dequant + fwd_tails
+    gpu_bwd = bwd_gemm + bwd_attention + bwd_elementwise + bwd_adapter + fwd_dequant + bwd_tails
     layer_fwd = max(gpu_fwd, fwd_kernels * launch)
     layer_bwd = max(gpu_bwd, bwd_kernels * launch)
     layers_s = layers * (forward_passes * layer_fwd + layer_bwd)
@@ -335,6 +340,11 @@ def predict_time(
             "lora adapters + qlora dequant": accum
             * layers
             * (forward_passes * (fwd_adapter + fwd_dequant) + bwd_adapter + fwd_dequant)
+            * share
+            / max(layers * layer_gpu, 1e-30),
+            "kernel launch tails": accum
+            * layers
+            * (forward_passes * fwd_tails + bwd_tails)
             * share
             / max(layers * layer_gpu, 1e-30),
             "exposed cpu dispatch": accum * dispatch_exposed,
