@@ -68,9 +68,7 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
     },
     **{
         (row, "time"): _SEED003_FSDP_SLOWER.format(error=error)
-        for row, error in (
-            ("003-llama-7b-fsdp-mbs4-x8", "+54 %"),
-        )
+        for row, error in (("003-llama-7b-fsdp-mbs4-x8", "+54 %"),)
     },
     **{
         (f"001-{gpu}-{model}-full", "time"): _SEED001_GEMMA_OFFLOAD.format(error=error)
