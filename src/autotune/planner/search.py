@@ -85,7 +85,7 @@ def without_allocator_retries(estimate: Estimate) -> bool:
     to serve a request from its cache, frees every cached block (``cudaFree``, a device synchronization) and
     retries (PyTorch "CUDA semantics: memory management"; counted as ``num_alloc_retries`` in
     ``torch.cuda.memory_stats``) — a slowdown the step-time terms do not contain."""
-    return estimate.peak_reserved_gib + estimate.cuda_context_gib <= estimate.gpu_memory_gib
+    return not estimate.reserved_at_capacity
 
 
 def choose(fitting: list[Scored], objective: Objective) -> Scored:
