@@ -12,6 +12,7 @@ imports inside the function too, so ``autotune plan`` never imports the training
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -192,9 +193,17 @@ def _escape(message: str) -> str:
     return escape(message)
 
 
+PYDANTIC_PLUGINS_ENV = "PYDANTIC_DISABLE_PLUGINS"
+"""pydantic's switch for its plugin discovery (pydantic ``plugin/_loader.py``): without it, building the first
+schema validator imports ``importlib.metadata`` and scans every installed distribution's entry points (~30 ms
+of a cold ``autotune plan``). autotune uses no pydantic plugin, so the CLI sets it to ``__all__`` unless the
+user set it; child processes (``launch``) inherit it, as they inherit :func:`quiet_third_party`'s switches."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app; user errors → one line on stderr, exit code 2."""
     quiet_third_party()
+    os.environ.setdefault(PYDANTIC_PLUGINS_ENV, "__all__")
     try:
         code = app(args=argv, prog_name="autotune", standalone_mode=False)
     except AutotuneError as error:
