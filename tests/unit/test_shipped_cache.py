@@ -15,7 +15,7 @@ import yaml
 from autotune import yamlio
 from autotune.profiles import shipped_cache
 from autotune.profiles.catalog import load_profile_dir
-from autotune.profiles.shipped_cache import CACHE_FORMAT, cache_dir, parsed_sources, source_digest
+from autotune.profiles.shipped_cache import CACHE_FORMAT, cache_dir, load_shipped_yaml, parsed_sources, source_digest
 from autotune.schemas.hardware import GpuSpec
 from autotune.schemas.model import ModelSpec
 
@@ -191,3 +191,11 @@ def test_yamlio_falls_back_to_the_python_safe_loader(monkeypatch: pytest.MonkeyP
     assert yamlio.safe_load(text, shipped=True) == yaml.load(text, Loader=yaml.SafeLoader)
     with pytest.raises(yaml.constructor.ConstructorError):  # still the safe loader: no Python objects
         yamlio.safe_load("x: !!python/object/apply:os.system ['true']\n", shipped=True)
+
+
+@pytest.mark.parametrize("name", ["op_counts.yaml", "calibration/seeds.yaml"])
+def test_shipped_single_files_read_through_the_cache_equal_safe_load(name: str) -> None:
+    text = (PROFILES / name).read_text(encoding="utf-8")
+    first = load_shipped_yaml("single", name, text)
+    assert _cache_file("single").is_file()
+    assert load_shipped_yaml("single", name, text) == first == yaml.safe_load(text)

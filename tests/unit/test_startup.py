@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -76,3 +77,26 @@ def test_the_cli_turns_off_pydantic_plugin_discovery_unless_the_user_chose(given
         f"print(os.environ.get({PYDANTIC_PLUGINS_ENV!r}))\n"
     )
     assert _run(code, env).splitlines()[-1] == expected
+
+
+def test_a_warm_plan_imports_no_yaml_and_prints_what_a_cold_one_prints(tmp_path: Path) -> None:
+    """The first run parses the shipped YAML and caches it; the next reads the cache (no PyYAML import) and
+    prints the same plan."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    env["AUTOTUNE_CACHE_DIR"] = str(tmp_path / "cache")
+    code = (
+        "import sys, io, contextlib\nfrom autotune.cli.app import main\nout = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n    main(['plan', 'llama3-8b', '--gpu', '4090', '--json'])\n"
+        "print('yaml' in sys.modules)\nprint(out.getvalue())\n"
+    )
+    cold = _run(code, env)
+    assert cold.startswith("True\n")
+    assert sorted(path.name for path in (tmp_path / "cache").iterdir()) == [
+        "catalog-calibration.json",
+        "catalog-gpus.json",
+        "catalog-models.json",
+        "catalog-op-counts.json",
+    ]
+    warm = _run(code, env)
+    assert warm.startswith("False\n")
+    assert warm.split("\n", 1)[1] == cold.split("\n", 1)[1]

@@ -26,10 +26,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
 from pydantic import ValidationError
 
-from autotune import yamlio
 from autotune.errors import UnknownNameError
 from autotune.profiles.shipped_cache import parsed_sources
 from autotune.schemas.hardware import GpuSpec
@@ -123,6 +121,10 @@ def _parse_profile(name: str, text: str) -> Any:
     Raises:
         ValueError: not valid YAML (the message names the file).
     """
+    import yaml  # PyYAML only when a file must be parsed (a cache miss)
+
+    from autotune import yamlio
+
     try:
         return yamlio.safe_load(text, shipped=True)
     except yaml.YAMLError as error:

@@ -1,10 +1,12 @@
-"""A derived cache of the parsed shipped catalog: plain data in JSON, so a cold start skips YAML parsing.
+"""A derived cache of the parsed shipped YAML: plain data in JSON, so a cold start neither parses YAML nor imports
+PyYAML.
 
-``autotune plan`` reads ~50 catalog files (``profiles/gpus``, ``profiles/models``) on every start. Parsing them,
-even with PyYAML's C loader, is the slow part (about 20 ms; ``json.loads`` of the same data takes a few). The
-first run parses the YAML and writes what it parsed as JSON to :func:`cache_dir`; later runs read it back when
-the source files are unchanged. The cache holds data only (mappings, lists, strings, numbers, booleans, null):
-nothing in it is code or a pickled object, and pydantic still validates every entry after it is read.
+``autotune plan`` reads ~50 catalog files (``profiles/gpus``, ``profiles/models``), the op counts and the shipped
+calibration on every start. Parsing them, even with PyYAML's C loader, costs about 20 ms and importing PyYAML as
+much again; ``json.loads`` of the same data takes a few. The first run parses the YAML and writes what it parsed
+as JSON to :func:`cache_dir`; later runs read it back when the source files are unchanged. The cache holds data
+only (mappings, lists, strings, numbers, booleans, null): nothing in it is code or a pickled object, and pydantic
+still validates every entry after it is read.
 
 - Key: the SHA-256 of every source file's name and text (:func:`source_digest`), stored in the cache file; any
   change to a shipped file (an upgrade, an edit in a source checkout) gives another digest and a rebuild.
@@ -78,6 +80,21 @@ def parsed_sources(kind: str, sources: Sequence[tuple[str, str]], parse: Callabl
     parsed = [parse(name, text) for name, text in sources]
     _write(path, digest, parsed)
     return parsed
+
+
+def load_shipped_yaml(kind: str, name: str, text: str) -> Any:
+    """The YAML data of one shipped file (``yamlio.safe_load(text, shipped=True)``), through the cache of ``kind``.
+
+    Raises:
+        yaml.YAMLError: the text is not valid YAML (nothing is cached).
+    """
+    return parsed_sources(kind, [(name, text)], _parse_shipped)[0]
+
+
+def _parse_shipped(name: str, text: str) -> Any:
+    from autotune import yamlio  # PyYAML is imported only when something must be parsed
+
+    return yamlio.safe_load(text, shipped=True)
 
 
 def _read(path: Path, digest: str, count: int) -> list[Any] | None:
