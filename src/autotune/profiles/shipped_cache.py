@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from autotune.errors import AutotuneError
 from autotune.fileio import write_atomic
+from autotune.profiles.user_config import user_dir
 
 CACHE_DIR_ENV = "AUTOTUNE_CACHE_DIR"
 CACHE_FORMAT = 1
@@ -40,13 +40,7 @@ CACHE_FORMAT = 1
 
 def cache_dir() -> Path:
     """The user cache directory (see the module docstring); it need not exist."""
-    override = os.environ.get(CACHE_DIR_ENV)
-    if override:
-        return Path(override).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and Path(xdg).is_absolute():
-        return Path(xdg) / "autotune"
-    return Path.home() / ".cache" / "autotune"
+    return user_dir(CACHE_DIR_ENV, "XDG_CACHE_HOME", ".cache")
 
 
 def source_digest(sources: Sequence[tuple[str, str]]) -> str:
