@@ -134,3 +134,26 @@ def test_reserved_is_at_least_allocated_and_breakdown_sums_to_peak():
         e = estimate(TrainingSetting(method=method, micro_batch_size=2, grad_accum=2))
         assert e.peak_reserved_gib >= e.peak_memory_gib
         assert sum(e.memory_breakdown_gib.values()) == pytest.approx(e.peak_memory_gib, abs=0.01)
+
+
+def test_reserved_is_capped_at_the_card_when_the_setting_fits():
+    # Allocated fits on a 24 GiB card but allocated × (1 + allocator overhead) would not: the caching
+    # allocator frees its cache and retries before OOM, so reserved stops at GPU memory − CUDA context.
+    # Shipped calibration (its allocator overhead and headroom bands), as `autotune plan` uses it.
+    setting = TrainingSetting(method="lora", micro_batch_size=2, grad_accum=16, loss_impl="fp32-upcast")
+
+    def shipped(setting: TrainingSetting, gpu):
+        cluster = ClusterSpec(gpu=gpu, num_gpus_per_node=1)
+        return estimate_setting(LLAMA3_8B, cluster, Workload(seq_len=2048, global_batch_size=32), setting)
+
+    e = shipped(setting, RTX4090)
+    assert e.fits
+    assert e.peak_reserved_gib == pytest.approx(e.gpu_memory_gib - e.cuda_context_gib, abs=1e-3)
+    assert e.reserved_at_capacity
+    assert e.peak_reserved_gib >= e.peak_memory_gib
+    roomy = shipped(setting, H100)
+    assert not roomy.reserved_at_capacity
+    assert roomy.peak_reserved_gib > roomy.peak_memory_gib
+    too_big = shipped(TrainingSetting(method="full", micro_batch_size=8, grad_accum=4), RTX4090)
+    assert not too_big.fits and not too_big.reserved_at_capacity
+    assert too_big.peak_reserved_gib > too_big.gpu_memory_gib  # demand is shown uncapped when it cannot fit

@@ -100,7 +100,10 @@ def memory_table(estimate: Estimate) -> Table:
         "[bold]peak allocated[/]",
         f"[bold]{estimate.peak_memory_gib:.2f}[/] ± {estimate.memory_uncertainty_gib:.2f}",
     )
-    table.add_row("peak reserved (allocator)", f"{estimate.peak_reserved_gib:.2f}")
+    reserved = f"{estimate.peak_reserved_gib:.2f}"
+    if estimate.reserved_at_capacity:
+        reserved = f"card full: {reserved}"
+    table.add_row("peak reserved (allocator)", reserved)
     table.add_row("CUDA context", f"{estimate.cuda_context_gib:.2f}")
     table.add_row("headroom kept", f"{estimate.memory_headroom_gib:.2f}")
     verdict = "[green]fits[/]" if estimate.fits else "[red]does not fit[/]"

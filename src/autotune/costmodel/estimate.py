@@ -85,6 +85,12 @@ def estimate_setting(
     uncertainty_gib = memory_band * dynamic_gib
     headroom_gib = headroom_band * dynamic_gib
     fits = peak_gib + context_gib + headroom_gib <= gpu.memory_gib
+    if fits:
+        # The caching allocator cannot reserve more than the card holds: when cudaMalloc fails it frees its
+        # cached blocks and retries before raising OOM (c10/cuda/CUDACachingAllocator.cpp,
+        # ``release_cached_blocks`` in ``malloc``), so a setting that fits reserves at most what is left
+        # beside the CUDA context.
+        reserved_gib = min(reserved_gib, gpu.memory_gib - context_gib)
     host_gib = memory.host_bytes_per_node / GIB
     if cluster.host_memory_gib_per_node is not None and host_gib > cluster.host_memory_gib_per_node:
         fits = False

@@ -18,7 +18,10 @@ class Estimate(FrozenModel):
     """
 
     peak_memory_gib: float = Field(description="Peak allocated memory per GPU, GiB.")
-    peak_reserved_gib: float = Field(description="Memory reserved by the caching allocator at the peak, GiB.")
+    peak_reserved_gib: float = Field(
+        description="Memory reserved by the caching allocator at the peak, GiB (at most GPU memory minus the "
+        "CUDA context when the setting fits)."
+    )
     memory_breakdown_gib: dict[str, float] = Field(
         description="Named parts of the peak allocated memory, GiB (they sum to peak_memory_gib)."
     )
@@ -44,6 +47,12 @@ class Estimate(FrozenModel):
     total_time_s: float | None = Field(default=None, description="Whole run (dataset × epochs), seconds.")
     num_optimizer_steps: int | None = Field(default=None, description="Optimizer steps in the whole run.")
     time_breakdown_s: dict[str, float] = Field(default_factory=dict, description="Parts of one micro-step, s.")
+
+    @property
+    def reserved_at_capacity(self) -> bool:
+        """True when the allocator's cache would outgrow the card and is capped there (it frees cached
+        blocks and retries before reporting out-of-memory, at some cost in speed)."""
+        return self.fits and self.peak_reserved_gib >= self.gpu_memory_gib - self.cuda_context_gib - 0.001
 
     @property
     def gpu_memory_need_gib(self) -> float:
