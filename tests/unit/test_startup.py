@@ -100,3 +100,18 @@ def test_a_warm_plan_imports_no_yaml_and_prints_what_a_cold_one_prints(tmp_path:
     warm = _run(code, env)
     assert warm.startswith("False\n")
     assert warm.split("\n", 1)[1] == cold.split("\n", 1)[1]
+
+
+def test_help_loads_no_logging_and_a_command_is_quieted_before_it_loads() -> None:
+    env = {name: value for name, value in os.environ.items() if name not in ("AUTOTUNE_VERBOSE", "TQDM_DISABLE")}
+    code = (
+        "import os, sys\nfrom autotune.cli.app import main\n"
+        "def run(args):\n    try:\n        main(args)\n    except SystemExit:\n        pass\n"
+        "run(['--help'])\n"
+        "print('autotune.quiet' in sys.modules, os.environ.get('TQDM_DISABLE'))\n"
+        "run(['gpus', '--help'])\n"
+        "print('autotune.quiet' in sys.modules, os.environ.get('TQDM_DISABLE'))\n"
+    )
+    lines = _run(code, env).splitlines()
+    assert lines[-1] == "True 1"
+    assert "False None" in lines
