@@ -199,3 +199,11 @@ def test_shipped_single_files_read_through_the_cache_equal_safe_load(name: str) 
     first = load_shipped_yaml("single", name, text)
     assert _cache_file("single").is_file()
     assert load_shipped_yaml("single", name, text) == first == yaml.safe_load(text)
+
+
+def test_an_oversized_cache_file_is_ignored_unread(monkeypatch: pytest.MonkeyPatch) -> None:
+    parse = CountingParser()
+    parsed_sources("test", SOURCES, parse)
+    monkeypatch.setattr(shipped_cache, "MAX_CACHE_BYTES", 10)
+    assert parsed_sources("test", SOURCES, parse)[0] == {"key": "a", "value": 1}
+    assert parse.calls == 4

@@ -36,6 +36,8 @@ from autotune.profiles.user_config import user_dir
 CACHE_DIR_ENV = "AUTOTUNE_CACHE_DIR"
 CACHE_FORMAT = 1
 """Version of the cache file's layout; a file of another format is ignored and rebuilt."""
+MAX_CACHE_BYTES = 16 * 1024 * 1024
+"""A larger cache file is ignored unread (the shipped catalog's is about 100 KB)."""
 
 
 def cache_dir() -> Path:
@@ -94,6 +96,8 @@ def _parse_shipped(name: str, text: str) -> Any:
 def _read(path: Path, digest: str, count: int) -> list[Any] | None:
     """The cached data when ``path`` is a cache file of this format for ``digest`` with ``count`` entries."""
     try:
+        if path.stat().st_size > MAX_CACHE_BYTES:
+            return None
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
