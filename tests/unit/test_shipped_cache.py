@@ -207,3 +207,15 @@ def test_an_oversized_cache_file_is_ignored_unread(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(shipped_cache, "MAX_CACHE_BYTES", 10)
     assert parsed_sources("test", SOURCES, parse)[0] == {"key": "a", "value": 1}
     assert parse.calls == 4
+
+
+def test_no_home_directory_means_no_cache_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv(shipped_cache.CACHE_DIR_ENV)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    parse = CountingParser()
+    assert parsed_sources("test", SOURCES, parse)[1] == {"key": "b", "value": [1.5, True, None]}
+    assert parse.calls == 2

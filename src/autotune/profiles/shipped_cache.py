@@ -68,8 +68,11 @@ def parsed_sources(kind: str, sources: Sequence[tuple[str, str]], parse: Callabl
     Raises:
         Whatever ``parse`` raises (nothing is cached then).
     """
+    try:
+        path = cache_dir() / f"catalog-{kind}.json"
+    except RuntimeError:  # no home directory to be found (HOME unset, no passwd entry): no cache
+        return [parse(name, text) for name, text in sources]
     digest = source_digest(sources)
-    path = cache_dir() / f"catalog-{kind}.json"
     cached = _read(path, digest, len(sources))
     if cached is not None:
         return cached
