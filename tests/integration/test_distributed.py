@@ -62,3 +62,24 @@ def test_fsdp_on_cpu_is_stopped_by_the_guard(write_plan: PlanWriter, tmp_path: P
     assert "exitcode  : 2" in proc.stderr  # the trainer process exited with the user-error code
     assert not (out / "run_report.json").exists()
     assert not list((out / "checkpoints").glob("checkpoint-*")) if (out / "checkpoints").exists() else True
+
+
+@pytest.mark.slow
+def test_zero3_offload_pure_bf16_with_the_launchers_json(write_plan: PlanWriter, tmp_path: Path) -> None:
+    """The JSON ``autotune launch --cpu`` writes for a pure-bf16 ZeRO-3 + offload plan trains on the CPU (it once
+    stopped in transformers' check: ``ds bf16.enabled=True vs hf bf16=False``)."""
+    from autotune.launcher import deepspeed_config
+    from autotune.schemas.plan_io import load_plan
+
+    plan = write_plan(
+        num_gpus=1, method="full", sharding="zero3-offload", precision="bf16", micro_batch_size=2, grad_accum=1
+    )
+    ds_config = tmp_path / "deepspeed_config.json"
+    ds_config.write_text(json.dumps(deepspeed_config(load_plan(plan), cpu=True)))
+    data = write_jsonl(tmp_path / "text.jsonl", text_rows(16))
+    out = tmp_path / "run"
+    proc = run_torchrun(*core_args(plan, data, out, 4), "--deepspeed-config", str(ds_config), nproc=1)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    report = read_report(out)
+    assert report.status == "completed" and report.steps == 4
+    assert report.setting.sharding == "zero3-offload" and report.setting.precision == "bf16"

@@ -56,7 +56,7 @@ def save_coefficients(coefficients: CostCoefficients, path: str | Path, overwrit
 
 
 def error_band(bands: dict[str, float], family: str) -> float:
-    """Relative ± band for a family ('lora', 'full-offload', ...), else its method's, else 'default'."""
+    """Relative ± band for a family ('lora', 'full-fsdp-offload', ...), else its method's, else 'default'."""
     if family in bands:
         return bands[family]
     method = family.split("-")[0]

@@ -18,15 +18,24 @@ How often each framework communicates (bucket sizes from their defaults):
     all-gather of the updated weights (``allgather_bucket_size`` 5e8) once per step;
   * DDP: gradient all-reduce in 25 MiB buckets (``bucket_cap_mb``) during the backward of the last micro-step
     of each step (``no_sync`` during accumulation).
+
+ZeRO-3 also runs Python hooks around every submodule that owns parameters, in every pass (forward, the
+recomputed forward under activation checkpointing, backward), on one GPU as on many: ``zero3_hooks_s``.
 """
 
 from __future__ import annotations
 
 import math
 
+from autotune.costmodel.params import linear_modules
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.model import ModelSpec
 from autotune.units import GB
+
+ROOT_MODULES_WITH_PARAMETERS = 3
+"""Submodules with parameters outside the decoder layers: the embedding, the final norm and lm_head (tied or not:
+the hooks fire on both modules)."""
 
 DDP_BUCKET_BYTES = 25 * 2**20
 """torch DistributedDataParallel ``bucket_cap_mb`` default (25 MiB)."""
@@ -75,3 +84,17 @@ def bucketed_time_s(
         return 0.0
     buckets = max(1, math.ceil(total_bytes / bucket_bytes))
     return collective_time_s(kind, total_bytes / buckets, cluster, coefficients, count=buckets)
+
+
+def zero3_modules_with_parameters(model: ModelSpec) -> int:
+    """Submodules that own parameters (the ones ZeRO-3's hooks fetch): every linear and norm of every decoder
+    layer, plus ``ROOT_MODULES_WITH_PARAMETERS``."""
+    per_layer = sum(m.count for m in linear_modules(model)) // model.num_hidden_layers + model.norms_per_layer
+    return model.num_hidden_layers * per_layer + ROOT_MODULES_WITH_PARAMETERS
+
+
+def zero3_hooks_s(model: ModelSpec, passes: int, coefficients: CostCoefficients) -> float:
+    """Seconds per micro-step of ZeRO-3's per-submodule fetch / release hooks over ``passes`` passes
+    (2 without activation checkpointing, 3 with it): modules × passes × ``zero3_module_fetch_s``; exposed (the
+    hooks block on the gather before the module runs)."""
+    return zero3_modules_with_parameters(model) * passes * coefficients.zero3_module_fetch_s

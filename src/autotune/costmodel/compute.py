@@ -13,14 +13,15 @@ Each term (docs/cost-model.md §5 has the formulas and sources):
   (``dispatch.layer_ops``; bf16 basis, scaled by the residual dtype), at ``bandwidth × bandwidth_efficiency``;
   the logits/loss traffic (``activations.loss_bytes_per_logit``, forward and backward).
 * **dispatch** — each kernel costs ``kernel_launch_s`` of CPU time (eager PyTorch); per decoder-layer pass the
-  GPU hides it when its own work is longer, so a pass takes max(GPU time, CPU dispatch time). Small micro
+  GPU hides it when its own work is longer, so a pass takes max(GPU time, CPU dispatch time). On the GPU each
+  kernel adds ``optimizer_step.GPU_KERNEL_MIN_S`` (launch latency, ramp and tail) to its FLOPs / bytes time. Small micro
   batches (few tokens per kernel) become dispatch-bound; large ones hide it.
 * **LoRA** — per target: two fp32 GEMMs forward (peft upcasts the adapters and casts the input), four backward,
   and the cast / dropout / scale / add traffic; **QLoRA** — per linear per pass: read the NF4 weight and write
   its bf16 copy (``units.nf4_bytes_per_param``), one dequantization kernel (bitsandbytes ``dequantize_4bit``).
 * **communication** (``collectives``) — per layer, overlapped with that layer's compute only (FSDP / ZeRO-3
   prefetch one unit ahead); DDP's all-reduce overlaps the last micro-step's backward, ZeRO-2's gather follows
-  the step.
+  the step; ZeRO-3's per-submodule fetch / release hooks (``collectives.zero3_hooks_s``) per pass, exposed.
 * **offload** and **optimizer step** (``optimizer_step``) — host-link traffic per micro-step hidden only behind
   compute that exists in that micro-step; GPU AdamW (bytes or launches, whichever is longer) or CPU Adam; plus
   ``step_overhead_s`` per step and ``micro_step_overhead_s`` per micro-step (trainer Python).
@@ -33,7 +34,13 @@ import functools
 from dataclasses import dataclass
 
 from autotune.costmodel import activations as act
-from autotune.costmodel.collectives import DDP_BUCKET_BYTES, ZERO_BUCKET_ELEMENTS, bucketed_time_s, collective_time_s
+from autotune.costmodel.collectives import (
+    DDP_BUCKET_BYTES,
+    ZERO_BUCKET_ELEMENTS,
+    bucketed_time_s,
+    collective_time_s,
+    zero3_hooks_s,
+)
 from autotune.costmodel.dispatch import eager_attention, layer_ops, lora_target_kernels
 from autotune.costmodel.gemm import (
     DEFAULT_SM_COUNT,
@@ -44,7 +51,7 @@ from autotune.costmodel.gemm import (
     linear_pass_time_s,
 )
 from autotune.costmodel.memory import base_weight_bytes
-from autotune.costmodel.optimizer_step import offload_traffic_s, optimizer_step_s
+from autotune.costmodel.optimizer_step import GPU_KERNEL_MIN_S, offload_traffic_s, optimizer_step_s
 from autotune.costmodel.params import count_params, linear_modules, lora_params, lora_target_modules
 from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.calibration import CostCoefficients
@@ -228,8 +235,12 @@ def predict_time(
         bwd_kernels += dequant_kernels
 
     # --- one layer's passes: GPU work vs CPU dispatch ---------------------------------------------------------
-    gpu_fwd = fwd_gemm + fwd_attention + fwd_elementwise + fwd_adapter + fwd_dequant
-    gpu_bwd = bwd_gemm + bwd_attention + bwd_elementwise + bwd_adapter + fwd_dequant
+    # Every kernel also occupies the GPU for its launch latency and ramp / tail (``GPU_KERNEL_MIN_S``) beyond
+    # its FLOPs and bytes: a cost per kernel, not per token, which larger micro batches share.
+    fwd_tails = fwd_kernels * GPU_KERNEL_MIN_S
+    bwd_tails = bwd_kernels * GPU_KERNEL_MIN_S
+    gpu_fwd = fwd_gemm + fwd_attention + fwd_elementwise + fwd_adapter + fwd_dequant + fwd_tails
+    gpu_bwd = bwd_gemm + bwd_attention + bwd_elementwise + bwd_adapter + fwd_dequant + bwd_tails
     layer_fwd = max(gpu_fwd, fwd_kernels * launch)
     layer_bwd = max(gpu_bwd, bwd_kernels * launch)
     layers_s = layers * (forward_passes * layer_fwd + layer_bwd)
@@ -288,7 +299,10 @@ def predict_time(
     if setting.offloads_to_cpu:
         traffic_s = offload_traffic_s(full_weight_bytes / ranks, grad_bytes / ranks, gpu, coefficients)
         offload_exposed = max(0.0, traffic_s - compute_s)
-    micro_step_s = compute_s + comm_exposed + offload_exposed
+    hooks_s = 0.0
+    if setting.uses_deepspeed and setting.shards_parameters:
+        hooks_s = zero3_hooks_s(model, forward_passes + 1, coefficients)
+    micro_step_s = compute_s + comm_exposed + offload_exposed + hooks_s
     if adapters:
         micro_step_s *= coefficients.adapter_time_factor
     if setting.method == "qlora":
@@ -328,15 +342,21 @@ def predict_time(
             * (forward_passes * (fwd_adapter + fwd_dequant) + bwd_adapter + fwd_dequant)
             * share
             / max(layers * layer_gpu, 1e-30),
+            "kernel launch tails": accum
+            * layers
+            * (forward_passes * fwd_tails + bwd_tails)
+            * share
+            / max(layers * layer_gpu, 1e-30),
             "exposed cpu dispatch": accum * dispatch_exposed,
             "lm_head + loss": accum * head_total,
             "micro-step overhead": accum * coefficients.micro_step_overhead_s,
             "exposed communication": accum * comm_exposed + step_comm_exposed,
             "exposed offload": accum * offload_exposed,
+            "zero-3 module hooks": accum * hooks_s,
             "optimizer step": optimizer_s,
             "step overhead": coefficients.step_overhead_s,
             "user-recalibrated adapter/qlora factor": step_s
-            - accum * (compute_s + comm_exposed + offload_exposed)
+            - accum * (compute_s + comm_exposed + offload_exposed + hooks_s)
             - optimizer_total,
         },
     )

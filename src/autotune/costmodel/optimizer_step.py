@@ -22,7 +22,9 @@ from autotune.schemas.setting import TrainingSetting
 from autotune.units import GB
 
 GPU_KERNEL_MIN_S = 3e-6
-"""Shortest time a launched kernel occupies the GPU (launch latency + ramp; ~2–4 µs on current GPUs)."""
+"""Time a launched kernel occupies the GPU beyond its work (launch latency + ramp-up + tail; ~2–4 µs on current
+GPUs: the back-to-back empty-kernel rate of CUDA's launch-latency measurements, e.g. NVIDIA's "CUDA Graphs"
+blog post, 2019: ~2 µs launch + ~1 µs execution of an empty kernel). Stated prior, not fitted."""
 
 TORCH_CPU_ADAM_SLOWDOWN = 5.5
 """FSDP CPU offload steps ``torch.optim.AdamW`` on the host; DeepSpeed's vectorized CPU-Adam is 5.1–6.4× faster

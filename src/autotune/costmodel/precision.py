@@ -87,7 +87,12 @@ def dtype_bytes(setting: TrainingSetting, gpu: GpuSpec) -> DtypeBytes:
         optimizer_bytes += 4.0  # fp32 master copy kept by the DeepSpeed optimizer
 
     residual_bytes = compute_bytes
-    if (autocast and not setting.uses_adapters) or setting.precision == "fp32":
+    # FSDP casts the gathered weights to the 16-bit dtype (accelerate's FullyShardedDataParallelPlugin
+    # .set_mixed_precision: MixedPrecision(param_dtype = reduce_dtype = buffer_dtype = bf16/fp16); the HF Trainer's
+    # --fsdp --bf16 and Composer's amp_bf16 FSDP do the same): embeddings, residual stream and stored activations
+    # are 16-bit although the sharded master weights are fp32.
+    fsdp_16bit = setting.uses_fsdp and setting.precision.endswith("-mixed")
+    if (autocast and not setting.uses_adapters and not fsdp_16bit) or setting.precision == "fp32":
         residual_bytes = 4.0
     if setting.method == "qlora" and setting.unquantized_dtype == "fp32" and not autocast:
         residual_bytes = 4.0

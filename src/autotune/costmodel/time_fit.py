@@ -5,7 +5,8 @@ Free parameters (``schemas/calibration.py`` has each prior and its source):
     time rows ('ampere', 'hopper', 'blackwell', …); shape effects are in ``gemm.py``, not in this number;
   * ``attention_efficiency[generation]`` — the attention kernels' fraction of the peak;
   * ``bandwidth_efficiency`` — element-wise kernels' fraction of the DRAM bandwidth (one number for all GPUs);
-  * ``cpu_adam_params_per_s`` — only when offload rows exist.
+  * ``cpu_adam_params_per_s`` — only when offload rows exist;
+  * ``zero3_module_fetch_s`` — only when DeepSpeed ZeRO-3 rows exist (clamped to its schema bounds).
 
 The loss is the mean squared log error of the comparable times (micro-step, optimizer step or whole run) plus a
 Gaussian prior on each parameter in log space (σ = ``PRIOR_LOG_SIGMA``): a maximum-a-posteriori fit, so a
@@ -30,6 +31,13 @@ PRIOR_LOG_SIGMA = 0.5
 
 MAX_EVALUATIONS = 700
 """Nelder–Mead budget (≈ 40 s on 170 rows on one core)."""
+
+
+UNBOUNDED_ABOVE_ONE = ("cpu_adam_params_per_s", "zero3_module_fetch_s")
+"""Fitted fields that are rates or times, not fractions of a peak (the others are capped at 1)."""
+
+BOUNDS: dict[str, tuple[float, float]] = {"zero3_module_fetch_s": (1e-5, 1e-2)}
+"""Schema bounds (``CostCoefficients``) the fit keeps to."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,8 @@ def fit_time_coefficients(cases: Sequence[object], start: CostCoefficients) -> C
     names.append(("bandwidth_efficiency", None))
     if offload:
         names.append(("cpu_adam_params_per_s", None))
+    if any(r.case.measurement.setting.uses_deepspeed and r.case.measurement.setting.shards_parameters for r in rows):  # type: ignore[attr-defined]
+        names.append(("zero3_module_fetch_s", None))
     origin = []
     for field, key in names:
         value = getattr(start, field)
@@ -99,7 +109,9 @@ def fit_time_coefficients(cases: Sequence[object], start: CostCoefficients) -> C
         }
         for (field, key), value in zip(names, point, strict=True):
             number = math.exp(value)
-            if field != "cpu_adam_params_per_s":
+            if field in UNBOUNDED_ABOVE_ONE:
+                number = min(max(number, BOUNDS[field][0]), BOUNDS[field][1]) if field in BOUNDS else number
+            else:
                 number = min(1.0, number)
             if key is None:
                 updates[field] = number

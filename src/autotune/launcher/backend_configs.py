@@ -22,7 +22,7 @@ from typing import Any, Final
 from autotune.errors import InvalidRequestError
 from autotune.launcher.options import DEFAULT_MASTER_PORT
 from autotune.schemas.plan import PlanFile
-from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS, Precision, Sharding
+from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS, Precision, Sharding, trainer_precision_switches
 
 _ZERO_STAGE: Final[dict[Sharding, int]] = {"zero2": 2, "zero3": 3, "zero3-offload": 3}
 
@@ -101,14 +101,15 @@ def accelerate_config(
     return config
 
 
-def deepspeed_config(plan: PlanFile) -> dict[str, Any]:
+def deepspeed_config(plan: PlanFile, cpu: bool = False) -> dict[str, Any]:
     """The DeepSpeed JSON (as a dict) passed to the Trainer's ``deepspeed=`` for a ZeRO plan.
 
     Batch sizes are the plan's explicit numbers, not ``"auto"``: transformers compares explicit
     values with its ``TrainingArguments`` (``per_device_train_batch_size``,
     ``gradient_accumulation_steps``, world size) and refuses a mismatch, so a trainer that ran
-    anything but the plan stops before training. ``bf16.enabled`` / ``fp16.enabled`` follow the
-    plan's precision the same way (the Trainer's ``bf16`` / ``fp16`` must agree).
+    anything but the plan stops before training. ``bf16.enabled`` / ``fp16.enabled`` are the switches the
+    training core gives the Trainer for this precision on this device (``cpu``: fp16 runs as bf16), from the one
+    rule both use (``schemas.setting.trainer_precision_switches``): transformers refuses a mismatch.
     ``gradient_clipping`` and the bucket sizes are ``"auto"`` (filled from ``max_grad_norm`` and the
     model's hidden size). ``zero3-offload`` offloads optimizer state and parameters to pinned CPU
     memory; DeepSpeed refuses a client (torch) optimizer with optimizer offload, so an ``optimizer``
@@ -142,13 +143,14 @@ def deepspeed_config(plan: PlanFile) -> dict[str, Any]:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
         zero["offload_param"] = {"device": "cpu", "pin_memory": True}
     world_size = plan.cluster.world_size
+    bf16, fp16 = trainer_precision_switches(setting.precision, deepspeed=True, cpu=cpu)
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": setting.micro_batch_size,
         "gradient_accumulation_steps": setting.grad_accum,
         "train_batch_size": setting.micro_batch_size * setting.grad_accum * world_size,
         "gradient_clipping": "auto",
-        "bf16": {"enabled": setting.precision in ("bf16", "bf16-mixed")},
-        "fp16": {"enabled": setting.precision == "fp16-mixed"},
+        "bf16": {"enabled": bf16},
+        "fp16": {"enabled": fp16},
         "zero_optimization": zero,
     }
     if offload:

@@ -63,7 +63,7 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
     notes: list[str] = []
     sharding = plan.setting.sharding
     if sharding in ZERO_SHARDINGS:
-        files[DEEPSPEED_CONFIG_FILE] = json.dumps(deepspeed_config(plan), indent=2) + "\n"
+        files[DEEPSPEED_CONFIG_FILE] = json.dumps(deepspeed_config(plan, cpu=options.cpu), indent=2) + "\n"
     if sharding in FSDP_SHARDINGS and not options.cpu:
         config = accelerate_config(
             plan,

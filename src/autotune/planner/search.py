@@ -78,8 +78,19 @@ def rank_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
     return (METHOD_QUALITY_ORDER[scored.setting.method], run)
 
 
+def without_allocator_retries(estimate: Estimate) -> bool:
+    """Whether the caching allocator can keep what it reserves at the peak: reserved + CUDA context ≤ the card.
+
+    A setting whose allocated peak fits but whose reserved peak does not runs, yet each step the allocator fails
+    to serve a request from its cache, frees every cached block (``cudaFree``, a device synchronization) and
+    retries (PyTorch "CUDA semantics: memory management"; counted as ``num_alloc_retries`` in
+    ``torch.cuda.memory_stats``) — a slowdown the step-time terms do not contain."""
+    return not estimate.reserved_at_capacity
+
+
 def choose(fitting: list[Scored], objective: Objective) -> Scored:
-    """The planner's choice among fitting candidates: the best by ``rank_key``, then, among candidates of the
+    """The planner's choice among fitting candidates: only those without allocator retries
+    (``without_allocator_retries``) when any is left, the best by ``rank_key``, then, among candidates of the
     same leading key whose run time is within ``TIE_TOLERANCE`` of it, the fewest moving parts, then the largest
     micro batch, then the lowest peak memory. The same rule serves ``search`` and ``benchmarks/plan_quality.py``.
 
@@ -88,6 +99,7 @@ def choose(fitting: list[Scored], objective: Objective) -> Scored:
     """
     if not fitting:
         raise ValueError("choose: no fitting candidates")
+    fitting = [s for s in fitting if without_allocator_retries(s.estimate)] or fitting
     best = min(fitting, key=lambda s: rank_key(s, objective))
     lead = rank_key(best, objective)[:-1]
     ties = [

@@ -126,6 +126,17 @@ class CostCoefficients(StrictModel):
     step_overhead_s: float = Field(
         default=1e-2, ge=0, description="Per-optimizer-step fixed cost (scheduler, zero_grad, logging, loader), s."
     )
+    zero3_module_fetch_s: float = Field(
+        default=3e-4,
+        ge=1e-5,
+        le=1e-2,
+        description="CPU seconds DeepSpeed ZeRO-3 spends per submodule with parameters per pass (forward, "
+        "recomputed forward, backward) in its fetch / release hooks (deepspeed/runtime/zero/parameter_offload.py "
+        "registers them on every submodule; partitioned_param_coordinator.fetch_sub_module gathers, waits for and "
+        "releases the module's partitions, copying them in from host memory under offload_param). The hooks "
+        "wait for the gather, so the GPU cannot hide them. Prior 0.3 ms, bounded 10 µs–10 ms; fitted on the "
+        "ZeRO-3 rows when a fit has them.",
+    )
     collective_latency_s: float = Field(
         default=2.5e-5, gt=0, description="Fixed latency of one NCCL collective (small-message ring latency), s."
     )

@@ -83,6 +83,23 @@ DESCRIPTIONS: dict[str, str] = {
 }
 
 
+def trainer_precision_switches(precision: str, deepspeed: bool, cpu: bool) -> tuple[bool, bool]:
+    """transformers ``TrainingArguments``' (``bf16``, ``fp16``) switches for a plan precision: one rule for the
+    training core and the DeepSpeed JSON, whose ``bf16.enabled`` / ``fp16.enabled`` transformers requires to equal
+    them (``HfTrainerDeepSpeedConfig.trainer_config_process``: ``fill_match("bf16.enabled", args.bf16)``).
+
+    Without DeepSpeed the switches turn torch autocast on: only the ``*-mixed`` precisions set one (pure bf16 loads
+    bf16 weights and needs none). Under DeepSpeed they select the engine's 16-bit mode (16-bit weights, fp32
+    master copy in the optimizer; the Trainer adds no autocast), which pure ``bf16`` needs as much as
+    ``bf16-mixed``. On the CPU fp16 autocast is not supported by the Trainer: fp16 becomes bf16.
+    """
+    bf16 = precision == "bf16-mixed" or (deepspeed and precision == "bf16")
+    fp16 = precision == "fp16-mixed"
+    if fp16 and cpu:
+        fp16, bf16 = False, True
+    return bf16, fp16
+
+
 def combination_error(method: str | None, precision: str | None) -> str | None:
     """The reason a method/precision pair cannot run, or None (one rule, used by settings and overrides)."""
     if method == "qlora" and precision == "fp32":

@@ -9,6 +9,7 @@ from transformers import TrainingArguments
 
 from autotune.errors import ConfigError
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.setting import trainer_precision_switches
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.chunked_loss import check_chunked_loss_supported
 from autotune.trainer.model import PrecisionChoice
@@ -61,6 +62,12 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
     if setting.loss_impl == "chunked":
         check_chunked_loss_supported(setting.sharding)
     fsdp = fsdp_arguments(plan)
+    # Under DeepSpeed the switches select the engine's 16-bit mode and must equal the JSON's (launcher).
+    bf16, fp16 = (
+        trainer_precision_switches(setting.precision, deepspeed=True, cpu=args.cpu)
+        if setting.uses_deepspeed
+        else (precision.bf16, precision.fp16)
+    )
     optimizer = choose_optimizer(setting.optimizer, args.learning_rate, args.warmup_ratio)
     return TrainingArguments(
         output_dir=str(args.checkpoints_dir),
@@ -71,8 +78,8 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
         activation_checkpointing=setting.grad_ckpt and not fsdp,
         activation_checkpointing_kwargs={"use_reentrant": False} if setting.grad_ckpt else None,
         torch_compile=setting.compile,
-        bf16=precision.bf16,
-        fp16=precision.fp16,
+        bf16=bf16,
+        fp16=fp16,
         use_cpu=args.cpu,
         seed=args.seed,
         data_seed=args.seed,

@@ -19,7 +19,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from autotune.errors import ConfigError, first_line
-from autotune.schemas.setting import ALL_LINEAR, TrainingSetting
+from autotune.schemas.setting import ALL_LINEAR, TrainingSetting, trainer_precision_switches
 
 logger = logging.getLogger("autotune.trainer")
 
@@ -85,11 +85,9 @@ def choose_precision(setting: TrainingSetting, cpu: bool) -> PrecisionChoice:
     logged warning.
     """
     precision = setting.precision
-    fp16 = precision == "fp16-mixed"
-    bf16 = precision == "bf16-mixed"
-    if fp16 and cpu:
+    bf16, fp16 = trainer_precision_switches(precision, deepspeed=False, cpu=cpu)
+    if precision == "fp16-mixed" and cpu:
         logger.warning("precision fp16-mixed is not supported on the CPU: using bf16-mixed instead")
-        fp16, bf16 = False, True
     if setting.method == "qlora":
         load_dtype = torch.bfloat16 if setting.unquantized_dtype == "bf16" else torch.float32
     else:

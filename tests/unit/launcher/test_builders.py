@@ -38,6 +38,9 @@ def test_deepspeed_batches_equal_the_plan(mbs: int, accum: int, gpus: int) -> No
 def test_deepspeed_precision(precision: str, bf16: bool, fp16: bool) -> None:
     config = deepspeed_config(make_plan(sharding="zero2", gpus=2, method="full", precision=precision))
     assert (config["bf16"]["enabled"], config["fp16"]["enabled"]) == (bf16, fp16)
+    on_cpu = deepspeed_config(make_plan(sharding="zero2", gpus=2, method="full", precision=precision), cpu=True)
+    # the CPU trainer runs fp16-mixed as bf16 (no fp16 autocast on the CPU), and the JSON must say the same
+    assert (on_cpu["bf16"]["enabled"], on_cpu["fp16"]["enabled"]) == (bf16 or fp16, False)
 
 
 @pytest.mark.parametrize(

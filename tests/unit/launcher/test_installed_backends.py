@@ -99,3 +99,32 @@ def test_deepspeed_parses_the_json(sharding: str, precision: str) -> None:
     assert (config.zero_config.offload_param is not None) == offload
     if offload:
         assert config.optimizer_name == "adamw"
+
+
+@pytest.mark.parametrize("precision", ["bf16", "bf16-mixed", "fp16-mixed", "fp32"])
+def test_deepspeed_precision_agrees_with_the_trainer_on_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, precision: str
+) -> None:
+    """The training core's TrainingArguments accept the launcher's ``--cpu`` JSON for every precision:
+    transformers checks ``bf16.enabled`` / ``fp16.enabled`` against its switches while building them (a
+    zero3-offload plan in pure bf16 once stopped there: ``ds bf16.enabled=True vs hf bf16=False``). GPU
+    TrainingArguments cannot be built without a GPU; the same rule serves both (``trainer_precision_switches``)."""
+    cpu = True
+    pytest.importorskip("deepspeed")
+    from autotune.trainer.args import TrainerArgs
+    from autotune.trainer.hf_args import build_training_arguments
+    from autotune.trainer.model import choose_precision
+
+    for name in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE"):
+        monkeypatch.delenv(name, raising=False)  # TrainingArguments sets them; restored after the test
+    plan = make_plan(sharding="zero3-offload", gpus=1, method="full", precision=precision, grad_accum=4)
+    spec = build_launch_spec(plan, LaunchOptions(dataset="d", output_dir=str(tmp_path), cpu=cpu))
+    ds_path = tmp_path / "deepspeed_config.json"
+    ds_path.write_text(spec.files["deepspeed_config.json"], encoding="utf-8")
+    args = TrainerArgs(
+        plan_path=tmp_path / "plan.yaml", dataset="d", output_dir=str(tmp_path), cpu=cpu, deepspeed_config=ds_path
+    )
+    training_args = build_training_arguments(plan, args, choose_precision(plan.setting, cpu))
+    engine_16bit = precision in ("bf16", "bf16-mixed") or (cpu and precision == "fp16-mixed")
+    assert training_args.hf_deepspeed_config.config["bf16"]["enabled"] == training_args.bf16 == engine_16bit
+    assert training_args.hf_deepspeed_config.config["fp16"]["enabled"] == training_args.fp16
