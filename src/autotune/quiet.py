@@ -6,9 +6,9 @@ DeepSpeed logs which accelerator it picked, transformers and peft emit FutureWar
 huggingface_hub draw progress bars. None of that is for the user of ``autotune`` unless they ask for it,
 and it must never turn "one line on stderr, exit code 2" into two lines.
 
-:func:`quiet_third_party` is called first thing by the CLI and the training core (before any heavy
-import) and again after the heavy imports (libraries such as DeepSpeed reset their own logger level when
-they load). It
+:func:`quiet_third_party` is called by the CLI when a command is looked up (before the command's module is
+imported; ``autotune --help`` needs none), first thing by the training core (before any heavy import), and
+again after the heavy imports (libraries such as DeepSpeed reset their own logger level when they load). It
 
 - sets the libraries' own verbosity switches (environment variables they read at import);
 - raises every known library logger to ``ERROR`` and filters its records below ``ERROR`` (the filter

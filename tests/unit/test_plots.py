@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cli_runner import run as run_cli
 
-from autotune.cli import plot_data, plots
+from autotune.cli import plot_data, plot_validation, plots
 from autotune.cli.planning import request_from_options
 from autotune.costmodel.fitting import evaluate, prepare_cases
 from autotune.costmodel.validation import summarize
@@ -120,7 +120,7 @@ def test_memory_breakdown_png_is_a_real_png(tmp_path: Path) -> None:
 
 def test_validation_scatter_png_is_a_real_png(tmp_path: Path, seed_results: list) -> None:
     rows = summarize(seed_results).rows
-    path = plots.validation_scatter_png(rows, tmp_path / "scatter.png", plot_data.oom_needs(seed_results))
+    path = plot_validation.validation_scatter_png(rows, tmp_path / "scatter.png", plot_data.oom_needs(seed_results))
     assert_png(path, 12.5, 5.6)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cli_runner import run as run_cli
 
-from autotune.cli import plot_data, plots, sweep_cmd
+from autotune.cli import plot_data, plot_sweep, plots, sweep_cmd
 from autotune.cli.planning import request_from_options
 from autotune.errors import InfeasibleError, InvalidRequestError
 from autotune.planner.request import PlanRequest
@@ -113,7 +113,7 @@ def test_plot_series_follow_the_cells(llama_on_4090: SweepResult, tmp_path: Path
             assert s.tokens_per_s[i] == (cell.estimate.tokens_per_s if cell.estimate else None)
             assert s.peak_memory_gib[i] == (cell.estimate.peak_memory_gib if cell.estimate else None)
             assert s.closest_need_gib[i] == cell.closest_need_gib
-    path = plots.sweep_png(llama_on_4090, tmp_path / "sweep.png")
+    path = plot_sweep.sweep_png(llama_on_4090, tmp_path / "sweep.png")
     import matplotlib.image
 
     assert path.read_bytes()[:8] == plots.PNG_SIGNATURE

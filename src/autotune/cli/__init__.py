@@ -11,5 +11,7 @@ Modules:
   resolve        model / GPU / cluster names → schemas, CLI values → validated schemas
   render         rich tables of estimates and plans; JSON output
   console        the two rich consoles (stdout, stderr), created on first use
-  plot_data, plots   matplotlib figures (``--plot``), imported only when asked for
+  plot_data      the numbers each ``--plot`` picture draws (pure, no matplotlib)
+  plots          the figure canvas and file rules of every picture; the memory breakdown bars
+  plot_validation, plot_sweep   the validate scatter and the sweep curves (matplotlib imported only when asked for)
 """

@@ -12,6 +12,7 @@ imports inside the function too, so ``autotune plan`` never imports the training
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,6 @@ import typer
 from typer.core import TyperGroup
 
 from autotune.errors import AutotuneError
-from autotune.quiet import quiet_third_party
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,9 @@ class LazyGroup(TyperGroup):
         if cmd_name not in COMMANDS:
             return None
         if cmd_name not in self.commands:
+            from autotune.quiet import quiet_third_party  # logging: only once a command runs, not for --help
+
+            quiet_third_party()  # before the command's module (and the libraries it imports) loads
             self.commands[cmd_name] = build_command(cmd_name)
         command = self.commands[cmd_name]
         assert isinstance(command, typer.core.TyperCommand)
@@ -192,9 +195,19 @@ def _escape(message: str) -> str:
     return escape(message)
 
 
+PYDANTIC_PLUGINS_ENV = "PYDANTIC_DISABLE_PLUGINS"
+"""pydantic's switch for its plugin discovery (pydantic ``plugin/_loader.py``): without it, building the first
+schema validator scans every installed distribution's entry points (about 6 ms with this project's dependencies
+installed). autotune uses no pydantic plugin, so the CLI sets it to ``__all__`` unless the user set it; child
+processes (``launch``) inherit it, as they inherit :func:`autotune.quiet.quiet_third_party`'s switches."""
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the app; user errors → one line on stderr, exit code 2."""
-    quiet_third_party()
+    """Console-script entry point: run the app; user errors → one line on stderr, exit code 2.
+
+    Third-party output is silenced (:func:`autotune.quiet.quiet_third_party`) when a command is looked up, before
+    its module is imported: ``autotune --help`` and ``--version`` import no third-party library to silence."""
+    os.environ.setdefault(PYDANTIC_PLUGINS_ENV, "__all__")
     try:
         code = app(args=argv, prog_name="autotune", standalone_mode=False)
     except AutotuneError as error:

@@ -152,7 +152,7 @@ def sweep_command(
         settings = [s for cell in result.cells for s in (cell.setting, cell.closest_setting) if s is not None]
         notes += host_memory_note(last_request[0].cluster, host_memory_gib, settings)
     if plot is not None:
-        from autotune.cli.plots import sweep_png
+        from autotune.cli.plot_sweep import sweep_png
 
         sweep_png(result, plot)
     if json_:

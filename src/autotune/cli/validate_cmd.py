@@ -66,7 +66,7 @@ def validate_command(
     summary = summarize(results)
     if plot is not None:
         from autotune.cli.plot_data import oom_needs
-        from autotune.cli.plots import validation_scatter_png
+        from autotune.cli.plot_validation import validation_scatter_png
 
         title = f"Predicted vs measured: {len(results)} rows, calibration '{name}'"
         validation_scatter_png(summary.rows, plot, oom_needs(results), title=title)

@@ -9,7 +9,8 @@ Modules:
   compute        FLOPs, GEMM and bandwidth time, collectives, offload, optimizer step
   estimate       estimate_setting: one Estimate (memory, time, fits) for one setting on one cluster
   calibration    the shipped coefficients and user calibration files; error bands
-  fitting        fit the coefficients to measured rows (cases, residuals, Nelder–Mead via _optimize)
+  fitting        fit the coefficients to measured rows (cases, residuals; fit_parameters: the one Nelder–Mead
+                 fit, via _optimize, that the allocator fit and recalibrate's refit both use)
   validation     error summaries of predictions against measurements
   crossval       held-out error (leave one source / GPU / family out)
   recalibrate    refit from the user's runs (the rows are read by profiles.run_reports / measurement_csv)

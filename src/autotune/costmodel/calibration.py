@@ -10,10 +10,8 @@ import functools
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
-from autotune import yamlio
 from autotune.fileio import write_atomic
+from autotune.profiles.shipped_cache import load_shipped_yaml
 from autotune.schemas.calibration import CostCoefficients
 
 SHIPPED_CALIBRATION = "seeds"
@@ -25,6 +23,8 @@ def load_coefficients(path: str | Path) -> CostCoefficients:
     Raises:
         ConfigError: missing file, invalid YAML, unknown keys or bad values (one line naming the file).
     """
+    from autotune import yamlio  # PyYAML is imported only when a YAML file is read
+
     return yamlio.load_validated(path, CostCoefficients, "calibration file")
 
 
@@ -34,7 +34,7 @@ def default_coefficients() -> CostCoefficients:
     resource = resources.files("autotune.profiles").joinpath("calibration", f"{SHIPPED_CALIBRATION}.yaml")
     if not resource.is_file():
         return CostCoefficients()
-    data = yamlio.safe_load(resource.read_text(encoding="utf-8"), shipped=True)
+    data = load_shipped_yaml("calibration", f"{SHIPPED_CALIBRATION}.yaml", resource.read_text(encoding="utf-8"))
     return CostCoefficients.model_validate(data)
 
 
@@ -47,6 +47,8 @@ def save_coefficients(coefficients: CostCoefficients, path: str | Path, overwrit
         InvalidRequestError: the file exists and ``overwrite`` is False.
         ConfigError: it cannot be written (the message says what was kept).
     """
+    import yaml
+
     file = Path(path)
     file.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(coefficients.model_dump(mode="json"), sort_keys=False)

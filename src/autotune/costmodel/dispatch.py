@@ -18,8 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from autotune.profiles.shipped_cache import load_shipped_yaml
 from autotune.schemas.model import ModelSpec
 
 FAMILY_OF_MODEL_TYPE: dict[str, str] = {
@@ -54,7 +53,7 @@ class LayerOps:
 def op_counts() -> dict[str, Any]:
     """The parsed ``profiles/op_counts.yaml`` (cached per process)."""
     text = resources.files("autotune.profiles").joinpath("op_counts.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = load_shipped_yaml("op-counts", "op_counts.yaml", text)  # parsed once, then from the JSON cache
     if not isinstance(data, dict) or "families" not in data:
         raise ValueError("profiles/op_counts.yaml: not an op-count file (regenerate: python benchmarks/count_ops.py)")
     return data

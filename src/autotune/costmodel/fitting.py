@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from autotune.costmodel._optimize import nelder_mead
@@ -218,6 +218,29 @@ def _with(coefficients: CostCoefficients, **updates: object) -> CostCoefficients
     return coefficients.model_copy(update=updates)
 
 
+def fit_parameters(
+    cases: Sequence[Case],
+    start: CostCoefficients,
+    origin: Sequence[float],
+    update: Callable[[Sequence[float]], dict[str, object]],
+    loss: Callable[[Sequence[CaseResult]], float],
+    *,
+    step: float,
+    max_evaluations: int,
+) -> CostCoefficients:
+    """``start`` with ``update(point)`` applied, for the ``point`` that minimizes ``loss(evaluate(cases, ...))``:
+    Nelder–Mead (:func:`~autotune.costmodel._optimize.nelder_mead`) from ``origin`` with simplex ``step``, within
+    ``max_evaluations`` loss evaluations. ``update`` maps a point (log-space parameters, so steps are relative)
+    to the coefficient fields it sets; the losses are :func:`memory_loss` / :func:`time_loss`."""
+    best, _ = nelder_mead(
+        lambda point: loss(evaluate(cases, _with(start, **update(point)))),
+        list(origin),
+        step=step,
+        max_evaluations=max_evaluations,
+    )
+    return _with(start, **update(best))
+
+
 def fit_coefficients(
     cases: Sequence[Case], start: CostCoefficients | None = None, name: str = "fit", source: str = ""
 ) -> CostCoefficients:
@@ -234,18 +257,15 @@ def fit_coefficients(
     # The allocator's fragmentation is only identifiable from rows that measured reserved memory.
     reserved_cases = [c for c in memory_cases if c.measurement.memory_kind in ("reserved", "nvidia-smi")]
 
-    def memory_update(point: Sequence[float]) -> dict[str, float]:
+    def memory_update(point: Sequence[float]) -> dict[str, object]:
         return {"allocator_overhead_fraction": max(0.0, math.exp(point[0]) - 1)}
 
     fitted = start
     if reserved_cases:
-        best, _ = nelder_mead(
-            lambda point: memory_loss(evaluate(reserved_cases, _with(start, **memory_update(point)))),
-            [math.log(1 + start.allocator_overhead_fraction)],
-            step=0.2,
-            max_evaluations=200,
+        origin = [math.log(1 + start.allocator_overhead_fraction)]
+        fitted = fit_parameters(
+            reserved_cases, start, origin, memory_update, memory_loss, step=0.2, max_evaluations=200
         )
-        fitted = _with(fitted, **memory_update(best))
 
     fitted = fit_time_coefficients(cases, fitted)
 

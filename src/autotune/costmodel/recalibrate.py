@@ -36,7 +36,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autotune.costmodel._optimize import nelder_mead
 from autotune.costmodel.compute import efficiency
 from autotune.costmodel.fitting import (
     Case,
@@ -44,6 +43,7 @@ from autotune.costmodel.fitting import (
     error_bands,
     evaluate,
     fit_coefficients,
+    fit_parameters,
     prepare_cases,
     time_loss,
 )
@@ -226,15 +226,14 @@ def refit_efficiencies(cases: Sequence[Case], coefficients: CostCoefficients) ->
         return coefficients
     gpus = {c.cluster.gpu.key: c.cluster.gpu for c in time_cases}
 
-    def unpack(point: Sequence[float]) -> CostCoefficients:
+    def update(point: Sequence[float]) -> dict[str, object]:
         efficiencies = dict(coefficients.matmul_efficiency)
         for key, value in zip(keys, point, strict=True):
             efficiencies[key] = min(1.0, math.exp(value))
-        return coefficients.model_copy(update={"matmul_efficiency": efficiencies})
+        return {"matmul_efficiency": efficiencies}
 
     origin = [math.log(efficiency(coefficients.matmul_efficiency, gpus[key])) for key in keys]
-    best, _ = nelder_mead(lambda p: time_loss(evaluate(time_cases, unpack(p))), origin, step=0.3, max_evaluations=1500)
-    return unpack(best)
+    return fit_parameters(time_cases, coefficients, origin, update, time_loss, step=0.3, max_evaluations=1500)
 
 
 def provenance(

@@ -11,4 +11,5 @@ Modules:
   run_reports      RUN/run_report.json → Measurement (calibration from the user's runs)
   measurement_csv  CSV files of measurements → Measurement
   user_config      the user's config directory and calibration file
+  shipped_cache    the parsed shipped YAML kept as JSON in the user cache directory (cold start)
 """

@@ -2,7 +2,8 @@
 
 One YAML file per entry (``gpus/<key>.yaml`` validated by :class:`GpuSpec`, ``models/<key>.yaml``
 validated by :class:`ModelSpec`); the file name is the key. Files are read once with
-``yaml.safe_load`` through :mod:`importlib.resources` (so they work from a wheel) and cached.
+``yaml.safe_load`` through :mod:`importlib.resources` (so they work from a wheel) and cached per process;
+the parsed files are also kept in a data-only JSON cache between runs (:mod:`autotune.profiles.shipped_cache`).
 
 Name lookup is forgiving about spelling: case, spaces, underscores and hyphens are ignored
 (``'RTX 4090'``, ``'rtx_4090'`` and ``'rtx4090'`` all match ``rtx-4090``). GPUs also match their
@@ -18,19 +19,17 @@ that is not in the catalog raises :class:`autotune.errors.UnknownNameError` with
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
 from pydantic import ValidationError
 
-from autotune import yamlio
 from autotune.errors import UnknownNameError
+from autotune.profiles.shipped_cache import parsed_sources
 from autotune.schemas.hardware import GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.validation import format_validation_error
@@ -80,34 +79,56 @@ def normalize_name(name: str) -> str:
     return re.sub(r"[\s_\-]+", "", name.strip().lower())
 
 
-def load_profile_dir(directory: Traversable | Path, schema: type[SpecT]) -> list[SpecT]:
+def load_profile_dir(directory: Traversable | Path, schema: type[SpecT], cache_kind: str | None = None) -> list[SpecT]:
     """Read and validate every ``*.yaml`` file of a directory, sorted by key.
+
+    ``cache_kind`` names the derived cache of the parsed files (:mod:`autotune.profiles.shipped_cache`), for
+    the shipped catalog: the YAML is parsed only when the files changed since the cache was written. Every
+    entry is validated either way.
 
     Raises:
         ValueError: a file is not valid YAML, is not a mapping, fails ``schema`` validation, or has
             a ``key`` different from its file name (a packaging bug; the message names the file).
     """
+    entries = sorted(
+        (entry for entry in directory.iterdir() if entry.name.endswith(PROFILE_SUFFIX)), key=lambda item: item.name
+    )
+    sources = [(entry.name, entry.read_text(encoding="utf-8")) for entry in entries]
+    if cache_kind is None:
+        parsed = [_parse_profile(name, text) for name, text in sources]
+    else:
+        parsed = parsed_sources(cache_kind, sources, _parse_profile)
     specs: list[SpecT] = []
-    for entry in sorted(directory.iterdir(), key=lambda item: item.name):
-        if not entry.name.endswith(PROFILE_SUFFIX):
-            continue
-        stem = entry.name[: -len(PROFILE_SUFFIX)]
-        try:
-            data = yamlio.safe_load(entry.read_text(encoding="utf-8"), shipped=True)
-        except yaml.YAMLError as error:
-            raise ValueError(f"profile {entry.name}: not valid YAML: {error}") from error
+    for (name, _), data in zip(sources, parsed, strict=True):
+        stem = name[: -len(PROFILE_SUFFIX)]
         if not isinstance(data, dict):
-            raise ValueError(f"profile {entry.name}: expected a mapping of fields, got {type(data).__name__}")
+            raise ValueError(f"profile {name}: expected a mapping of fields, got {type(data).__name__}")
         try:
             spec = schema.model_validate(data)
         except ValidationError as error:
             raise ValueError(
-                f"profile {entry.name}: invalid {schema.__name__}: {format_validation_error(error, schema)}"
+                f"profile {name}: invalid {schema.__name__}: {format_validation_error(error, schema)}"
             ) from error
         if spec.key != stem:
-            raise ValueError(f"profile {entry.name}: key '{spec.key}' differs from the file name '{stem}'")
+            raise ValueError(f"profile {name}: key '{spec.key}' differs from the file name '{stem}'")
         specs.append(spec)
     return sorted(specs, key=lambda spec: spec.key)
+
+
+def _parse_profile(name: str, text: str) -> Any:
+    """The YAML data of one shipped profile file (C safe loader).
+
+    Raises:
+        ValueError: not valid YAML (the message names the file).
+    """
+    import yaml  # PyYAML only when a file must be parsed (a cache miss)
+
+    from autotune import yamlio
+
+    try:
+        return yamlio.safe_load(text, shipped=True)
+    except yaml.YAMLError as error:
+        raise ValueError(f"profile {name}: not valid YAML: {error}") from error
 
 
 def _build_index(names_by_key: Iterable[tuple[str, Iterable[str]]], kind: str) -> dict[str, str]:
@@ -124,7 +145,7 @@ def _build_index(names_by_key: Iterable[tuple[str, Iterable[str]]], kind: str) -
 
 @functools.cache
 def _gpu_catalog() -> tuple[dict[str, GpuSpec], dict[str, str]]:
-    specs = load_profile_dir(resources.files("autotune.profiles") / "gpus", GpuSpec)
+    specs = load_profile_dir(resources.files("autotune.profiles") / "gpus", GpuSpec, cache_kind="gpus")
     by_key = {spec.key: spec for spec in specs}
     index = _build_index(((spec.key, spec.aliases) for spec in specs), "GPU")
     for short_name, (key, _) in AMBIGUOUS_GPU_NAMES.items():
@@ -137,7 +158,7 @@ def _gpu_catalog() -> tuple[dict[str, GpuSpec], dict[str, str]]:
 
 @functools.cache
 def _model_catalog() -> tuple[dict[str, ModelSpec], dict[str, str]]:
-    specs = load_profile_dir(resources.files("autotune.profiles") / "models", ModelSpec)
+    specs = load_profile_dir(resources.files("autotune.profiles") / "models", ModelSpec, cache_kind="models")
     by_key = {spec.key: spec for spec in specs}
     unknown = sorted(set(MODEL_ALIASES) - set(by_key))
     if unknown:
@@ -162,6 +183,8 @@ def list_models() -> list[ModelSpec]:
 
 def _unknown_name(kind: str, name: str, index: dict[str, str], hint: str) -> UnknownNameError:
     """One-line error with up to 3 catalog keys closest to ``name`` (difflib ratio over keys and aliases)."""
+    import difflib  # only for a name not found
+
     matches = difflib.get_close_matches(normalize_name(name), list(index), n=10, cutoff=0.5)
     closest = list(dict.fromkeys(index[match] for match in matches))[:3]
     suggestion = f": closest are {', '.join(closest)}" if closest else ""

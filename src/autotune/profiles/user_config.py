@@ -20,15 +20,22 @@ CONFIG_DIR_ENV = "AUTOTUNE_CONFIG_DIR"
 USER_CALIBRATION_FILE = "calibration.yaml"
 
 
-def config_dir() -> Path:
-    """The user config directory (see the module docstring); it need not exist."""
-    override = os.environ.get(CONFIG_DIR_ENV)
+def user_dir(override_env: str, xdg_env: str, home_default: str) -> Path:
+    """An autotune directory of the user's, by the XDG Base Directory rule: ``$override_env`` when set, else
+    ``$xdg_env/autotune`` when that is an absolute path (the specification ignores relative values), else
+    ``~/home_default/autotune``. It need not exist."""
+    override = os.environ.get(override_env)
     if override:
         return Path(override).expanduser()
-    xdg = os.environ.get("XDG_CONFIG_HOME")
+    xdg = os.environ.get(xdg_env)
     if xdg and Path(xdg).is_absolute():
         return Path(xdg) / "autotune"
-    return Path.home() / ".config" / "autotune"
+    return Path.home() / home_default / "autotune"
+
+
+def config_dir() -> Path:
+    """The user config directory (see the module docstring); it need not exist."""
+    return user_dir(CONFIG_DIR_ENV, "XDG_CONFIG_HOME", ".config")
 
 
 def user_calibration_path() -> Path:

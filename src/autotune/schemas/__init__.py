@@ -11,15 +11,55 @@ Modules:
   calibration      CostCoefficients, Measurement, MeasurementSet
   run_report       RunReport (embeds the plan's Estimate)
   trainer_options  TrainerOptions: the one schema of the training core's options
+
+The names below are re-exported lazily (PEP 562 ``__getattr__``): ``from autotune.schemas import PlanFile``
+imports ``plan`` only, so a command loads just the schemas it uses (cold start-up of ``autotune plan``).
 """
 
-from autotune.schemas.calibration import CostCoefficients, Measurement, MeasurementSet
-from autotune.schemas.estimate import Estimate
-from autotune.schemas.hardware import ClusterSpec, GpuSpec
-from autotune.schemas.model import ModelSpec
-from autotune.schemas.plan import PLAN_SCHEMA_VERSION, ClusterChoice, PlanFile, migrate
-from autotune.schemas.run_report import RunReport
-from autotune.schemas.setting import TrainingSetting, Workload
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autotune.schemas.calibration import CostCoefficients, Measurement, MeasurementSet
+    from autotune.schemas.estimate import Estimate
+    from autotune.schemas.hardware import ClusterSpec, GpuSpec
+    from autotune.schemas.model import ModelSpec
+    from autotune.schemas.plan import PLAN_SCHEMA_VERSION, ClusterChoice, PlanFile, migrate
+    from autotune.schemas.run_report import RunReport
+    from autotune.schemas.setting import TrainingSetting, Workload
+
+_HOMES: dict[str, str] = {
+    "CostCoefficients": "calibration",
+    "Measurement": "calibration",
+    "MeasurementSet": "calibration",
+    "Estimate": "estimate",
+    "ClusterSpec": "hardware",
+    "GpuSpec": "hardware",
+    "ModelSpec": "model",
+    "PLAN_SCHEMA_VERSION": "plan",
+    "ClusterChoice": "plan",
+    "PlanFile": "plan",
+    "migrate": "plan",
+    "RunReport": "run_report",
+    "TrainingSetting": "setting",
+    "Workload": "setting",
+}
+"""Re-exported name → the module of this package that defines it."""
+
+
+def __getattr__(name: str) -> Any:
+    """Import a re-exported name from its module on first use.
+
+    Raises:
+        AttributeError: ``name`` is not re-exported here.
+    """
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 __all__ = [
     "PLAN_SCHEMA_VERSION",
