@@ -8,7 +8,10 @@ and vocabulary with 2 and 4 decoder layers and extrapolated linearly in depth
 
     python benchmarks/trace_agreement.py            # the whole matrix (tens of minutes on 2 cores)
     python benchmarks/trace_agreement.py --families llama --seq-lens 2048   # a slice
+    python benchmarks/trace_agreement.py --save traces.jsonl      # also keep each cell's traced peak
+    python benchmarks/trace_agreement.py --traces traces.jsonl    # re-compare saved traces (no tracing)
 
+Built models are reused across the cells of one family × method × checkpointing (``BuildCache``).
 Prints one line per cell, then the worst |analytic − trace| / trace cells and the count above 3 %.
 """
 
@@ -16,13 +19,18 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import time
+from pathlib import Path
+from typing import Any
 
+from autotune.costmodel.memory import predict_memory
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.quiet import quiet_third_party
+from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.setting import TrainingSetting
-from autotune.trace.agreement import Agreement, compare
+from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.trace.agreement import Agreement, BuildCache, traced_peak_bytes
 
 FAMILY_MODELS = {
     "llama": "llama3-8b",
@@ -39,23 +47,30 @@ path (``Gemma2PreTrainedModel._supports_sdpa`` is False), so ``attn_implementati
 TOLERANCE = 0.03
 
 
-def main() -> None:
-    """Run the matrix and print the worst cells."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--families", default=",".join(FAMILY_MODELS))
-    parser.add_argument("--methods", default="full,lora,qlora")
-    parser.add_argument("--seq-lens", default="512,2048,4096")
-    parser.add_argument("--micro-batches", default="1,2")
-    parser.add_argument("--loss-impls", default="fp32-upcast,native,chunked")
-    parser.add_argument("--gpu", default="h100")
-    parser.add_argument("--full-depth", action="store_true", help="Trace every layer (no depth extrapolation).")
-    parser.add_argument("--worst", type=int, default=10)
-    args = parser.parse_args()
-    quiet_third_party()
-    gpu, _ = resolve_gpu(args.gpu)
-    cluster = ClusterSpec(gpu=gpu, host_memory_gib_per_node=2 * gpu.memory_gib)
-    results: list[Agreement] = []
-    started = time.perf_counter()
+def _setting(cell: dict[str, Any]) -> TrainingSetting:
+    return TrainingSetting(
+        method=cell["method"],
+        micro_batch_size=cell["micro_batch_size"],
+        grad_ckpt=cell["grad_ckpt"],
+        loss_impl=cell["loss_impl"],
+        attention_impl=FAMILY_ATTENTION.get(cell["family"], "sdpa"),
+    )
+
+
+def _agreement(cell: dict[str, Any], cluster: ClusterSpec) -> Agreement:
+    """Analytic (prior coefficients) vs the cell's traced peak."""
+    spec = resolve_model_profile(FAMILY_MODELS[cell["family"]])
+    setting = _setting(cell)
+    seq_len = cell["seq_len"]
+    workload = Workload(seq_len=seq_len, global_batch_size=setting.micro_batch_size * cluster.world_size)
+    prediction = predict_memory(spec, setting, cluster, workload, CostCoefficients())
+    label = f"{spec.key} {setting.short()} seq {seq_len} {setting.loss_impl}"
+    return Agreement(
+        label, prediction.peak_allocated_bytes, cell["traced_bytes"], prediction.peak_phase, cell["traced_phase"]
+    )
+
+
+def _cells(args: argparse.Namespace) -> list[dict[str, Any]]:
     grid = itertools.product(
         args.families.split(","),
         args.methods.split(","),
@@ -64,21 +79,49 @@ def main() -> None:
         [int(v) for v in args.micro_batches.split(",")],
         args.loss_impls.split(","),
     )
-    for family, method, ckpt, seq_len, micro_batch, loss_impl in grid:
-        spec = resolve_model_profile(FAMILY_MODELS[family])
-        setting = TrainingSetting(
-            method=method,
-            micro_batch_size=micro_batch,
-            grad_ckpt=ckpt,
-            loss_impl=loss_impl,
-            attention_impl=FAMILY_ATTENTION.get(family, "sdpa"),
-        )
-        agreement = compare(spec, setting, seq_len, cluster, extrapolate=not args.full_depth)
+    keys = ("family", "method", "grad_ckpt", "seq_len", "micro_batch_size", "loss_impl")
+    return [dict(zip(keys, values, strict=True)) for values in grid]
+
+
+def main() -> None:
+    """Run the matrix (or read saved traces) and print the worst cells."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--families", default=",".join(FAMILY_MODELS))
+    parser.add_argument("--methods", default="full,lora,qlora")
+    parser.add_argument("--seq-lens", default="512,2048,4096")
+    parser.add_argument("--micro-batches", default="1,2")
+    parser.add_argument("--loss-impls", default="fp32-upcast,native,chunked")
+    parser.add_argument("--gpu", default="h100")
+    parser.add_argument("--full-depth", action="store_true", help="Trace every layer (no depth extrapolation).")
+    parser.add_argument("--save", type=Path, help="Append each traced cell to this JSON-lines file.")
+    parser.add_argument("--traces", type=Path, help="Compare the cells saved in this file instead of tracing.")
+    parser.add_argument("--worst", type=int, default=10)
+    args = parser.parse_args()
+    quiet_third_party()
+    gpu, _ = resolve_gpu(args.gpu)
+    cluster = ClusterSpec(gpu=gpu, host_memory_gib_per_node=2 * gpu.memory_gib)
+    results: list[Agreement] = []
+    started = time.perf_counter()
+    if args.traces is not None:
+        cells = [json.loads(line) for line in args.traces.read_text().splitlines() if line.strip()]
+    else:
+        cells = _cells(args)
+    cache = BuildCache()
+    for cell in cells:
+        if "traced_bytes" not in cell:
+            spec = resolve_model_profile(FAMILY_MODELS[cell["family"]])
+            cell["traced_bytes"], cell["traced_phase"] = traced_peak_bytes(
+                spec, _setting(cell), cell["seq_len"], cluster, not args.full_depth, cache
+            )
+            if args.save is not None:
+                with args.save.open("a") as handle:
+                    handle.write(json.dumps(cell) + "\n")
+        agreement = _agreement(cell, cluster)
         results.append(agreement)
         print(
             f"{agreement.relative_error:+7.2%}  analytic {agreement.predicted_bytes / 2**30:8.3f} GiB "
             f"({agreement.predicted_phase})  trace {agreement.traced_bytes / 2**30:8.3f} GiB ({agreement.traced_phase})"
-            f"  {agreement.label} {loss_impl}",
+            f"  {agreement.label}",
             flush=True,
         )
     results.sort(key=lambda a: -abs(a.relative_error))

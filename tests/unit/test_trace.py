@@ -17,7 +17,7 @@ from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
-from autotune.trace import trace_training_step
+from autotune.trace import build_traced_model, trace_training_step
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "configs"
 TINY = {
@@ -108,17 +108,22 @@ FAST_CELLS = [
     )
 ]
 """One adapter, one full and one QLoRA cell per family in the fast suite; the whole tiny matrix is ``slow``."""
+STAGE_CELLS = [
+    (CASES[-1], "lora", True, "chunked"),  # Gemma 2 eager: the attention core's backward stage is the peak
+    (CASES[-2], "qlora", True, "chunked"),  # Phi-3 fused gate_up: its adapter output during recomputation
+]
+"""Cells whose peak sits inside one layer's recomputation / backward (chunked loss keeps the logits small)."""
 ALL_CELLS = [
     pytest.param(case, method, grad_ckpt, loss_impl, marks=pytest.mark.slow)
     for case in CASES
     for method in ("full", "lora", "qlora")
     for grad_ckpt in (True, False)
     for loss_impl in ("fp32-upcast", "native", "chunked")
-    if (case, method, grad_ckpt, loss_impl) not in FAST_CELLS
+    if (case, method, grad_ckpt, loss_impl) not in FAST_CELLS + STAGE_CELLS
 ]
 
 
-@pytest.mark.parametrize(("case", "method", "grad_ckpt", "loss_impl"), FAST_CELLS + ALL_CELLS)
+@pytest.mark.parametrize(("case", "method", "grad_ckpt", "loss_impl"), FAST_CELLS + STAGE_CELLS + ALL_CELLS)
 def test_analytic_model_agrees_with_the_trace(
     cluster: ClusterSpec, case: tuple[str, dict[str, int], str], method: str, grad_ckpt: bool, loss_impl: str
 ) -> None:
@@ -134,6 +139,59 @@ def test_analytic_model_agrees_with_the_trace(
     error = (predicted.peak_allocated_bytes - traced.cuda_peak_allocated_bytes) / activations_and_states
     message = f"analytic {predicted.peak_allocated_bytes:.0f} B vs traced {traced.cuda_peak_allocated_bytes} B"
     assert abs(error) <= 0.03, message
+
+
+def test_a_reused_build_traces_what_a_fresh_build_traces(cluster: ClusterSpec) -> None:
+    spec = tiny("llama3-8b")
+    base = TrainingSetting(method="qlora", grad_ckpt=True)
+    built = build_traced_model(spec, base)
+    for loss_impl, micro_batch in (("chunked", 2), ("fp32-upcast", 1), ("native", 2)):
+        setting = base.model_copy(update={"loss_impl": loss_impl, "micro_batch_size": micro_batch})
+        reused = trace_training_step(spec, setting, SEQ_LEN, cluster, built=built)
+        fresh = trace_training_step(spec, setting, SEQ_LEN, cluster)
+        assert reused.model_dump(exclude={"elapsed_s"}) == fresh.model_dump(exclude={"elapsed_s"})
+    with pytest.raises(ValueError, match="another model or setting"):
+        trace_training_step(spec, base.model_copy(update={"grad_ckpt": False}), SEQ_LEN, cluster, built=built)
+
+
+def test_checkpointed_backward_has_temporaries_besides_recomputation(cluster: ClusterSpec) -> None:
+    setting = TrainingSetting(method="lora", grad_ckpt=True, loss_impl="chunked", attention_impl="eager")
+    backward = trace_training_step(tiny("gemma2-9b", vocab_size=256), setting, SEQ_LEN, cluster).phases[1]
+    # at the softmax backward the recomputed scores and the gradient buffers (temporaries) are both alive
+    assert backward.categories_bytes["recomputed activations"] > 0
+    assert backward.categories_bytes["temporaries"] > 0
+
+
+def test_mixtral_lora_on_all_linear_layers_adapts_the_experts_without_dropout(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from transformers import AutoModelForCausalLM, MixtralConfig
+
+    from autotune.trainer.model import apply_method
+
+    config = MixtralConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=256,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+    )
+    model = apply_method(AutoModelForCausalLM.from_config(config), TrainingSetting(method="lora", lora_dropout=0.05))
+    trained = [name for name, p in model.named_parameters() if p.requires_grad]
+    assert any("experts" in name and "lora_A" in name for name in trained)
+    assert any("q_proj.lora_A" in name for name in trained)
+    assert model.peft_config["default"].lora_dropout == 0.0
+    assert "lora_dropout 0.05 -> 0" in caplog.text
+    config.save_pretrained(tmp_path)
+    spec = ModelSpec.model_validate(
+        {**tiny("llama3-8b").model_dump(), "key": "tiny-mixtral", "model_type": "mixtral", "num_experts": 4}
+    )
+    report = trace_training_step(spec, TrainingSetting(method="lora"), 64, source=str(tmp_path))
+    assert report.trainable_params > 0
+    assert report.peak_bytes > 0
 
 
 def test_trace_command_json_from_a_config_file(capsys: pytest.CaptureFixture[str]) -> None:

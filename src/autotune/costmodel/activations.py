@@ -26,10 +26,15 @@ from dataclasses import dataclass
 from autotune.costmodel.params import lora_target_modules
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.setting import ALL_LINEAR, TrainingSetting
 
 FP32_BYTES = 4.0
 MASK_BYTES = 1.0
+QKV_MODULES = ("q_proj", "k_proj", "v_proj", "qkv_proj")
+"""Projections that run before the attention core (their adapters' inputs are freed after it, in backward)."""
+ALTERNATING_MASK_MODEL_TYPES = ("gemma2",)
+"""Architectures whose layers alternate sliding-window and global attention: transformers builds one mask per
+layer type (``modeling_gemma2.py``: ``causal_mask_mapping`` with ``full_attention`` and ``sliding_attention``)."""
 CHUNKED_LOSS_TOKENS = 1024
 """Rows of logits a chunked cross-entropy materializes at once (Liger-style fused linear CE chunk)."""
 
@@ -44,6 +49,9 @@ class LayerActivationBytes:
         attention_scores: the s×s score and probability matrices (math kernel only), per token.
         mlp: gate output, activation output, up output, down input.
         adapters: LoRA inputs (fp32 copies) and dropout masks.
+        attention_side: the part still saved when the attention core runs its backward (the layer's backward
+            runs the MLP, the post-attention norms and o_proj first, freeing what they saved): the input norm,
+            q/k/v, the attention core's saved tensors and the q/k/v adapters' inputs.
     """
 
     norms: float
@@ -51,6 +59,7 @@ class LayerActivationBytes:
     attention_scores: float
     mlp: float
     adapters: float
+    attention_side: float = 0.0
 
     @property
     def total(self) -> float:
@@ -89,11 +98,36 @@ def layer_activation_bytes_per_token(
     if model.mlp_bias or model.num_experts > 1:
         mlp *= model.num_experts_per_token
     adapters = 0.0
+    qkv_adapters = 0.0
     if frozen:
-        adapter_in_bytes = (m_b if dtypes.autocast else FP32_BYTES) + (MASK_BYTES if setting.lora_dropout > 0 else 0.0)
+        mask = MASK_BYTES if effective_lora_dropout(model, setting) > 0 else 0.0
+        adapter_in_bytes = (m_b if dtypes.autocast else FP32_BYTES) + mask
         for module in lora_target_modules(model, setting.lora_targets):
-            adapters += adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
-    return LayerActivationBytes(norms=norms, attention=attention, attention_scores=scores, mlp=mlp, adapters=adapters)
+            module_bytes = adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
+            adapters += module_bytes
+            if module.name in QKV_MODULES:
+                qkv_adapters += module_bytes
+    input_norm = norms / num_norms if num_norms else 0.0
+    return LayerActivationBytes(
+        norms=norms,
+        attention=attention,
+        attention_scores=scores,
+        mlp=mlp,
+        adapters=adapters,
+        attention_side=input_norm + attention + scores + qkv_adapters,
+    )
+
+
+def effective_lora_dropout(model: ModelSpec, setting: TrainingSetting) -> float:
+    """The LoRA dropout the trainer runs with: 0 for an MoE whose expert weights are targeted ('all-linear' or an
+    expert projection name), else the setting's. transformers 5 stores the experts as fused 3-D parameters that
+    peft adapts with ``lora.ParamWrapper``, which refuses dropout; one LoraConfig has one dropout, so the
+    trainer sets it to 0 for every adapter and says so (``autotune.trainer.model.parameter_targets``)."""
+    expert_names = {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "experts"}
+    targets = set(setting.lora_targets)
+    if model.num_experts > 1 and (ALL_LINEAR in targets or targets & expert_names):
+        return 0.0
+    return setting.lora_dropout
 
 
 def attention_mask_materialised(model: ModelSpec, seq_len: float) -> bool:
@@ -102,12 +136,18 @@ def attention_mask_materialised(model: ModelSpec, seq_len: float) -> bool:
     return model.sliding_window is not None and seq_len >= model.sliding_window
 
 
-def mask_bytes(model: ModelSpec, micro_batch_size: int, seq_len: float, flash_attention: bool) -> float:
-    """The boolean (b, 1, s, s) attention mask when one is built (eager always; SDPA with a reached sliding
-    window), kept for backward by the attention ops (``masking_utils.sdpa_mask`` / ``eager_mask``)."""
+def mask_bytes(
+    model: ModelSpec, micro_batch_size: int, seq_len: float, flash_attention: bool, residual_bytes: float = 2.0
+) -> float:
+    """The (b, 1, s, s) attention masks when built (eager always; SDPA with a reached sliding window), kept for
+    backward by the attention ops or as inputs of the checkpointed layers: SDPA gets a boolean mask
+    (``masking_utils.sdpa_mask``), eager a float one in the hidden states' dtype (``eager_mask``: 0 / the
+    dtype's minimum); one per layer type (``ALTERNATING_MASK_MODEL_TYPES``)."""
     if flash_attention and not attention_mask_materialised(model, seq_len):
         return 0.0
-    return MASK_BYTES * micro_batch_size * seq_len * seq_len
+    kinds = 2 if model.model_type in ALTERNATING_MASK_MODEL_TYPES and model.num_hidden_layers > 1 else 1
+    element = MASK_BYTES if flash_attention else residual_bytes
+    return kinds * element * micro_batch_size * seq_len * seq_len
 
 
 def _attention_bytes(model: ModelSpec, m_b: float, seq_len: float, flash_attention: bool) -> tuple[float, float]:
@@ -134,18 +174,25 @@ def _attention_bytes(model: ModelSpec, m_b: float, seq_len: float, flash_attenti
 
 
 def backward_workspace_bytes_per_token(
-    model: ModelSpec, dtypes: DtypeBytes, seq_len: float, flash_attention: bool
+    model: ModelSpec, dtypes: DtypeBytes, seq_len: float, flash_attention: bool, layer: LayerActivationBytes
 ) -> float:
-    """Transient gradient buffers while one layer runs backward, per token.
+    """Transient gradient buffers while one layer runs backward, beyond its saved set, per token.
 
-    The widest activation gradients live at once: d(gate) and d(up) of width I plus d(input) of width h,
-    in the compute dtype (derived from the MLP backward). With the math attention kernel the softmax
-    backward also holds the score gradients: fp32 and compute-dtype copies of n_q·s per token.
+    A layer's backward runs in two stages (traced: ``benchmarks/trace_agreement.py``):
+      * MLP first, with the whole saved set alive: d(gate) and d(up) of width I plus d(input) of width h, in
+        the compute dtype (derived from the MLP backward);
+      * then the attention core, when only ``layer.attention_side`` is still saved. With the math (eager)
+        kernel the softmax backward holds the saved score tensors less the compute-dtype probabilities (freed
+        by the probabilities·v matmul's backward), the fp32 upcast of their gradient and the fp32 softmax
+        gradient: (2·4 − d) bytes per score on top of the saved scores (``eager_attention_forward``:
+        ``softmax(..., dtype=float32).to(query.dtype)``).
+    Returns the larger stage minus ``layer.total`` (the caller adds the saved set).
     """
-    workspace = dtypes.compute_bytes * (2 * model.intermediate_size + model.hidden_size)
-    if not flash_attention:
-        workspace += (FP32_BYTES + dtypes.compute_bytes) * model.num_attention_heads * seq_len
-    return workspace
+    mlp_stage = dtypes.compute_bytes * (2 * model.intermediate_size + model.hidden_size)
+    if flash_attention:
+        return mlp_stage
+    score_workspace = (2 * FP32_BYTES - dtypes.compute_bytes) * model.num_attention_heads * seq_len
+    return max(mlp_stage, layer.attention_side + score_workspace - layer.total)
 
 
 def stored_activation_bytes_per_token(
@@ -161,7 +208,9 @@ def stored_activation_bytes_per_token(
     return model.num_hidden_layers * per_layer + outside
 
 
-def recompute_transient_bytes_per_token(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
+def recompute_transient_bytes_per_token(
+    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, layer: LayerActivationBytes
+) -> float:
     """Tensors alive, beyond the layer's saved set, when activation checkpointing's recomputation of one layer
     reaches its last saved tensor (non-reentrant checkpoints stop recomputing there), per token.
 
@@ -170,7 +219,8 @@ def recompute_transient_bytes_per_token(model: ModelSpec, setting: TrainingSetti
     the post-attention norm output, o_proj's base output and adapter result (fp32 and its cast back), and
     down_proj's base output (seven compute-dtype widths incl. one fp32); QLoRA's base output is cast in place of
     one of them (six). Traced with ``autotune trace`` (``benchmarks/trace_agreement.py``); full fine-tuning
-    peaks later in backward (gradients), so it gets none.
+    peaks later in backward (gradients), so it gets none. Earlier, the MLP input projection's adapter output
+    can hold more (``mlp_input_stage_bytes_per_token``, relative to ``layer.total``): the larger counts.
     """
     if not (setting.grad_ckpt and setting.uses_adapters):
         return 0.0
@@ -179,7 +229,40 @@ def recompute_transient_bytes_per_token(model: ModelSpec, setting: TrainingSetti
     down_adapted = "down_proj" in targets
     adapter_copy = (0.0 if dtypes.autocast else FP32_BYTES) if down_adapted else 0.0
     widths_h = 6 if setting.method == "qlora" else 7
-    return (m_b + adapter_copy) * model.intermediate_size + widths_h * m_b * model.hidden_size
+    end = (m_b + adapter_copy) * model.intermediate_size + widths_h * m_b * model.hidden_size
+    return max(end, mlp_input_stage_bytes_per_token(model, setting, dtypes, layer) - layer.total)
+
+
+def mlp_input_stage_bytes_per_token(
+    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, layer: LayerActivationBytes
+) -> float:
+    """Live bytes per token (the layer's part) when recomputation forms the adapter output of the MLP's input
+    projection (``gate_proj``, or Phi-3's fused ``gate_up_proj`` of width 2I), 0 without an adapter there.
+
+    peft's ``lora.Linear.forward`` adds ``lora_B(lora_A(dropout(x))) · scaling`` to the base output: with fp32
+    adapters and no autocast, x cast to fp32, the base output (compute dtype, width ``out``), lora_B's output
+    and its scaled copy (fp32, width ``out``) are alive at once, beside the saved set so far (all but the MLP's
+    and the later MLP adapters' inputs), the attention residual sum, the post-attention norm output, the
+    gradient arriving from the layer above (compute dtype, width h) and the fp32 RMSNorm input of the
+    recomputation (traced: ``benchmarks/trace_agreement.py``, Phi-3 QLoRA).
+    """
+    modules = {module.name: module for module in lora_target_modules(model, setting.lora_targets)}
+    first = modules.get("gate_up_proj") or modules.get("gate_proj")
+    if first is None:
+        return 0.0
+    m_b = dtypes.compute_bytes
+    adapter_bytes = m_b if dtypes.autocast else FP32_BYTES
+    in_bytes = adapter_bytes + (MASK_BYTES if effective_lora_dropout(model, setting) > 0 else 0.0)
+    per_layer = model.num_hidden_layers
+    later = sum(
+        in_bytes * module.in_features * module.count / per_layer
+        for name, module in modules.items()
+        if name in ("up_proj", "down_proj") and module is not first
+    )
+    out = first.out_features
+    saved_before = layer.total - layer.mlp - later
+    live_h = 3 * m_b * model.hidden_size + (FP32_BYTES + adapter_bytes) * model.hidden_size
+    return saved_before + live_h + (m_b + 2 * adapter_bytes) * out
 
 
 def working_activation_bytes_per_token(
@@ -196,10 +279,10 @@ def working_activation_bytes_per_token(
     recomputation its transients (``recompute_transient_bytes_per_token``) are alive, afterwards the backward
     workspace is: the larger of the two counts. Without checkpointing only the workspace is added.
     """
-    workspace = backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention)
+    workspace = backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention, layer)
     if not setting.grad_ckpt:
         return workspace
-    return layer.total + max(workspace, recompute_transient_bytes_per_token(model, setting, dtypes))
+    return layer.total + max(workspace, recompute_transient_bytes_per_token(model, setting, dtypes, layer))
 
 
 def logits_dtype_bytes(setting: TrainingSetting, dtypes: DtypeBytes) -> float:

@@ -194,9 +194,11 @@ def predict_memory(
     stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes) * tokens
     working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash) * tokens
     logits = act.logits_peak_bytes(model, setting, dtypes, tokens)
-    stored += act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash)
-    # In early backward the embedding output and the final norm's saved input are already freed.
-    checkpoints = model.num_hidden_layers * dtypes.residual_bytes * model.hidden_size * tokens
+    masks = act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash, dtypes.residual_bytes)
+    stored += masks
+    # In early backward the embedding output and the final norm's saved input are already freed; the masks are
+    # inputs of every checkpointed layer.
+    checkpoints = model.num_hidden_layers * dtypes.residual_bytes * model.hidden_size * tokens + masks
 
     resident = {
         "weights": states.weights,

@@ -36,6 +36,7 @@ CUDA vs this CPU trace (modelled in ``cuda_peak_allocated_bytes``):
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -91,12 +92,51 @@ def _register_model(tracker: LiveBytesTracker, model: torch.nn.Module, adapters:
                 tracker.register(tensor, "weights")
 
 
+BUILD_INDEPENDENT_FIELDS = ("micro_batch_size", "grad_accum", "loss_impl", "optimizer", "sharding", "compile")
+"""Setting fields that do not change the built model (a :class:`TracedModel` serves every value of them)."""
+
+
+@dataclass
+class TracedModel:
+    """The trainer's model built on the meta device and made fake (:mod:`.build`), ready to trace steps.
+
+    One build serves every setting that differs only in ``BUILD_INDEPENDENT_FIELDS`` (micro batch, loss
+    implementation, optimizer, sharding...): each traced step starts from the same parameters with no
+    gradients and a new optimizer, so reusing it measures exactly what a fresh build would.
+    """
+
+    spec: ModelSpec
+    build_key: tuple[Any, ...]
+    model: torch.nn.Module
+    fake_mode: FakeTensorMode
+
+
+def build_key(setting: TrainingSetting) -> tuple[Any, ...]:
+    """The setting's fields that shape the built model (all but ``BUILD_INDEPENDENT_FIELDS``)."""
+    fields = setting.model_dump(exclude=set(BUILD_INDEPENDENT_FIELDS))
+    return tuple(sorted((name, repr(value)) for name, value in fields.items()))
+
+
+def build_traced_model(spec: ModelSpec, setting: TrainingSetting, source: str | None = None) -> TracedModel:
+    """Build the training core's model for ``setting`` on fake tensors (see :func:`trace_training_step`).
+
+    Raises:
+        ConfigError: transformers cannot build the architecture or the LoRA targets do not fit it.
+    """
+    config = config_from_spec(spec, source)
+    model = build_meta_model(config, setting)
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+    materialize_fake(model, fake_mode, setting)
+    return TracedModel(spec=spec, build_key=build_key(setting), model=model, fake_mode=fake_mode)
+
+
 def trace_training_step(
     spec: ModelSpec,
     setting: TrainingSetting,
     seq_len: int,
     cluster: ClusterSpec | None = None,
     source: str | None = None,
+    built: TracedModel | None = None,
 ) -> TraceReport:
     """Trace one training step of one micro batch of ``seq_len`` tokens per sequence on one rank.
 
@@ -106,20 +146,24 @@ def trace_training_step(
         seq_len: tokens per sequence.
         cluster: the GPUs (cuBLAS workspace size, sharding arithmetic); None = one non-Hopper GPU.
         source: a local config.json / model directory to build from instead of the catalog shapes.
+        built: a model from :func:`build_traced_model` for the same spec and build key, reused instead
+            of building one (the step is traced the same way; ``benchmarks/trace_agreement.py`` uses it).
 
     Returns:
         The per-phase peaks, categories, op statistics and the predicted CUDA allocated peak (bytes).
 
     Raises:
         ConfigError: transformers cannot build the architecture or the LoRA targets do not fit it.
+        ValueError: ``built`` was made for another model or build key.
     """
     from autotune.trainer.model import count_parameters
 
     started = time.perf_counter()
-    config = config_from_spec(spec, source)
-    model = build_meta_model(config, setting)
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
-    materialize_fake(model, fake_mode, setting)
+    if built is None:
+        built = build_traced_model(spec, setting, source)
+    elif built.spec != spec or built.build_key != build_key(setting):
+        raise ValueError("the built model was made for another model or setting; build one for this setting")
+    model, fake_mode = built.model, built.fake_mode
     precision = trace_precision(setting)
     autocast_dtype = None
     if precision.bf16 or precision.fp16:
@@ -127,10 +171,14 @@ def trace_training_step(
     tracker = LiveBytesTracker()
     with fake_mode:
         input_ids = torch.zeros((setting.micro_batch_size, seq_len), dtype=torch.long)
-    with fake_mode, tracker, cuda_code_paths():
-        _register_model(tracker, model, setting.uses_adapters)
-        tracker.register(input_ids, "temporaries")
-        state = run_step(model, setting, tracker, input_ids, autocast_dtype)
+    try:
+        with fake_mode, tracker, cuda_code_paths():
+            _register_model(tracker, model, setting.uses_adapters)
+            tracker.register(input_ids, "temporaries")
+            state = run_step(model, setting, tracker, input_ids, autocast_dtype)
+    finally:
+        for param in model.parameters():  # the next step traced on this model starts without gradients
+            param.grad = None
     state_bytes = sum(cuda_rounded(tracker.records[i].nbytes) for i in state["optimizer states"])
     phases = [_phase(tracker, name, state["saved"], state_bytes) for name in PHASES]
     trainable, total = count_parameters(model)

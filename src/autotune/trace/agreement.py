@@ -9,7 +9,8 @@ traces the full depth instead; ``check_extrapolation`` measures the extrapolatio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 from autotune.costmodel.memory import predict_memory
 from autotune.schemas.calibration import CostCoefficients
@@ -17,7 +18,7 @@ from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.schemas.trace import TraceReport
-from autotune.trace import trace_training_step
+from autotune.trace import TracedModel, build_key, build_traced_model, trace_training_step
 
 DEPTHS = (2, 4)
 """Layer counts traced for the linear depth extrapolation (even: Gemma 2's two layer kinds alternate)."""
@@ -39,25 +40,50 @@ class Agreement:
         return (self.predicted_bytes - self.traced_bytes) / self.traced_bytes
 
 
+@dataclass
+class BuildCache:
+    """The last ``size`` built models (:class:`autotune.trace.TracedModel`), reused across cells that differ
+    only in micro batch, sequence length, loss or optimizer (what the step does, not what is built)."""
+
+    size: int = 2
+    models: OrderedDict[tuple[str, tuple[object, ...]], TracedModel] = field(default_factory=OrderedDict)
+
+    def get(self, spec: ModelSpec, setting: TrainingSetting) -> TracedModel:
+        """The built model for ``spec`` and ``setting``'s build key, built on first use."""
+        key = (spec.model_dump_json(), build_key(setting))
+        model = self.models.pop(key, None) or build_traced_model(spec, setting)
+        self.models[key] = model
+        while len(self.models) > self.size:
+            self.models.popitem(last=False)
+        return model
+
+
 def _phase_peaks(report: TraceReport) -> dict[str, int]:
     return {phase.name: phase.peak_cuda_bytes for phase in report.phases}
 
 
 def traced_peak_bytes(
-    spec: ModelSpec, setting: TrainingSetting, seq_len: int, cluster: ClusterSpec, extrapolate: bool = True
+    spec: ModelSpec,
+    setting: TrainingSetting,
+    seq_len: int,
+    cluster: ClusterSpec,
+    extrapolate: bool = True,
+    cache: BuildCache | None = None,
 ) -> tuple[float, str]:
     """Traced CUDA peak allocated bytes (and its phase) at the model's real depth.
 
     With ``extrapolate`` the model is traced at ``DEPTHS`` layers and each phase's peak extended linearly
-    to ``spec.num_hidden_layers`` (module docstring); otherwise at full depth.
+    to ``spec.num_hidden_layers`` (module docstring); otherwise at full depth. ``cache`` reuses built models.
     """
+
+    def trace(depth_spec: ModelSpec) -> TraceReport:
+        built = cache.get(depth_spec, setting) if cache is not None else None
+        return trace_training_step(depth_spec, setting, seq_len, cluster, built=built)
+
     if not extrapolate or spec.num_hidden_layers <= max(DEPTHS):
-        report = trace_training_step(spec, setting, seq_len, cluster)
+        report = trace(spec)
         return float(report.cuda_peak_allocated_bytes), report.peak_phase
-    low, high = (
-        trace_training_step(spec.model_copy(update={"num_hidden_layers": depth}), setting, seq_len, cluster)
-        for depth in DEPTHS
-    )
+    low, high = (trace(spec.model_copy(update={"num_hidden_layers": depth})) for depth in DEPTHS)
     low_peaks, high_peaks = _phase_peaks(low), _phase_peaks(high)
     per_layer = {name: (high_peaks[name] - low_peaks[name]) / (DEPTHS[1] - DEPTHS[0]) for name in high_peaks}
     extra = spec.num_hidden_layers - DEPTHS[1]
@@ -73,10 +99,11 @@ def compare(
     seq_len: int,
     cluster: ClusterSpec,
     extrapolate: bool = True,
+    cache: BuildCache | None = None,
 ) -> Agreement:
     """Analytic (``predict_memory`` with prior coefficients) vs traced peak allocated bytes for one cell."""
     workload = Workload(seq_len=seq_len, global_batch_size=setting.micro_batch_size * cluster.world_size)
     prediction = predict_memory(spec, setting, cluster, workload, CostCoefficients())
-    traced, phase = traced_peak_bytes(spec, setting, seq_len, cluster, extrapolate)
+    traced, phase = traced_peak_bytes(spec, setting, seq_len, cluster, extrapolate, cache)
     label = f"{spec.key} {setting.short()} seq {seq_len}"
     return Agreement(label, prediction.peak_allocated_bytes, traced, prediction.peak_phase, phase)

@@ -83,7 +83,9 @@ def _recompute_marker(tracker: LiveBytesTracker) -> Iterator[None]:
 
     handles = [
         torch.nn.modules.module.register_module_forward_pre_hook(pre),
-        torch.nn.modules.module.register_module_forward_hook(post),
+        # always_call: a non-reentrant checkpoint stops its recomputation by raising inside the module forward
+        # once the last saved tensor is recomputed; the post hook must still close the module.
+        torch.nn.modules.module.register_module_forward_hook(post, always_call=True),
     ]
     try:
         yield

@@ -207,6 +207,27 @@ def _tensor_bytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
 
 
+_CPU_FLASH_OPS = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward")
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    """The tensors in an op's arguments or outputs (nested tuples, lists and dicts), in pytree order;
+    ``tree_flatten`` without building a spec (the dispatch hot path)."""
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, (tuple, list)):
+        found: list[torch.Tensor] = []
+        for item in tree:
+            if isinstance(item, torch.Tensor):
+                found.append(item)
+            elif isinstance(item, (tuple, list, dict)):
+                found.extend(_tensors(item))
+        return found
+    if isinstance(tree, dict):
+        return _tensors(list(tree.values()))
+    return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
+
+
 def _flops(func: Any, args: Any, kwargs: Any, out: Any) -> int:
     """FLOPs of one op by ``torch.utils.flop_counter``'s registered formulas; the CPU flash-attention ops,
     which the registry lacks, use its SDPA formulas (``sdpa_flop_count`` / ``sdpa_backward_flop_count``:
@@ -244,6 +265,7 @@ class LiveBytesTracker(TorchDispatchMode):
         self.recomputing = False
         self.peaks: dict[str, PhasePeak] = {name: PhasePeak() for name in PHASES}
         self.ops: dict[str, OpStats] = {name: OpStats() for name in PHASES}
+        self._op_infos: dict[Any, tuple[str, Any]] = {}
 
     # -- storage accounting -------------------------------------------------------------------------
     def storage_id(self, tensor: torch.Tensor) -> int | None:
@@ -299,19 +321,31 @@ class LiveBytesTracker(TorchDispatchMode):
             self.current_region = previous
 
     # -- dispatch -----------------------------------------------------------------------------------
+    def _op_info(self, func: Any) -> tuple[str, Any]:
+        """(op class, FLOP formula or None) of an aten overload, computed once per overload."""
+        info = self._op_infos.get(func)
+        if info is None:
+            name = str(func.overloadpacket) if hasattr(func, "overloadpacket") else str(func)
+            full_name = f"{name}.{func._overloadname}" if hasattr(func, "_overloadname") else name
+            counted = func.overloadpacket in flop_registry or name.endswith(_CPU_FLASH_OPS)
+            info = (op_class(full_name), _flops if counted else None)
+            self._op_infos[func] = info
+        return info
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        name = str(func.overloadpacket) if hasattr(func, "overloadpacket") else str(func)
-        full_name = f"{name}.{func._overloadname}" if hasattr(func, "_overloadname") else name
-        kind = op_class(full_name)
+        kind, formula = self._op_info(func)
         stats = self.ops.get(self.current_phase)
-        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        outputs = _tensors(out)
         if stats is not None and kind != "view":
             stats.count[kind] += 1
-            stats.flops[kind] += _flops(func, args, kwargs, out)
-            inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-            stats.bytes_moved[kind] += sum(_tensor_bytes(t) for t in inputs) + sum(_tensor_bytes(t) for t in outputs)
+            if formula is not None:
+                stats.flops[kind] += formula(func, args, kwargs, out)
+            moved = sum(_tensor_bytes(t) for t in _tensors(args)) + sum(_tensor_bytes(t) for t in outputs)
+            if kwargs:
+                moved += sum(_tensor_bytes(t) for t in _tensors(kwargs))
+            stats.bytes_moved[kind] += moved
         for tensor in outputs:
             if tensor.device.type != "meta":
                 self.register(tensor)

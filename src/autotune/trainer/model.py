@@ -10,6 +10,7 @@ bitsandbytes, bf16 compute, then ``prepare_model_for_kbit_training`` and LoRA; D
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,11 +210,42 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
         bias="none",
         task_type="CAUSAL_LM",
     )
+    wrapped = parameter_targets(model, config)
+    if wrapped and setting.lora_dropout > 0:
+        logger.warning(
+            "LoRA on this MoE model's expert weights (%s) runs through peft's ParamWrapper, which has no dropout: "
+            "lora_dropout %.2f -> 0 for every adapter of this run",
+            ", ".join(sorted(wrapped)),
+            setting.lora_dropout,
+        )
+        config.lora_dropout = 0.0
     try:
         peft_model = get_peft_model(model, config)
     except ValueError as error:
         raise ConfigError(f"LoRA targets {setting.lora_targets} do not fit this model: {first_line(error)}") from error
     return peft_model  # type: ignore[return-value]
+
+
+def parameter_targets(model: PreTrainedModel, config: Any) -> set[str]:
+    """The parameters (not modules) that peft will adapt for ``config`` on ``model``: an MoE's fused 3-D expert
+    weights (transformers 5 stores Mixtral-style experts as ``experts.gate_up_proj`` / ``experts.down_proj``
+    parameters, and peft maps linear targets, ``"all-linear"`` included, onto them and the router weight).
+
+    peft wraps each with ``lora.ParamWrapper``, which refuses ``lora_dropout != 0`` (``peft/tuners/lora/layer.py``);
+    the mapping is peft's own ``convert_peft_config_for_transformers``
+    (``peft/utils/transformers_weight_conversion.py``), run on a copy of the config. An empty set where peft
+    has no such mapping.
+    """
+    try:
+        from peft.utils.transformers_weight_conversion import (
+            convert_peft_config_for_transformers,
+            get_model_conversion_mapping,
+        )
+    except ImportError:  # peft without transformers-5 weight conversion: no parameter targets
+        return set()
+    probe = copy.deepcopy(config)
+    convert_peft_config_for_transformers(probe, model=model, conversions=get_model_conversion_mapping(model))
+    return {str(name) for name in (probe.target_parameters or ())}
 
 
 def _restore_unquantized_dtype(model: PreTrainedModel, dtype: torch.dtype) -> None:
