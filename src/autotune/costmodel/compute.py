@@ -316,7 +316,9 @@ def predict_time(
 
     # --- optimizer step --------------------------------------------------------------------------------------
     trainable_per_rank = trainable / ranks if setting.sharding not in ("none", "ddp") else trainable
-    optimizer_s = optimizer_step_s(model, setting, gpu, dtypes, trainable_per_rank, coefficients)
+    optimizer_s = optimizer_step_s(
+        model, setting, gpu, dtypes, trainable_per_rank, coefficients, ranks_per_node=cluster.num_gpus_per_node
+    )
     optimizer_total = optimizer_s + coefficients.step_overhead_s + step_comm_exposed
     step_s = setting.grad_accum * micro_step_s + optimizer_total
 
