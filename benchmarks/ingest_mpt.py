@@ -45,7 +45,9 @@ FSDP, bf16 autocast); attention_impl flash (triton flash kernel); loss_impl nati
 upcasts the full logits); step_time_s is the README's derived GlobalBatchSize (T) / Throughput (T/s); models are
 the llm-foundry yaml models (learned positions, biases, no ALiBi), read from configs/mpt-*.json with model_type mpt;
 the learned position table (a lookup) is not counted; multi-node rows get 200 GB/s per node (1600 Gbps RoCE,
-stated for the A100 tables, assumed for the H100 table)."""
+stated for the A100 tables, assumed for the H100 table).
+grad_sync every-micro-step: Composer reduces FSDP gradients after every microbatch (its ``ddp_sync_strategy``
+defaults to MULTI_AUTO_SYNC when FSDP is on: composer/trainer/trainer.py; a reading of the code, not stated)."""
 
 
 class _Dumper(yaml.SafeDumper):
@@ -81,6 +83,7 @@ def measurement(row: dict[str, Any]) -> Measurement:
         precision="bf16-mixed",
         loss_impl="native",
         attention_impl="flash",
+        grad_sync="every-micro-step",
     )
     workload = Workload(seq_len=row["seq_len"], global_batch_size=row["micro_batch_size"] * row["grad_accum"] * gpus)
     return Measurement(

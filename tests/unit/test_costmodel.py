@@ -157,3 +157,33 @@ def test_reserved_is_capped_at_the_card_when_the_setting_fits():
     too_big = shipped(TrainingSetting(method="full", micro_batch_size=8, grad_accum=4), RTX4090)
     assert not too_big.fits and not too_big.reserved_at_capacity
     assert too_big.peak_reserved_gib > too_big.gpu_memory_gib  # demand is shown uncapped when it cannot fit
+
+
+def test_fsdp_no_sync_accumulation_keeps_the_unsharded_gradients_on_every_gpu():
+    # FSDP under no_sync (grad_sync last-micro-step, the HF Trainer's default) holds the full bf16 gradients of
+    # all 8.03 B parameters on each GPU during accumulation: 8,030,261,248 × 2 bytes = 14.96 GiB, on 2 GPUs as on
+    # 8; reducing every micro-step (or accumulating nothing) holds only the fp32 shards (4 bytes / GPUs).
+    full = {"method": "full", "micro_batch_size": 1, "sharding": "fsdp", "precision": "bf16-mixed"}
+    for gpus in (2, 8):
+        no_sync = estimate(TrainingSetting(**full, grad_accum=4), gpus=gpus).memory_breakdown_gib["gradients"]
+        synced = TrainingSetting(**full, grad_accum=4, grad_sync="every-micro-step")
+        sharded = estimate(synced, gpus=gpus).memory_breakdown_gib["gradients"]
+        one_step = estimate(TrainingSetting(**full, grad_accum=1), gpus=gpus).memory_breakdown_gib.get("gradients")
+        unsharded, shard = 8_030_261_248 * 2 / GIB, 8_030_261_248 * 4 / gpus / GIB
+        assert sharded == pytest.approx(shard, rel=1e-3)
+        # the peak phase holds the unsharded gradients, plus the fp32 shards in the last micro-step's backward
+        assert no_sync in (pytest.approx(unsharded, rel=1e-3), pytest.approx(unsharded + shard, rel=1e-3))
+        assert one_step is None or one_step <= sharded
+
+
+def test_fsdp_no_sync_reduce_scatters_only_in_the_last_micro_step():
+    # Over PCIe (RTX 4090: no NVLink) the gradient reduce-scatter is not hidden; under no_sync it runs once a step.
+    full = {"method": "full", "micro_batch_size": 1, "grad_accum": 8, "sharding": "fsdp", "precision": "bf16-mixed"}
+    no_sync = estimate(TrainingSetting(**full), gpus=4, gpu=RTX4090, model=resolve_model_profile("llama3.2-1b"))
+    every = estimate(
+        TrainingSetting(**full, grad_sync="every-micro-step"),
+        gpus=4,
+        gpu=RTX4090,
+        model=resolve_model_profile("llama3.2-1b"),
+    )
+    assert no_sync.time_breakdown_s["exposed communication"] < every.time_breakdown_s["exposed communication"]

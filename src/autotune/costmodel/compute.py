@@ -20,7 +20,9 @@ Each term (docs/cost-model.md §5 has the formulas and sources):
   and the cast / dropout / scale / add traffic; **QLoRA** — per linear per pass: read the NF4 weight and write
   its bf16 copy (``units.nf4_bytes_per_param``), one dequantization kernel (bitsandbytes ``dequantize_4bit``).
 * **communication** (``collectives``) — per layer, overlapped with that layer's compute only (FSDP / ZeRO-3
-  prefetch one unit ahead); DDP's all-reduce overlaps the last micro-step's backward, ZeRO-2's gather follows
+  prefetch one unit ahead); FSDP with ``grad_sync`` last-micro-step reduce-scatters in the last micro-step of a
+  step only (``no_sync`` on the others; ``memory`` counts the unsharded gradients this keeps); DDP's all-reduce
+  overlaps the last micro-step's backward, ZeRO-2's gather follows
   the step; ZeRO-3's per-submodule fetch / release hooks (``collectives.zero3_hooks_s``) per pass, exposed.
 * **offload** and **optimizer step** (``optimizer_step``) — host-link traffic per micro-step hidden only behind
   compute that exists in that micro-step; GPU AdamW (bytes or launches, whichever is longer) or CPU Adam; plus
@@ -275,11 +277,15 @@ def predict_time(
         gather = collective_time_s("all-gather", gathered_bytes * layer_share, cluster, coefficients)
         scatter = collective_time_s("reduce-scatter", grad_bytes * layer_share, cluster, coefficients)
         root = collective_time_s("all-gather", gathered_bytes * root_share, cluster, coefficients)
+        backward_compute = layer_bwd + (forward_passes - 1) * layer_fwd
+        # grad_sync last-micro-step (FSDP under no_sync): only the last micro-step of a step reduce-scatters.
+        synced = 1.0 / setting.grad_accum if setting.uses_fsdp and setting.grad_sync == "last-micro-step" else 1.0
         comm_exposed = (
             2 * root
             + gather
             + layers * max(0.0, gather - layer_fwd)
-            + layers * max(0.0, gather + scatter - layer_bwd - (forward_passes - 1) * layer_fwd)
+            + layers * synced * max(0.0, gather + scatter - backward_compute)
+            + layers * (1 - synced) * max(0.0, gather - backward_compute)
         )
     elif ranks > 1 and setting.sharding == "zero2":
         scatter_s = bucketed_time_s(
@@ -310,7 +316,9 @@ def predict_time(
 
     # --- optimizer step --------------------------------------------------------------------------------------
     trainable_per_rank = trainable / ranks if setting.sharding not in ("none", "ddp") else trainable
-    optimizer_s = optimizer_step_s(model, setting, gpu, dtypes, trainable_per_rank, coefficients)
+    optimizer_s = optimizer_step_s(
+        model, setting, gpu, dtypes, trainable_per_rank, coefficients, ranks_per_node=cluster.num_gpus_per_node
+    )
     optimizer_total = optimizer_s + coefficients.step_overhead_s + step_comm_exposed
     step_s = setting.grad_accum * micro_step_s + optimizer_total
 

@@ -16,6 +16,14 @@ The peak is the largest of three phases:
      first recomputed layer and its transients (``activations.working_activation_bytes_per_token``);
   B. late backward: resident states + all gradients + one layer's working activations;
   C. optimizer step: resident states + all gradients + the optimizer's temporary buffers.
+FSDP with gradient accumulation (``grad_sync`` last-micro-step): the HF Trainer runs every micro-step but the last
+under ``no_sync``
+(``transformers.Trainer`` training loop → ``Accelerator.no_sync`` → FSDP1 ``no_sync()`` / FSDP2
+``set_requires_gradient_sync(False)``), and FSDP then "accumulates the full model gradients (instead of gradient
+shards) until the eventual sync" (torch ``FullyShardedDataParallel.no_sync`` docstring): the unsharded gradient of
+every unit stays on every GPU, in the dtype autograd produced it in (the gathered parameters' dtype: 16-bit under
+FSDP mixed precision; ``_runtime_utils._post_backward_hook`` returns before any cast when not syncing). It is held
+in phases A, B0 and B (not in C: the last micro-step reduce-scatters it); ``unsharded_gradients``.
 Allocated bytes (what ``torch.cuda.max_memory_allocated`` counts) are modelled; reserved memory adds the
 caching allocator's fragmentation (a fitted fraction) and the CUDA context is outside both.
 """
@@ -71,6 +79,8 @@ class ModelStateBytes:
         optimizer_states: optimizer state (moments, and a master copy where one exists).
         optimizer_temp: the optimizer step's temporary buffer.
         ddp_buckets: DDP's gradient bucket copy.
+        unsharded_gradients: FSDP's full (unsharded) gradients kept by ``no_sync`` during gradient accumulation
+            (module docstring); 0 without FSDP or with ``grad_accum`` 1.
         autocast_weight_copies: 16-bit weight copies cached by autocast during forward/backward.
         host_per_rank: host RAM for offloaded states, per rank.
     """
@@ -84,6 +94,7 @@ class ModelStateBytes:
     ddp_buckets: float
     autocast_weight_copies: float
     host_per_rank: float
+    unsharded_gradients: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -155,6 +166,10 @@ def model_state_bytes(
             host += trainable / ranks * 4.0  # fp32 master copy for the CPU optimizer
         weights, adapter_weights, gradients, optimizer, optimizer_temp = 0.0, 0.0, 0.0, 0.0, 0.0
     ddp_buckets = gradients if sharding == "ddp" and ranks > 1 else 0.0
+    unsharded_gradients = 0.0
+    if setting.uses_fsdp and setting.grad_accum > 1 and ranks > 1 and setting.grad_sync == "last-micro-step":
+        fsdp_16bit = setting.precision != "fp32"  # FSDP MixedPrecision gathers 16-bit params (precision.py)
+        unsharded_gradients = trainable * (dtypes.compute_bytes if fsdp_16bit else dtypes.grad_bytes)
     autocast_copies = 0.0
     if dtypes.autocast and not setting.uses_adapters and not shard_params:
         autocast_copies = counts.total_params * dtypes.compute_bytes
@@ -168,6 +183,7 @@ def model_state_bytes(
         ddp_buckets=ddp_buckets,
         autocast_weight_copies=autocast_copies,
         host_per_rank=host,
+        unsharded_gradients=unsharded_gradients,
     )
 
 
@@ -207,6 +223,8 @@ def predict_memory(
         "cuBLAS workspaces": cublas_workspace_bytes(gpu),
     }
     persistent_grads = states.gradients if setting.grad_accum > 1 else 0.0
+    if states.unsharded_gradients:  # no_sync: only the unsharded gradients persist between micro-steps
+        persistent_grads = states.unsharded_gradients
     phase_a = {
         **resident,
         "gathered weights": states.gathered_weights,
@@ -227,7 +245,7 @@ def predict_memory(
     phase_b = {
         **resident,
         "gathered weights": states.gathered_weights,
-        "gradients": states.gradients,
+        "gradients": states.gradients + states.unsharded_gradients,
         "ddp buckets": states.ddp_buckets,
         "autocast weight copies": states.autocast_weight_copies,
         "activations": working,

@@ -3,9 +3,10 @@
 * GPU AdamW: max(bytes AdamW touches / achievable DRAM bandwidth + kernel launches · ``GPU_KERNEL_MIN_S``,
   CPU dispatch calls · ``kernel_launch_s``); calls and launches counted for foreach AdamW + gradient clipping
   (``dispatch.optimizer_launches``) over the trainable tensors of one rank (FSDP / ZeRO flatten a unit into one).
-* CPU offload: the optimizer runs on the host — trainable parameters per rank / ``cpu_adam_params_per_s``
-  (DeepSpeed's vectorized CPU-Adam), ``TORCH_CPU_ADAM_SLOWDOWN`` slower for FSDP's torch AdamW — and the updated
-  weights return over the host link; per micro-step the weights come in twice (forward, backward) and the
+* CPU offload: the optimizer runs on the host — trainable parameters per rank × ranks per node /
+  ``cpu_adam_params_per_s`` (DeepSpeed's vectorized CPU-Adam; every rank of a node steps at once on the same host
+  cores and DRAM, so the rate is the node's), ``TORCH_CPU_ADAM_SLOWDOWN`` slower for FSDP's torch AdamW — and the
+  updated weights return over the host link; per micro-step the weights come in twice (forward, backward) and the
   gradients go out once, over the pinned host link (``host_link_efficiency``), hidden only behind compute that
   exists in that micro-step.
 """
@@ -61,14 +62,16 @@ def optimizer_step_s(
     dtypes: DtypeBytes,
     trainable_per_rank: float,
     coefficients: CostCoefficients,
+    ranks_per_node: int = 1,
 ) -> float:
-    """Seconds of one optimizer step on one rank, without the fixed per-step overhead (module docstring)."""
+    """Seconds of one optimizer step on one rank, without the fixed per-step overhead (module docstring).
+    ``ranks_per_node``: ranks whose CPU optimizers share one host under offload."""
     if setting.offloads_to_cpu:
         cpu_rate = coefficients.cpu_adam_params_per_s
         if setting.sharding == "fsdp-offload":
             cpu_rate /= TORCH_CPU_ADAM_SLOWDOWN
         updated = trainable_per_rank * dtypes.weight_bytes / host_link_bytes_per_s(gpu, coefficients)
-        return trainable_per_rank / cpu_rate + updated
+        return trainable_per_rank * ranks_per_node / cpu_rate + updated
     bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
     touched = 2 * dtypes.weight_bytes + 2 * dtypes.grad_bytes + 2 * dtypes.optimizer_bytes
     touched += 2 * dtypes.optimizer_temp_bytes

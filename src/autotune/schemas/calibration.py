@@ -158,7 +158,10 @@ class CostCoefficients(StrictModel):
         "on PCIe 4.0 x16); FSDP CPU offload and DeepSpeed pin their host buffers.",
     )
     cpu_adam_params_per_s: float = Field(
-        default=1e9, gt=0, description="Parameters per second one rank's CPU Adam updates (offload)."
+        default=1e9,
+        gt=0,
+        description="Parameters per second the CPU Adam of one node updates under offload: the ranks of a node share "
+        "its cores and DRAM bandwidth, so each rank's step takes (its parameters × ranks per node) / this rate.",
     )
     compile_speedup: float = Field(
         default=0.5,

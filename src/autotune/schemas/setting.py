@@ -17,6 +17,7 @@ Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit"]
 Precision = Literal["bf16", "bf16-mixed", "fp16-mixed", "fp32"]
 LossImpl = Literal["fp32-upcast", "native", "chunked"]
 AttentionImpl = Literal["sdpa", "flash_attention_2", "eager"]
+GradSync = Literal["last-micro-step", "every-micro-step"]
 ATTENTION_ALIASES: dict[str, str] = {"flash": "sdpa", "math": "eager"}
 """Earlier names of the attention implementations (plan and measurement files written before them)."""
 
@@ -75,6 +76,9 @@ DESCRIPTIONS: dict[str, str] = {
     "(cross-entropy in the logits dtype on a shifted copy), chunked (logits computed and freed in chunks).",
     "attention_impl": "Attention implementation (transformers attn_implementation): sdpa (PyTorch SDPA: flash / "
     "memory-efficient kernels on a GPU), flash_attention_2 (the flash-attn package) or eager (s^2 scores).",
+    "grad_sync": "When FSDP reduces gradients under accumulation: last-micro-step (HF Trainer / accelerate default: "
+    "no_sync on the other micro-steps, so every GPU holds the full unsharded gradients until then) or "
+    "every-micro-step (reduce-scatter after each micro-step: accelerate sync_each_batch, Composer's FSDP default).",
     "seq_len": "Tokens per sequence (packed or truncated to this length).",
     "global_batch_size": "Sequences per optimizer step over all GPUs (micro × accumulation × ranks).",
     "num_samples": "Training samples in the dataset (for total run time).",
@@ -124,6 +128,7 @@ class TrainingSetting(FrozenModel):
     lora_targets: tuple[str, ...] = Field(default=(ALL_LINEAR,), description=DESCRIPTIONS["lora_targets"])
     loss_impl: LossImpl = Field(default="fp32-upcast", description=DESCRIPTIONS["loss_impl"])
     attention_impl: AttentionImpl = Field(default="sdpa", description=DESCRIPTIONS["attention_impl"])
+    grad_sync: GradSync = Field(default="last-micro-step", description=DESCRIPTIONS["grad_sync"])
     qlora_double_quant: bool = Field(default=True, description="NF4 double quantization of the constants.")
     unquantized_dtype: Literal["bf16", "fp32"] = Field(
         default="bf16",

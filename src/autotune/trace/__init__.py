@@ -263,5 +263,13 @@ def _sharding_adjustment(spec: ModelSpec, setting: TrainingSetting, cluster: Clu
     single = cluster.model_copy(update={"num_gpus_per_node": 1, "num_nodes": 1})
     unsharded = model_state_bytes(spec, setting.model_copy(update={"sharding": "none"}), single, dtypes)
     sharded = model_state_bytes(spec, setting, cluster, dtypes)
-    fields: Any = ("weights", "adapter_weights", "gathered_weights", "gradients", "optimizer_states", "ddp_buckets")
+    fields: Any = (
+        "weights",
+        "adapter_weights",
+        "gathered_weights",
+        "gradients",
+        "unsharded_gradients",  # FSDP no_sync accumulation (grad_sync last-micro-step)
+        "optimizer_states",
+        "ddp_buckets",
+    )
     return int(sum(getattr(sharded, f) - getattr(unsharded, f) for f in fields))

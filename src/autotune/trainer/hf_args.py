@@ -69,6 +69,11 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
         else (precision.bf16, precision.fp16)
     )
     optimizer = choose_optimizer(setting.optimizer, args.learning_rate, args.warmup_ratio)
+    # grad_sync every-micro-step: reduce-scatter after each micro-step instead of FSDP's no_sync accumulation
+    # (accelerate GradientAccumulationPlugin.sync_each_batch; the Trainer honours it for FSDP).
+    accelerator: dict[str, Any] = {}
+    if setting.uses_fsdp and setting.grad_sync == "every-micro-step":
+        accelerator["accelerator_config"] = {"gradient_accumulation_kwargs": {"sync_each_batch": True}}
     return TrainingArguments(
         output_dir=str(args.checkpoints_dir),
         per_device_train_batch_size=setting.micro_batch_size,
@@ -97,4 +102,5 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
         deepspeed=str(args.deepspeed_config) if args.deepspeed_config is not None else None,
         **optimizer.training_arguments(),
         **fsdp,
+        **accelerator,
     )

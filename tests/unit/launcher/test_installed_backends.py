@@ -128,3 +128,20 @@ def test_deepspeed_precision_agrees_with_the_trainer_on_the_cpu(
     engine_16bit = precision in ("bf16", "bf16-mixed") or (cpu and precision == "fp16-mixed")
     assert training_args.hf_deepspeed_config.config["bf16"]["enabled"] == training_args.bf16 == engine_16bit
     assert training_args.hf_deepspeed_config.config["fp16"]["enabled"] == training_args.fp16
+
+
+@pytest.mark.parametrize("grad_sync", ["last-micro-step", "every-micro-step"])
+def test_fsdp_grad_sync_reaches_the_trainer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grad_sync: str) -> None:
+    """``grad_sync`` every-micro-step asks accelerate for ``sync_each_batch`` (the Trainer then skips FSDP's
+    ``no_sync``, so no unsharded gradients accumulate); the default leaves the Trainer's no_sync accumulation."""
+    pytest.importorskip("accelerate")
+    from autotune.trainer.args import TrainerArgs
+    from autotune.trainer.hf_args import build_training_arguments
+    from autotune.trainer.model import choose_precision
+
+    monkeypatch.delenv("ACCELERATE_USE_FSDP", raising=False)
+    plan = make_plan(sharding="fsdp", gpus=2, method="full", precision="bf16-mixed", grad_sync=grad_sync)
+    args = TrainerArgs(plan_path=tmp_path / "plan.yaml", dataset="d", output_dir=str(tmp_path), cpu=True)
+    training_args = build_training_arguments(plan, args, choose_precision(plan.setting, True))
+    kwargs = training_args.accelerator_config.gradient_accumulation_kwargs or {}
+    assert kwargs.get("sync_each_batch", False) == (grad_sync == "every-micro-step")
