@@ -61,6 +61,20 @@ PARAMETER_TARGETS: dict[str, ParameterTargets] = {
 also lists ``qwen2_moe`` there, but does not convert it: its routed experts get no adapter under 0.21)."""
 
 
+FUSED_MODULE_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
+    "phi3": {
+        "q_proj": ("qkv_proj",),
+        "k_proj": ("qkv_proj",),
+        "v_proj": ("qkv_proj",),
+        "gate_proj": ("gate_up_proj",),
+        "up_proj": ("gate_up_proj",),
+    },
+}
+"""model_type → plan names of projections that transformers fuses into one ``nn.Linear`` (``modeling_phi3.py``:
+``qkv_proj``, ``gate_up_proj``): peft can only wrap the fused module, which the cost model counts once
+(``autotune.costmodel.params.lora_target_modules``)."""
+
+
 def parameter_targets(model_type: str) -> ParameterTargets | None:
     """The parameter-stored targets of ``model_type`` (None: every target is an ``nn.Linear`` module)."""
     return PARAMETER_TARGETS.get(model_type)
@@ -98,13 +112,15 @@ def fused_target_error(model_type: str, targets: tuple[str, ...]) -> str | None:
 
 def peft_target_modules(model_type: str, targets: tuple[str, ...]) -> str | list[str]:
     """The ``LoraConfig.target_modules`` for plan ``targets``: ``"all-linear"`` as is, else the names with the
-    parameter-stored ones translated to the names peft's conversion recognises (order kept, no repeats)."""
+    parameter-stored ones translated to the names peft's conversion recognises and fused projections to their
+    fused module (order kept, no repeats)."""
     if ALL_LINEAR in targets:
         return ALL_LINEAR
     table = parameter_targets(model_type)
+    renames = {**FUSED_MODULE_NAMES.get(model_type, {}), **(table.peft_names if table else {})}
     names: list[str] = []
     for target in targets:
-        for name in table.peft_names.get(target, (target,)) if table else (target,):
+        for name in renames.get(target, (target,)):
             if name not in names:
                 names.append(name)
     return names
