@@ -39,7 +39,11 @@ FAMILY_MODELS = {
     "phi3": "phi3-mini",
 }
 """One catalog model per catalog family (every model_type in profiles/models)."""
-TARGETS: list[tuple[str, ...]] = [("all-linear",), ("q_proj", "v_proj"), ("q_proj", "gate_proj", "up_proj", "down_proj")]
+TARGETS: list[tuple[str, ...]] = [
+    ("all-linear",),
+    ("q_proj", "v_proj"),
+    ("q_proj", "gate_proj", "up_proj", "down_proj"),
+]
 RANK = 4
 
 

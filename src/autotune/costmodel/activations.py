@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.costmodel.param_adapters import wrapped_input_bytes_per_token
 from autotune.costmodel.params import lora_module_targets
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.lora_targets import effective_lora_dropout as lora_effective_dropout
@@ -49,7 +50,8 @@ class LayerActivationBytes:
         attention: q/k/v after RoPE, attention output, log-sum-exp, o_proj input.
         attention_scores: the s×s score and probability matrices (math kernel only), per token.
         mlp: gate output, activation output, up output, down input.
-        adapters: LoRA inputs (fp32 copies) and dropout masks.
+        adapters: LoRA inputs (fp32 copies) and dropout masks; for parameter adapters (an MoE's experts) the base
+            inputs their merged weights keep (``autotune.costmodel.param_adapters``).
         attention_side: the part still saved when the attention core runs its backward (the layer's backward
             runs the MLP, the post-attention norms and o_proj first, freeing what they saved): the input norm,
             q/k/v, the attention core's saved tensors and the q/k/v adapters' inputs.
@@ -108,6 +110,7 @@ def layer_activation_bytes_per_token(
             adapters += module_bytes
             if module.name in QKV_MODULES:
                 qkv_adapters += module_bytes
+        adapters += wrapped_input_bytes_per_token(model, setting, dtypes)
     input_norm = norms / num_norms if num_norms else 0.0
     return LayerActivationBytes(
         norms=norms,

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autotune.costmodel import activations as act
+from autotune.costmodel.param_adapters import merged_weight_bytes_per_layer
 from autotune.costmodel.params import ParamCounts, count_params, lora_params
 from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.calibration import CostCoefficients
@@ -195,6 +196,13 @@ def predict_memory(
     working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash) * tokens
     logits = act.logits_peak_bytes(model, setting, dtypes, tokens)
     masks = act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash, dtypes.residual_bytes)
+    # LoRA folded into an MoE's expert weights keeps each layer's merged weights for backward; checkpointing
+    # holds one recomputed layer's (autotune.costmodel.param_adapters)
+    merged = merged_weight_bytes_per_layer(model, setting, dtypes)
+    if setting.grad_ckpt:
+        working += merged
+    else:
+        stored += model.num_hidden_layers * merged
     stored += masks
     # In early backward the embedding output and the final norm's saved input are already freed; the masks are
     # inputs of every checkpointed layer.
