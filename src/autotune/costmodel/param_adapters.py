@@ -16,6 +16,10 @@ grad, so the base matmuls that use it keep it, and their inputs, for backward, a
     is wrapped; down_proj's input (k·I) when ``down_proj`` is; the router's input (h, the post-attention norm
     output) when the router is.
 
+In backward, the gradient of a merged weight (E·out·in, weight dtype) exists before ``baddbmm``'s backward
+reduces it to the factors' gradients: the first one met (``down_proj``, else ``gate_up_proj``) lives beside
+the layer's whole saved set (:func:`merged_gradient_bytes`; later ones find the earlier merged weights freed).
+
 Traced (``autotune trace`` on tiny Mixtrals, h ∈ {256, 512}, I ∈ {512, 1024}, E = 4, k = 2): these terms are
 exactly the saved-activation difference between LoRA on all-linear (or each parameter target) and on the
 attention projections only; ``tests/unit/test_lora_targets.py`` checks it.
@@ -65,3 +69,15 @@ def merged_weight_bytes_per_layer(model: ModelSpec, setting: TrainingSetting, dt
             if a.experts > 1:
                 elements += a.rank * a.experts * (a.in_features + a.out_features)
     return elements * dtypes.weight_bytes
+
+
+def merged_gradient_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
+    """Bytes of the merged-weight gradient alive beside one layer's saved set in its backward: the first wrapped
+    expert stack backward meets (``down_proj``, else ``gate_up_proj``), E·out·in in the weight dtype; 0 without."""
+    if not setting.uses_adapters:
+        return 0.0
+    stacks = {a.name: a for a in lora_adapters(model, setting.lora_rank, setting.lora_targets) if a.experts > 1}
+    first = stacks.get("down_proj") or stacks.get("gate_up_proj")
+    if first is None or not first.on_parameter:
+        return 0.0
+    return first.experts * first.in_features * first.out_features * dtypes.weight_bytes
