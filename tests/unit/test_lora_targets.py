@@ -129,3 +129,30 @@ def test_dropout_note_says_what_the_trainer_runs(caplog: pytest.LogCaptureFixtur
         assert peft_model(spec, router).peft_config["default"].lora_dropout == 0.0
         assert peft_model(spec, attention_only).peft_config["default"].lora_dropout == 0.1
     assert "lora_dropout 0.10 -> 0" in caplog.text
+
+
+def test_wrapped_expert_memory_is_what_the_trace_keeps() -> None:
+    """Saved activations of LoRA on all-linear minus on the attention projections only: the merged expert
+    weights, factor copies and newly saved inputs (``autotune.costmodel.param_adapters``), traced."""
+    pytest.importorskip("torch")
+    from autotune.costmodel.param_adapters import merged_weight_bytes_per_layer, wrapped_input_bytes_per_token
+    from autotune.costmodel.precision import dtype_bytes
+    from autotune.profiles.catalog import resolve_gpu
+    from autotune.schemas.hardware import ClusterSpec
+    from autotune.trace import trace_training_step
+
+    spec = tiny_spec("mixtral").model_copy(update={"hidden_size": 256, "intermediate_size": 512, "vocab_size": 256})
+    cluster = ClusterSpec(gpu=resolve_gpu("h100")[0], host_memory_gib_per_node=160)
+    seq_len = 256
+    traced: list[float] = []
+    for targets in (("all-linear",), ("q_proj", "k_proj", "v_proj", "o_proj")):
+        setting = TrainingSetting(method="lora", grad_ckpt=False, lora_targets=targets, lora_dropout=0.0)
+        report = trace_training_step(spec, setting, seq_len, cluster)
+        traced.append(report.phases[0].categories_bytes["saved activations"])
+    wrapped = TrainingSetting(method="lora", grad_ckpt=False, lora_dropout=0.0)
+    dtypes = dtype_bytes(wrapped, cluster.gpu)
+    per_layer = merged_weight_bytes_per_layer(spec, wrapped, dtypes)
+    per_layer += wrapped_input_bytes_per_token(spec, wrapped, dtypes) * seq_len
+    merged_experts = 4 * 256 * 512 * 3 * 2  # E·3·h·I in bf16 per layer
+    assert per_layer > merged_experts
+    assert abs(spec.num_hidden_layers * per_layer - (traced[0] - traced[1])) <= 0.005 * (traced[0] - traced[1])
