@@ -52,6 +52,7 @@ from autotune.costmodel.gemm import (
 )
 from autotune.costmodel.memory import base_weight_bytes
 from autotune.costmodel.optimizer_step import GPU_KERNEL_MIN_S, offload_traffic_s, optimizer_step_s
+from autotune.costmodel.param_adapters import wrapped_gemm_s
 from autotune.costmodel.params import count_params, linear_modules, lora_module_targets, lora_params
 from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.calibration import CostCoefficients
@@ -227,6 +228,10 @@ def predict_time(
             bwd_kernels += per_layer * lora_bwd_kernels * compile_keep
         fwd_adapter += adapter_fwd_gemm
         bwd_adapter += adapter_bwd_gemm
+        # LoRA folded into an MoE's expert stacks (peft ParamWrapper): merge GEMMs and the experts' weight gradients
+        wrapped_fwd, wrapped_bwd = wrapped_gemm_s(model, setting, tokens, element, device)
+        fwd_adapter += wrapped_fwd
+        bwd_adapter += wrapped_bwd
     if setting.method == "qlora":
         per_param = nf4_bytes_per_param(setting.qlora_double_quant) + dtypes.compute_bytes
         fwd_dequant = counts.decoder_linear_params / layers * per_param / bandwidth

@@ -20,6 +20,11 @@ In backward, the gradient of a merged weight (E·out·in, weight dtype) exists b
 reduces it to the factors' gradients: the first one met (``down_proj``, else ``gate_up_proj``) lives beside
 the layer's whole saved set (:func:`merged_gradient_bytes`; later ones find the earlier merged weights freed).
 
+Time (:func:`wrapped_gemm_s`): per layer and forward pass, one ``baddbmm`` per wrapped stack (E GEMMs of
+out × in × rank, writing the merged weight); in backward the merged weight's gradient is a weight-gradient
+GEMM of the experts over their routed tokens (as in full fine-tuning), reduced to the factors' gradients by
+two more E × (out × in × rank) GEMMs. The router's merged [E, h] weight is negligible.
+
 Traced (``autotune trace`` on tiny Mixtrals, h ∈ {256, 512}, I ∈ {512, 1024}, E = 4, k = 2): these terms are
 exactly the saved-activation difference between LoRA on all-linear (or each parameter target) and on the
 attention projections only; ``tests/unit/test_lora_targets.py`` checks it.
@@ -27,6 +32,7 @@ attention projections only; ``tests/unit/test_lora_targets.py`` checks it.
 
 from __future__ import annotations
 
+from autotune.costmodel.gemm import GemmDevice, gemm_time_s, linear_pass_time_s
 from autotune.costmodel.params import lora_adapters
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.model import ModelSpec
@@ -81,3 +87,24 @@ def merged_gradient_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: Dt
     if first is None or not first.on_parameter:
         return 0.0
     return first.experts * first.in_features * first.out_features * dtypes.weight_bytes
+
+
+def wrapped_gemm_s(
+    model: ModelSpec, setting: TrainingSetting, tokens: float, element_bytes: float, device: GemmDevice
+) -> tuple[float, float]:
+    """(forward, backward) seconds of one layer's parameter-adapter GEMMs for ``tokens`` tokens (module
+    docstring): the merge ``baddbmm`` forward; the experts' weight-gradient GEMMs (each expert sees
+    tokens·k/E rows) and the two factor-gradient GEMMs backward. (0, 0) without parameter adapters."""
+    if not setting.uses_adapters:
+        return 0.0, 0.0
+    forward = backward = 0.0
+    share = model.num_experts_per_token / model.num_experts
+    for a in lora_adapters(model, setting.lora_rank, setting.lora_targets):
+        if not a.on_parameter or a.experts == 1:
+            continue
+        merge = a.experts * gemm_time_s(a.out_features, a.in_features, a.rank, element_bytes, device)
+        forward += merge
+        rows = tokens * share
+        weight_grad = linear_pass_time_s(rows, a.in_features, a.out_features, element_bytes, device, "weight-grad")
+        backward += a.experts * weight_grad + 2 * merge
+    return forward, backward
