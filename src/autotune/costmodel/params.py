@@ -95,9 +95,11 @@ class ParamCounts:
     total_params: int
     """Every parameter, tied embeddings counted once (what ``sum(p.numel())`` gives in transformers)."""
     decoder_linear_params: int
-    """Weights of every linear inside the blocks, biases excluded (what QLoRA quantizes to NF4)."""
+    """Weights of every ``nn.Linear`` inside the blocks, biases excluded (what QLoRA quantizes to NF4); an MoE's
+    parameter-stored experts and router (transformers 5 Mixtral) are not ``nn.Linear`` and are not counted."""
     non_linear_params: int
-    """What stays in the compute dtype under QLoRA: embeddings, lm_head, norms, biases."""
+    """What stays in the compute dtype under QLoRA: embeddings, lm_head, norms, biases (and an MoE's parameter-stored
+    experts and router)."""
     matmul_params_per_token: int
     """Weights one token's forward multiplies by: block linears with k of E experts, plus the V·h
     output projection even when tied; the embedding lookup is excluded. Forward FLOPs ≈ 2× this."""
@@ -171,7 +173,10 @@ def count_params(model: ModelSpec) -> ParamCounts:
     lm_head = 0 if model.tie_word_embeddings else vocab * h
     total = embedding + lm_head + attention + mlp + layers * norms_per_layer + per_norm
 
-    decoder_linear = sum(m.weight_params for m in mods)
+    # bitsandbytes quantizes nn.Linear modules only (transformers ``integrations/bitsandbytes.py``,
+    # ``replace_with_bnb_linear``): parameter-stored linears (Mixtral's experts and router) stay in the load dtype
+    stored = parameter_targets(model.model_type)
+    decoder_linear = sum(m.weight_params for m in mods if stored is None or m.name not in stored.peft_names)
     active_linear = sum(
         m.weight_params * model.num_experts_per_token // model.num_experts
         if m.group == "mlp" and m.name != "router"
