@@ -156,3 +156,21 @@ def test_wrapped_expert_memory_is_what_the_trace_keeps() -> None:
     merged_experts = 4 * 256 * 512 * 3 * 2  # E·3·h·I in bf16 per layer
     assert per_layer > merged_experts
     assert abs(spec.num_hidden_layers * per_layer - (traced[0] - traced[1])) <= 0.005 * (traced[0] - traced[1])
+
+
+def test_plan_and_estimate_state_the_moe_dropout_override(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    from pathlib import Path
+
+    from cli_runner import run
+
+    config = str(Path(__file__).parent.parent / "fixtures" / "configs" / "mixtral-8x7b" / "config.json")
+    common = ["--gpu", "h100", "--num-gpus", "8", "--seq-len", "1024", "--method", "lora", "--json"]
+    for command in ("plan", "estimate"):
+        code, out, err = run(capsys, command, config, *common)
+        assert code == 0, err
+        notes = [note for note in json.loads(out)["notes"] if "dropout" in note]
+        assert len(notes) == 1 and "0.05 -> 0" in notes[0]
+    code, out, err = run(capsys, "estimate", config, *common, "--lora-targets", "q_proj,v_proj")
+    assert code == 0, err
+    assert not [note for note in json.loads(out)["notes"] if "dropout" in note]

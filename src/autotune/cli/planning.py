@@ -61,7 +61,7 @@ def plan_from_options(**options: Any) -> tuple[PlanFile, PlanResult, list[str]]:
     plan_file = build_plan_file(request, result)
     settings = [plan_file.setting, *(alt.setting for alt in plan_file.alternatives)]
     notes += host_memory_note(request.cluster, options.get("host_memory_gib"), settings)
-    notes += lora_dropout_notes(request.model, settings)
+    notes += lora_dropout_notes(request.model, [plan_file.setting])
     return plan_file, result, notes
 
 
