@@ -54,6 +54,7 @@ def _spec(family: str) -> ModelSpec:
         return model_spec_from_config(CONFIG_FAMILIES[family])
     return resolve_model_profile(FAMILY_MODELS[family])
 
+
 FAMILY_ATTENTION = {"gemma2": "eager"}
 """transformers builds Gemma 2 only with eager (or flash-attn) attention: its logit soft-capping has no SDPA
 path (``Gemma2PreTrainedModel._supports_sdpa`` is False), so ``attn_implementation='sdpa'`` raises."""
