@@ -19,9 +19,10 @@ Each adapted parameter is wrapped by ``lora.ParamWrapper`` (``peft/tuners/lora/l
 a run with any parameter target runs every adapter without dropout (:func:`effective_lora_dropout`).
 
 peft also warns "The following rank_pattern keys did not match any targeted module and were ignored:
-['.*\\\\.gate_up_proj']" (``tuners_utils.py``, the check after injection compares the patterns with module
-names only); the pattern is applied all the same (``ParamWrapper.r`` is 2r on ``gate_up_proj``, checked by
-``tests/unit/test_lora_targets.py`` against the real peft model).
+['.*\\\\.gate_up_proj']" (``peft/tuners/tuners_utils.py``, ``BaseTuner.inject_adapter``: the check compares the
+patterns with ``targeted_module_names`` only, not ``targeted_parameter_names``); the pattern is applied all
+the same (``ParamWrapper.r`` is 2r on ``gate_up_proj``, checked by ``tests/unit/test_lora_targets.py`` against
+the real peft model).
 """
 
 from __future__ import annotations
