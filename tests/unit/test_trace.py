@@ -216,3 +216,25 @@ def test_trace_command_without_torch_is_one_line_and_exit_2(
     assert "autotune[train]" in err
     assert len(err.strip().splitlines()) == 1
     assert out == ""
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_accumulation_traces_a_later_micro_step_with_the_gradients_alive(cluster: ClusterSpec, method: str) -> None:
+    # With gradient accumulation > 1 every micro-step after the first starts with the earlier micro-steps'
+    # gradients alive (autograd adds into them in place), so the traced peak grows by the trainable gradients and
+    # still agrees with the analytic model, which holds them from the start of backward.
+    spec = tiny("qwen2.5-7b")
+    one = TrainingSetting(method=method, micro_batch_size=2, grad_accum=1, grad_ckpt=False)
+    four = one.model_copy(update={"grad_accum": 4})
+    traced_one = trace_training_step(spec, one, SEQ_LEN, cluster)
+    traced_four = trace_training_step(spec, four, SEQ_LEN, cluster)
+    gradient_bytes = traced_four.phases[2].categories_bytes["gradients"]
+    assert traced_one.phases[0].categories_bytes.get("gradients", 0) == 0
+    assert traced_four.phases[0].categories_bytes["gradients"] == gradient_bytes > 0
+    assert traced_four.cuda_peak_allocated_bytes - traced_one.cuda_peak_allocated_bytes == pytest.approx(
+        gradient_bytes, rel=0.05
+    )
+    predicted = predict_memory(spec, four, cluster, Workload(seq_len=SEQ_LEN, global_batch_size=8), CostCoefficients())
+    activations_and_states = traced_four.cuda_peak_allocated_bytes - traced_four.cuda_workspace_bytes
+    error = (predicted.peak_allocated_bytes - traced_four.cuda_peak_allocated_bytes) / activations_and_states
+    assert abs(error) <= 0.03

@@ -179,11 +179,22 @@ def run_step(
 ) -> dict[str, Any]:
     """Forward, backward and one optimizer step under ``tracker``; returns the state needed to label storages.
 
+    With ``setting.grad_accum > 1`` the traced micro-step is one after the first of its accumulation window:
+    the gradients of the earlier micro-steps are alive from its start.
+
     Returns a dict with ``saved`` (storage indices alive at the end of forward), ``gradients`` and
     ``optimizer states`` (indices of each).
     """
     optimizer = build_optimizer(model, setting)
     autocast = torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype is not None else nullcontext()
+    if setting.grad_accum > 1:
+        # A micro-step after the first of an accumulation window starts with every trainable parameter's
+        # gradient alive; autograd's AccumulateGrad then adds each new gradient into it in place and frees the
+        # new one (torch/csrc/autograd/functions/accumulate_grad.h, ``accumulateGrad``). Trace that steady state.
+        for param in model.parameters():
+            if param.requires_grad:
+                param.grad = torch.zeros_like(param)
+                tracker.register(param.grad, "gradients")
     with _recompute_marker(tracker):
         tracker.start_phase("forward")
         with autocast:
