@@ -8,6 +8,7 @@ and vocabulary with 2 and 4 decoder layers and extrapolated linearly in depth
 
     python benchmarks/trace_agreement.py            # the whole matrix (tens of minutes on 2 cores)
     python benchmarks/trace_agreement.py --families llama --seq-lens 2048   # a slice
+    python benchmarks/trace_agreement.py --families mixtral --methods lora  # the MoE family (opt-in)
     python benchmarks/trace_agreement.py --save traces.jsonl      # also keep each cell's traced peak
     python benchmarks/trace_agreement.py --traces traces.jsonl    # re-compare saved traces (no tracing)
 
@@ -26,9 +27,11 @@ from typing import Any
 
 from autotune.costmodel.memory import predict_memory
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.profiles.hf_config import model_spec_from_config
 from autotune.quiet import quiet_third_party
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.trace.agreement import Agreement, BuildCache, traced_peak_bytes
 
@@ -41,6 +44,17 @@ FAMILY_MODELS = {
     "phi3": "phi3-mini",
 }
 """One catalog model per family (the family's common fine-tuning size)."""
+CONFIG_FAMILIES = {"mixtral": Path(__file__).parent.parent / "tests" / "fixtures" / "configs" / "mixtral-8x7b"}
+"""Families outside the catalog, read from a config.json (opt-in: ``--families mixtral``); Mixtral-8x7B's LoRA
+wraps the fused experts with peft's ParamWrapper (``autotune.costmodel.param_adapters``)."""
+
+
+def _spec(family: str) -> ModelSpec:
+    if family in CONFIG_FAMILIES:
+        return model_spec_from_config(CONFIG_FAMILIES[family])
+    return resolve_model_profile(FAMILY_MODELS[family])
+
+
 FAMILY_ATTENTION = {"gemma2": "eager"}
 """transformers builds Gemma 2 only with eager (or flash-attn) attention: its logit soft-capping has no SDPA
 path (``Gemma2PreTrainedModel._supports_sdpa`` is False), so ``attn_implementation='sdpa'`` raises."""
@@ -59,7 +73,7 @@ def _setting(cell: dict[str, Any]) -> TrainingSetting:
 
 def _agreement(cell: dict[str, Any], cluster: ClusterSpec) -> Agreement:
     """Analytic (prior coefficients) vs the cell's traced peak."""
-    spec = resolve_model_profile(FAMILY_MODELS[cell["family"]])
+    spec = _spec(cell["family"])
     setting = _setting(cell)
     seq_len = cell["seq_len"]
     workload = Workload(seq_len=seq_len, global_batch_size=setting.micro_batch_size * cluster.world_size)
@@ -109,7 +123,7 @@ def main() -> None:
     cache = BuildCache()
     for cell in cells:
         if "traced_bytes" not in cell:
-            spec = resolve_model_profile(FAMILY_MODELS[cell["family"]])
+            spec = _spec(cell["family"])
             cell["traced_bytes"], cell["traced_phase"] = traced_peak_bytes(
                 spec, _setting(cell), cell["seq_len"], cluster, not args.full_depth, cache
             )

@@ -11,7 +11,7 @@ from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
 from autotune.cli.render import print_json, render_estimate
-from autotune.cli.resolve import host_memory_note
+from autotune.cli.resolve import host_memory_note, lora_dropout_notes
 from autotune.cli.tracing import (
     AttentionOpt,
     render_predicted_vs_traced,
@@ -82,6 +82,7 @@ def estimate_command(
         raise InvalidRequestError(topology_error)
     estimate = estimate_setting(spec, cluster, workload, setting, coefficients)
     notes += host_memory_note(cluster, host_memory_gib, [setting])
+    notes += lora_dropout_notes(spec, [setting])
     if not estimate.fits:
         notes.append(_nearest_note(spec, cluster, workload, estimate, method, coefficients))
     traced = run_trace(inputs) if trace else None

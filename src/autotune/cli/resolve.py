@@ -14,6 +14,7 @@ from autotune.planner.space import assumed_host_memory_gib
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.lora_targets import lora_dropout_note
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.validation import format_validation_error
@@ -99,6 +100,17 @@ def host_memory_note(cluster: ClusterSpec, given_gib: float | None, settings: It
     if given_gib is not None or assumed is None or not any(setting.offloads_to_cpu for setting in settings):
         return []
     return [f"host RAM per node assumed {assumed:.0f} GiB for offload (set --host-memory-gib)"]
+
+
+def lora_dropout_notes(model: ModelSpec, settings: Iterable[TrainingSetting]) -> list[str]:
+    """``[note]`` when an adapter setting among ``settings`` will run with its LoRA dropout forced to 0 (peft's
+    ParamWrapper on an MoE's parameter-stored experts; :mod:`autotune.schemas.lora_targets`), else ``[]``."""
+    for setting in settings:
+        if setting.uses_adapters:
+            note = lora_dropout_note(model.model_type, setting.lora_targets, setting.lora_dropout)
+            if note:
+                return [note]
+    return []
 
 
 def build_request(

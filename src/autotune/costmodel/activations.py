@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autotune.costmodel.params import lora_target_modules
+from autotune.costmodel.param_adapters import wrapped_input_bytes_per_token
+from autotune.costmodel.params import lora_module_targets
 from autotune.costmodel.precision import DtypeBytes
+from autotune.schemas.lora_targets import effective_lora_dropout as lora_effective_dropout
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import ALL_LINEAR, TrainingSetting
+from autotune.schemas.setting import TrainingSetting
 
 FP32_BYTES = 4.0
 MASK_BYTES = 1.0
@@ -48,7 +50,8 @@ class LayerActivationBytes:
         attention: q/k/v after RoPE, attention output, log-sum-exp, o_proj input.
         attention_scores: the s×s score and probability matrices (math kernel only), per token.
         mlp: gate output, activation output, up output, down input.
-        adapters: LoRA inputs (fp32 copies) and dropout masks.
+        adapters: LoRA inputs (fp32 copies) and dropout masks; for parameter adapters (an MoE's experts) the base
+            inputs their merged weights keep (``autotune.costmodel.param_adapters``).
         attention_side: the part still saved when the attention core runs its backward (the layer's backward
             runs the MLP, the post-attention norms and o_proj first, freeing what they saved): the input norm,
             q/k/v, the attention core's saved tensors and the q/k/v adapters' inputs.
@@ -102,11 +105,12 @@ def layer_activation_bytes_per_token(
     if frozen:
         mask = MASK_BYTES if effective_lora_dropout(model, setting) > 0 else 0.0
         adapter_in_bytes = (m_b if dtypes.autocast else FP32_BYTES) + mask
-        for module in lora_target_modules(model, setting.lora_targets):
+        for module in lora_module_targets(model, setting.lora_targets):
             module_bytes = adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
             adapters += module_bytes
             if module.name in QKV_MODULES:
                 qkv_adapters += module_bytes
+        adapters += wrapped_input_bytes_per_token(model, setting, dtypes)
     input_norm = norms / num_norms if num_norms else 0.0
     return LayerActivationBytes(
         norms=norms,
@@ -119,15 +123,10 @@ def layer_activation_bytes_per_token(
 
 
 def effective_lora_dropout(model: ModelSpec, setting: TrainingSetting) -> float:
-    """The LoRA dropout the trainer runs with: 0 for an MoE whose expert weights are targeted ('all-linear' or an
-    expert projection name), else the setting's. transformers 5 stores the experts as fused 3-D parameters that
-    peft adapts with ``lora.ParamWrapper``, which refuses dropout; one LoraConfig has one dropout, so the
-    trainer sets it to 0 for every adapter and says so (``autotune.trainer.model.parameter_targets``)."""
-    expert_names = {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "experts"}
-    targets = set(setting.lora_targets)
-    if model.num_experts > 1 and (ALL_LINEAR in targets or targets & expert_names):
-        return 0.0
-    return setting.lora_dropout
+    """The LoRA dropout the trainer runs with for ``setting`` on ``model``: 0 when peft adapts a parameter-stored
+    target (an MoE's experts or router; :func:`autotune.schemas.lora_targets.effective_lora_dropout`), else the
+    setting's."""
+    return lora_effective_dropout(model.model_type, setting.lora_targets, setting.lora_dropout)
 
 
 def attention_mask_materialised(model: ModelSpec, seq_len: float) -> bool:
@@ -225,7 +224,7 @@ def recompute_transient_bytes_per_token(
     if not (setting.grad_ckpt and setting.uses_adapters):
         return 0.0
     m_b = dtypes.compute_bytes
-    targets = {module.name for module in lora_target_modules(model, setting.lora_targets)}
+    targets = {module.name for module in lora_module_targets(model, setting.lora_targets)}
     down_adapted = "down_proj" in targets
     adapter_copy = (0.0 if dtypes.autocast else FP32_BYTES) if down_adapted else 0.0
     widths_h = 6 if setting.method == "qlora" else 7
@@ -246,7 +245,7 @@ def mlp_input_stage_bytes_per_token(
     gradient arriving from the layer above (compute dtype, width h) and the fp32 RMSNorm input of the
     recomputation (traced: ``benchmarks/trace_agreement.py``, Phi-3 QLoRA).
     """
-    modules = {module.name: module for module in lora_target_modules(model, setting.lora_targets)}
+    modules = {module.name: module for module in lora_module_targets(model, setting.lora_targets)}
     first = modules.get("gate_up_proj") or modules.get("gate_proj")
     if first is None:
         return 0.0

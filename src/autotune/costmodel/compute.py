@@ -54,7 +54,8 @@ from autotune.costmodel.gemm import (
 )
 from autotune.costmodel.memory import base_weight_bytes
 from autotune.costmodel.optimizer_step import GPU_KERNEL_MIN_S, offload_traffic_s, optimizer_step_s
-from autotune.costmodel.params import count_params, linear_modules, lora_params, lora_target_modules
+from autotune.costmodel.param_adapters import wrapped_gemm_s
+from autotune.costmodel.params import count_params, linear_modules, lora_module_targets, lora_params
 from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
@@ -149,7 +150,7 @@ def adapter_gemm_s(
     in fp32 forward; their input and weight gradients backward."""
     layers = model.num_hidden_layers
     forward = backward = 0.0
-    for m in lora_target_modules(model, targets):
+    for m in lora_module_targets(model, targets):
         per_layer = m.count // layers
         pairs = ((m.in_features, rank), (rank, m.out_features))
         forward += per_layer * sum(linear_pass_time_s(tokens, i, o, 4, fp32_device, "forward") for i, o in pairs)
@@ -220,7 +221,7 @@ def predict_time(
         adapter_fwd_gemm, adapter_bwd_gemm = adapter_gemm_s(
             model, setting.lora_targets, setting.lora_rank, tokens, fp32_device
         )
-        for m in lora_target_modules(model, setting.lora_targets):
+        for m in lora_module_targets(model, setting.lora_targets):
             per_layer = m.count // layers
             traffic = (LORA_BYTES_PER_TOKEN_IN * m.in_features + LORA_BYTES_PER_TOKEN_OUT * m.out_features) * tokens
             fwd_adapter += per_layer * traffic * compile_keep / bandwidth
@@ -229,6 +230,10 @@ def predict_time(
             bwd_kernels += per_layer * lora_bwd_kernels * compile_keep
         fwd_adapter += adapter_fwd_gemm
         bwd_adapter += adapter_bwd_gemm
+        # LoRA folded into an MoE's expert stacks (peft ParamWrapper): merge GEMMs and the experts' weight gradients
+        wrapped_fwd, wrapped_bwd = wrapped_gemm_s(model, setting, tokens, element, device)
+        fwd_adapter += wrapped_fwd
+        bwd_adapter += wrapped_bwd
     if setting.method == "qlora":
         per_param = nf4_bytes_per_param(setting.qlora_double_quant) + dtypes.compute_bytes
         fwd_dequant = counts.decoder_linear_params / layers * per_param / bandwidth

@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autotune.costmodel import activations as act
+from autotune.costmodel.param_adapters import merged_gradient_bytes, merged_weight_bytes_per_layer
 from autotune.costmodel.params import ParamCounts, count_params, lora_params
 from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.calibration import CostCoefficients
@@ -211,6 +212,14 @@ def predict_memory(
     working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash) * tokens
     logits = act.logits_peak_bytes(model, setting, dtypes, tokens)
     masks = act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash, dtypes.residual_bytes)
+    # LoRA folded into an MoE's expert weights keeps each layer's merged weights for backward; checkpointing
+    # holds one recomputed layer's (autotune.costmodel.param_adapters)
+    merged = merged_weight_bytes_per_layer(model, setting, dtypes)
+    merged_grad = merged_gradient_bytes(model, setting, dtypes)
+    if setting.grad_ckpt:
+        working += merged + merged_grad
+    else:
+        stored += model.num_hidden_layers * merged
     stored += masks
     # In early backward the embedding output and the final norm's saved input are already freed; the masks are
     # inputs of every checkpointed layer.
@@ -240,7 +249,8 @@ def predict_memory(
         "gradients": persistent_grads,
         "ddp buckets": states.ddp_buckets if setting.grad_accum > 1 else 0.0,
         "autocast weight copies": states.autocast_weight_copies,
-        "activations": checkpoints + working if setting.grad_ckpt else 0.0,
+        # without checkpointing: the last layer's backward with every layer's saved set still alive (logits freed)
+        "activations": checkpoints + working if setting.grad_ckpt else (stored + merged_grad if merged_grad else 0.0),
     }
     phase_b = {
         **resident,

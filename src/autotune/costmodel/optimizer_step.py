@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from autotune.costmodel.dispatch import optimizer_launches
-from autotune.costmodel.params import linear_modules, lora_target_modules
+from autotune.costmodel.params import linear_modules, lora_adapters
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import GpuSpec
@@ -35,7 +35,7 @@ TORCH_CPU_ADAM_SLOWDOWN = 5.5
 def trainable_tensors(model: ModelSpec, setting: TrainingSetting) -> int:
     """Tensors the optimizer updates on one rank (FSDP / ZeRO flatten each decoder-layer unit into one)."""
     if setting.uses_adapters:
-        return 2 * sum(m.count for m in lora_target_modules(model, setting.lora_targets))
+        return sum(a.tensors for a in lora_adapters(model, setting.lora_rank, setting.lora_targets))
     if setting.shards_states:
         return model.num_hidden_layers + 1
     per_layer = sum((1 + int(m.bias)) * m.count for m in linear_modules(model)) // model.num_hidden_layers

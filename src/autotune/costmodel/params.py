@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from autotune.errors import InvalidRequestError
+from autotune.schemas.lora_targets import fused_target_error, parameter_targets
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import ALL_LINEAR
 
@@ -94,9 +95,11 @@ class ParamCounts:
     total_params: int
     """Every parameter, tied embeddings counted once (what ``sum(p.numel())`` gives in transformers)."""
     decoder_linear_params: int
-    """Weights of every linear inside the blocks, biases excluded (what QLoRA quantizes to NF4)."""
+    """Weights of every ``nn.Linear`` inside the blocks, biases excluded (what QLoRA quantizes to NF4); an MoE's
+    parameter-stored experts and router (transformers 5 Mixtral) are not ``nn.Linear`` and are not counted."""
     non_linear_params: int
-    """What stays in the compute dtype under QLoRA: embeddings, lm_head, norms, biases."""
+    """What stays in the compute dtype under QLoRA: embeddings, lm_head, norms, biases (and an MoE's parameter-stored
+    experts and router)."""
     matmul_params_per_token: int
     """Weights one token's forward multiplies by: block linears with k of E experts, plus the V·h
     output projection even when tied; the embedding lookup is excluded. Forward FLOPs ≈ 2× this."""
@@ -170,7 +173,10 @@ def count_params(model: ModelSpec) -> ParamCounts:
     lm_head = 0 if model.tie_word_embeddings else vocab * h
     total = embedding + lm_head + attention + mlp + layers * norms_per_layer + per_norm
 
-    decoder_linear = sum(m.weight_params for m in mods)
+    # bitsandbytes quantizes nn.Linear modules only (transformers ``integrations/bitsandbytes.py``,
+    # ``replace_with_bnb_linear``): parameter-stored linears (Mixtral's experts and router) stay in the load dtype
+    stored = parameter_targets(model.model_type)
+    decoder_linear = sum(m.weight_params for m in mods if stored is None or m.name not in stored.peft_names)
     active_linear = sum(
         m.weight_params * model.num_experts_per_token // model.num_experts
         if m.group == "mlp" and m.name != "router"
@@ -191,9 +197,78 @@ def count_params(model: ModelSpec) -> ParamCounts:
     )
 
 
+@dataclass(frozen=True)
+class LoraAdapter:
+    """One kind of LoRA adapter peft builds (``count`` instances in the model), by what it wraps.
+
+    ``on_parameter`` False: ``lora.Linear`` around an ``nn.Linear`` module (``count`` = L, or L·E for experts
+    stored as modules); A is (rank, in_features), B is (out_features, rank). ``on_parameter`` True:
+    ``lora.ParamWrapper`` around a parameter (``count`` = L wrappers); for a 3-D expert stack [E, out, in]
+    ``experts`` = E and A is (rank·E, in_features), B is (out_features, rank·E) (``ParamWrapper.update_layer``,
+    ``peft/tuners/lora/layer.py``). ``rank`` is the adapter's own rank: r, or r times the number of fused
+    projections (Mixtral's ``gate_up_proj``: 2r, alpha 2α; :mod:`autotune.schemas.lora_targets`).
+    """
+
+    name: str
+    in_features: int
+    out_features: int
+    count: int
+    rank: int
+    experts: int = 1
+    on_parameter: bool = False
+
+    @property
+    def params(self) -> int:
+        """Trainable elements of all instances: count · rank · experts · (in_features + out_features)."""
+        return self.count * self.rank * self.experts * (self.in_features + self.out_features)
+
+    @property
+    def tensors(self) -> int:
+        """Trainable tensors of all instances (an A and a B per instance)."""
+        return 2 * self.count
+
+
+@functools.lru_cache(maxsize=512)
+def lora_adapters(model: ModelSpec, rank: int, targets: tuple[str, ...]) -> tuple[LoraAdapter, ...]:
+    """The adapters peft builds for LoRA ``targets`` at ``rank`` on ``model`` (rules in :func:`lora_params`).
+
+    Parameter-stored linears (:func:`autotune.schemas.lora_targets.parameter_targets`: Mixtral's experts and
+    router in transformers 5) become ``ParamWrapper`` adapters, one per layer: the fused ``gate_up_proj``
+    [E, 2I, h] with rank r·2, ``down_proj`` [E, h, I] with rank r, the router [E, h] with rank r.
+
+    Raises:
+        InvalidRequestError: rank < 1, empty targets, a name the model does not have, or a fused parameter
+            named only in part (peft refuses it).
+    """
+    if rank < 1:
+        raise InvalidRequestError(f"LoRA rank must be >= 1, got {rank}")
+    error = fused_target_error(model.model_type, targets)
+    if error:
+        raise InvalidRequestError(error)
+    table = parameter_targets(model.model_type)
+    layers = model.num_hidden_layers
+    chosen = lora_target_modules(model, targets)
+    names = {m.name for m in chosen}
+    adapters: list[LoraAdapter] = []
+    for m in chosen:
+        if table is None or m.name not in table.peft_names:
+            adapters.append(LoraAdapter(m.name, m.in_features, m.out_features, m.count, rank))
+            continue
+        fused = next((f for f, parts in table.fused.items() if m.name in parts), None)
+        if fused is not None and m.name != table.fused[fused][0]:
+            continue  # counted with the first part of its fused parameter
+        experts = m.count // layers
+        parts = table.fused[fused] if fused is not None else (m.name,)
+        out = sum(p.out_features for p in chosen if p.name in parts) if fused else m.out_features
+        factor = len([p for p in parts if p in names])
+        adapters.append(LoraAdapter(fused or m.name, m.in_features, out, layers, rank * factor, experts, True))
+    return tuple(adapters)
+
+
 @functools.lru_cache(maxsize=512)
 def lora_target_modules(model: ModelSpec, targets: tuple[str, ...]) -> tuple[LinearModule, ...]:
-    """The :func:`linear_modules` entries that LoRA ``targets`` select (rules in :func:`lora_params`).
+    """The :func:`linear_modules` entries that LoRA ``targets`` select (rules in :func:`lora_params`), whether
+    peft wraps them as modules or as parameters (:func:`lora_adapters` tells which).
 
     Raises:
         InvalidRequestError: empty targets or a name the model does not have (lists the valid names).
@@ -203,6 +278,15 @@ def lora_target_modules(model: ModelSpec, targets: tuple[str, ...]) -> tuple[Lin
     return tuple(m for m in mods if m.name in chosen)
 
 
+@functools.lru_cache(maxsize=512)
+def lora_module_targets(model: ModelSpec, targets: tuple[str, ...]) -> tuple[LinearModule, ...]:
+    """The targeted linears whose adapter peft applies to the input (``lora.Linear``: x·Aᵀ·Bᵀ per token); the
+    parameter-stored ones (``ParamWrapper``) fold their adapter into the weight instead."""
+    table = parameter_targets(model.model_type)
+    chosen = lora_target_modules(model, targets)
+    return chosen if table is None else tuple(m for m in chosen if m.name not in table.peft_names)
+
+
 def _resolve_targets(model: ModelSpec, targets: tuple[str, ...], names: list[str]) -> set[str]:
     if not targets:
         raise InvalidRequestError(
@@ -210,8 +294,12 @@ def _resolve_targets(model: ModelSpec, targets: tuple[str, ...], names: list[str
         )
     if ALL_LINEAR in targets:
         return set(names)
+    table = parameter_targets(model.model_type)
     resolved: set[str] = set()
     for target in targets:
+        if table is not None and target in table.fused and set(table.fused[target]) <= set(names):
+            resolved |= set(table.fused[target])
+            continue
         name = target
         if name not in names and name in _FUSED_ALIASES and _FUSED_ALIASES[name] in names:
             name = _FUSED_ALIASES[name]
@@ -226,7 +314,8 @@ def _resolve_targets(model: ModelSpec, targets: tuple[str, ...], names: list[str
 
 @functools.lru_cache(maxsize=512)
 def lora_params(model: ModelSpec, rank: int, targets: tuple[str, ...]) -> int:
-    """Trainable LoRA parameters: r·(in_features + out_features) per targeted linear instance.
+    """Trainable LoRA parameters: r·(in_features + out_features) per targeted linear instance, as peft builds
+    them (:func:`lora_adapters`).
 
     Source: Hu et al. 2021, "LoRA", section 4.1 (ΔW = B·A with A ∈ R^{r×in}, B ∈ R^{out×r}); peft
     ``LoraLayer.update_layer`` creates exactly these two matrices without biases.
@@ -235,12 +324,13 @@ def lora_params(model: ModelSpec, rank: int, targets: tuple[str, ...]) -> int:
     router included; peft's all-linear excludes the output layer, so lm_head is never counted).
     For a model with ``fused_qkv`` the names q_proj/k_proj/v_proj select the fused qkv_proj (once),
     and with ``fused_gate_up`` gate_proj/up_proj select gate_up_proj, as in Phi-3 where peft can
-    only wrap the fused module. Expert linears count once per expert (L·E instances).
+    only wrap the fused module. Expert linears count once per expert (L·E instances). A Mixtral-style MoE
+    (transformers 5: experts fused into [E, 2I, h] and [E, h, I] parameters) gets one ``ParamWrapper`` per
+    parameter: gate_proj + up_proj together are ``gate_up_proj`` with rank 2r, so its experts carry
+    2r·(h + 2I) each, not 2·r·(h + I) (:mod:`autotune.schemas.lora_targets`).
 
     Raises:
-        InvalidRequestError: rank < 1, empty targets, or a name the model does not have (the message
-            lists the valid names).
+        InvalidRequestError: rank < 1, empty targets, a name the model does not have (the message
+            lists the valid names), or only one of a fused pair.
     """
-    if rank < 1:
-        raise InvalidRequestError(f"LoRA rank must be >= 1, got {rank}")
-    return sum(rank * (m.in_features + m.out_features) * m.count for m in lora_target_modules(model, targets))
+    return sum(adapter.params for adapter in lora_adapters(model, rank, targets))

@@ -20,7 +20,13 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from autotune.errors import ConfigError, first_line
-from autotune.schemas.setting import ALL_LINEAR, TrainingSetting, trainer_precision_switches
+from autotune.schemas.lora_targets import (
+    adapted_parameters,
+    effective_lora_dropout,
+    fused_target_error,
+    peft_target_modules,
+)
+from autotune.schemas.setting import TrainingSetting, trainer_precision_switches
 
 logger = logging.getLogger("autotune.trainer")
 
@@ -185,7 +191,9 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
     """Freeze the base and add LoRA adapters for lora / qlora; return the model unchanged for full.
 
     LoRA rank, alpha, dropout and target modules come from the plan; 'all-linear' is peft's
-    ``"all-linear"`` (every linear layer of the blocks, not the output head). For QLoRA,
+    ``"all-linear"`` (every linear layer of the blocks, not the output head). Which names peft gets and the
+    dropout it runs with come from :mod:`autotune.schemas.lora_targets`, the home the cost model counts from
+    (an MoE's parameter-stored experts: peft's names, fused rank, dropout 0). For QLoRA,
     ``prepare_model_for_kbit_training`` first upcasts norms, enables input gradients and (with
     ``grad_ckpt``) gradient checkpointing.
     """
@@ -201,24 +209,29 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
         )
         if setting.unquantized_dtype == "bf16":
             _restore_unquantized_dtype(model, torch.bfloat16)
-    targets: str | list[str] = "all-linear" if setting.lora_targets == (ALL_LINEAR,) else list(setting.lora_targets)
+    model_type = str(getattr(model.config, "model_type", ""))
+    fused_error = fused_target_error(model_type, setting.lora_targets)
+    if fused_error:
+        raise ConfigError(fused_error)
+    dropout = effective_lora_dropout(model_type, setting.lora_targets, setting.lora_dropout)
     config = LoraConfig(
         r=setting.lora_rank,
         lora_alpha=setting.lora_alpha,  # type: ignore[arg-type]  # peft annotates int; scaling = alpha / r is float
-        lora_dropout=setting.lora_dropout,
-        target_modules=targets,
+        lora_dropout=dropout,
+        target_modules=peft_target_modules(model_type, setting.lora_targets),
         bias="none",
         task_type="CAUSAL_LM",
     )
     wrapped = parameter_targets(model, config)
-    if wrapped and setting.lora_dropout > 0:
+    if wrapped and config.lora_dropout > 0:  # an architecture autotune.schemas.lora_targets does not list yet
+        config.lora_dropout = 0.0
+    if config.lora_dropout != setting.lora_dropout:
         logger.warning(
-            "LoRA on this MoE model's expert weights (%s) runs through peft's ParamWrapper, which has no dropout: "
-            "lora_dropout %.2f -> 0 for every adapter of this run",
-            ", ".join(sorted(wrapped)),
+            "LoRA on this model's parameter-stored weights (%s) runs through peft's ParamWrapper, which has no "
+            "dropout: lora_dropout %.2f -> 0 for every adapter of this run (the plan notes say so)",
+            ", ".join(sorted(wrapped)) or ", ".join(adapted_parameters(model_type, setting.lora_targets)),
             setting.lora_dropout,
         )
-        config.lora_dropout = 0.0
     try:
         peft_model = get_peft_model(model, config)
     except ValueError as error:
