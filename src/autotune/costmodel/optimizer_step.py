@@ -68,9 +68,13 @@ def optimizer_step_s(
     ``ranks_per_node``: ranks whose CPU optimizers share one host under offload."""
     if setting.offloads_to_cpu:
         cpu_rate = coefficients.cpu_adam_params_per_s
-        if setting.sharding == "fsdp-offload":
-            cpu_rate /= TORCH_CPU_ADAM_SLOWDOWN
         updated = trainable_per_rank * dtypes.weight_bytes / host_link_bytes_per_s(gpu, coefficients)
+        if setting.sharding == "fsdp-offload":
+            # FSDP's CPU offload steps torch.optim.AdamW on the host: the same foreach ops as on the GPU, each
+            # dispatched by the same Python / dispatcher path, so it is never faster than their dispatch.
+            cpu_step = trainable_per_rank * ranks_per_node / (cpu_rate / TORCH_CPU_ADAM_SLOWDOWN)
+            calls, _ = optimizer_launches(trainable_tensors(model, setting), foreach=True)
+            return max(cpu_step, calls * coefficients.kernel_launch_s) + updated
         return trainable_per_rank * ranks_per_node / cpu_rate + updated
     bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
     touched = 2 * dtypes.weight_bytes + 2 * dtypes.grad_bytes + 2 * dtypes.optimizer_bytes
