@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.costmodel.memory import predict_memory
-from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.profiles.catalog import FAMILY_REPRESENTATIVES, resolve_gpu, resolve_model_profile
 from autotune.profiles.hf_config import model_spec_from_config
 from autotune.quiet import quiet_third_party
 from autotune.schemas.calibration import CostCoefficients
@@ -35,15 +35,7 @@ from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.trace.agreement import Agreement, BuildCache, traced_peak_bytes
 
-FAMILY_MODELS = {
-    "llama": "llama3-8b",
-    "mistral": "mistral-7b",
-    "qwen2": "qwen2.5-7b",
-    "gemma": "gemma-7b",
-    "gemma2": "gemma2-9b",
-    "phi3": "phi3-mini",
-}
-"""One catalog model per family (the family's common fine-tuning size)."""
+FAMILY_MODELS = FAMILY_REPRESENTATIVES
 CONFIG_FAMILIES = {"mixtral": Path(__file__).parent.parent / "tests" / "fixtures" / "configs" / "mixtral-8x7b"}
 """Families outside the catalog, read from a config.json (opt-in: ``--families mixtral``); Mixtral-8x7B's LoRA
 wraps the fused experts with peft's ParamWrapper (``autotune.costmodel.param_adapters``)."""

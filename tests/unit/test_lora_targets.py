@@ -16,7 +16,7 @@ from autotune.costmodel.activations import effective_lora_dropout
 from autotune.costmodel.optimizer_step import trainable_tensors
 from autotune.costmodel.params import lora_adapters, lora_params
 from autotune.errors import InvalidRequestError
-from autotune.profiles.catalog import resolve_model_profile
+from autotune.profiles.catalog import FAMILY_REPRESENTATIVES, resolve_model_profile
 from autotune.schemas.lora_targets import lora_dropout_note, peft_target_modules
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting
@@ -30,15 +30,7 @@ TINY = {
     "head_dim": 16,
     "vocab_size": 32064,  # Phi-3 pads with id 32000
 }
-FAMILY_MODELS = {
-    "llama": "llama3-8b",
-    "mistral": "mistral-7b",
-    "qwen2": "qwen2.5-7b",
-    "gemma": "gemma-7b",
-    "gemma2": "gemma2-9b",
-    "phi3": "phi3-mini",
-}
-"""One catalog model per catalog family (every model_type in profiles/models)."""
+FAMILY_MODELS = FAMILY_REPRESENTATIVES
 TARGETS: list[tuple[str, ...]] = [
     ("all-linear",),
     ("q_proj", "v_proj"),

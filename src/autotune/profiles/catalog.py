@@ -41,6 +41,17 @@ SpecT = TypeVar("SpecT", GpuSpec, ModelSpec)
 
 PROFILE_SUFFIX = ".yaml"
 
+FAMILY_REPRESENTATIVES = {
+    "llama": "llama3-8b",
+    "mistral": "mistral-7b",
+    "qwen2": "qwen2.5-7b",
+    "gemma": "gemma-7b",
+    "gemma2": "gemma2-9b",
+    "phi3": "phi3-mini",
+}
+"""One catalog model per catalog family (every ``model_type`` in profiles/models): the family's common
+fine-tuning size. The trace-agreement matrix and the LoRA-target tests cover the catalog through these."""
+
 AMBIGUOUS_GPU_NAMES: dict[str, tuple[str, str]] = {
     "a100": ("a100-80gb", "a100-80gb; use a100-40gb for the 40 GB card"),
     "h100": ("h100-80gb", "h100-80gb (SXM); use h100-pcie for the PCIe card"),
