@@ -1,4 +1,4 @@
-"""Option types shared by ``plan``, ``estimate`` and ``launch`` (help texts come from the schemas)."""
+"""Option types shared by ``plan``, ``estimate``, ``trace`` and ``launch`` (help texts come from the schemas)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,16 @@ LoraRankOpt = Annotated[int | None, typer.Option("--lora-rank", help=DESCRIPTION
 LoraAlphaOpt = Annotated[float | None, typer.Option("--lora-alpha", help=DESCRIPTIONS["lora_alpha"])]
 LoraTargetsOpt = Annotated[str | None, typer.Option("--lora-targets", help=DESCRIPTIONS["lora_targets"])]
 LossImplOpt = Annotated[str | None, typer.Option("--loss-impl", help=DESCRIPTIONS["loss_impl"])]
+# One stated setting (``estimate`` and ``trace``): every field has a value, so the types are not optional.
+StatedMethodOpt = Annotated[str, typer.Option("--method", help="full, lora or qlora.")]
+StatedMicroBatchOpt = Annotated[int, typer.Option("--micro-batch-size", help="Sequences per micro batch.")]
+StatedGradAccumOpt = Annotated[int, typer.Option("--grad-accum", help="Gradient accumulation steps.")]
+StatedGradCkptOpt = Annotated[bool, typer.Option("--grad-ckpt/--no-grad-ckpt", help="Activation checkpointing.")]
+StatedOptimizerOpt = Annotated[str, typer.Option("--optimizer", help="adamw, adamw-8bit, paged-adamw-8bit.")]
+StatedLoraRankOpt = Annotated[int, typer.Option("--lora-rank", help="LoRA rank.")]
+StatedLoraTargetsOpt = Annotated[str, typer.Option("--lora-targets", help="all-linear or q_proj,v_proj,...")]
+StatedCompileOpt = Annotated[bool, typer.Option("--compile/--no-compile", help="torch.compile.")]
+StatedLossImplOpt = Annotated[str, typer.Option("--loss-impl", help="fp32-upcast, native or chunked.")]
 CalibrationOpt = Annotated[
     Path | None,
     typer.Option("--calibration", help="Calibration YAML from 'autotune calibrate' (default: the shipped fit)."),
