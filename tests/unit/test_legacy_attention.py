@@ -13,7 +13,6 @@ torch = pytest.importorskip("torch")
 import autotune.cli.app as cli_app  # noqa: E402
 from autotune.costmodel.activations import layer_activation_bytes_per_token  # noqa: E402
 from autotune.costmodel.calibration import default_coefficients  # noqa: E402
-from autotune.costmodel.dispatch import LEGACY_CLAMP  # noqa: E402
 from autotune.costmodel.memory import predict_memory  # noqa: E402
 from autotune.costmodel.precision import dtype_bytes  # noqa: E402
 from autotune.planner.request import PlanRequest  # noqa: E402
@@ -135,18 +134,6 @@ def test_backward_peak_is_the_saved_set_plus_the_softmax_workspace() -> None:
         peak = _traced(attention).peaks["backward"].bytes / SCORES
         expected = model_score_bytes(impl, "bf16-mixed", "zero3") + 2 * 4.0 - 2.0
         assert expected <= peak <= expected + 0.5, (impl, peak, expected)
-
-
-def test_clamp_traffic_matches_the_traced_ops() -> None:
-    legacy, eager = _traced(legacy_attention), _traced(eager_attention)
-    for phase, kernels, per_score in (
-        ("forward", LEGACY_CLAMP.forward_kernels, LEGACY_CLAMP.forward_bytes_per_score),
-        ("backward", LEGACY_CLAMP.backward_kernels, LEGACY_CLAMP.backward_bytes_per_score),
-    ):
-        extra_kernels = sum(legacy.ops[phase].count.values()) - sum(eager.ops[phase].count.values())
-        moved = [sum(t.ops[phase].bytes_moved[c] for c in ("elementwise", "copy")) for t in (legacy, eager)]
-        assert extra_kernels == kernels
-        assert (moved[0] - moved[1]) / SCORES == pytest.approx(per_score, rel=1e-3)
 
 
 def test_legacy_raises_the_seed_003_activation_peak() -> None:

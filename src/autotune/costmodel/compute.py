@@ -206,7 +206,7 @@ def predict_time(
     fwd_kernels = ops.forward_kernels * compile_keep
     bwd_kernels = ops.backward_kernels * compile_keep
     if not flash:  # the math path materializes n_q·s scores per token: mask, fp32 softmax, casts
-        eager = eager_attention(legacy=setting.attention_impl == "eager-legacy")
+        eager = eager_attention()  # eager-legacy's torch.max clamp is not charged (docs/cost-model.md §5)
         scores = tokens * model.num_attention_heads * seq * traffic_scale / bandwidth
         fwd_elementwise += eager.forward_bytes_per_score * scores
         bwd_elementwise += eager.backward_bytes_per_score * scores

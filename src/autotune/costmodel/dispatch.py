@@ -103,28 +103,14 @@ class EagerAttention:
     backward_bytes_per_score: float
 
 
-LEGACY_CLAMP = EagerAttention(
-    forward_kernels=1, backward_kernels=5, forward_bytes_per_score=4.0, backward_bytes_per_score=22.0
-)
-"""What ``eager-legacy`` attention (transformers <= 4.29 LlamaAttention) adds to ``eager``: its
-``torch.max(attn_weights, finfo.min)`` clamp of the masked scores (``aten.maximum``). Forward: one kernel reading
-and writing a bf16 score (2 + 2 bytes). Backward (``derivatives.yaml``: ``where(self == other, grad / 2,
-grad).masked_fill_(self < other, 0)``): five kernels — ``eq`` (read 2, write a 1-byte mask), ``div`` (2 + 2),
-``where`` (1 + 2 + 2, write 2), ``lt`` (2 + 1), in-place ``masked_fill_`` (1 + 2, write 2) — 22 bytes per score.
-The same counts come out of the live-bytes tracker run on the copied 4.28 code
-(``tests/unit/test_legacy_attention.py``)."""
-
-
-def eager_attention(legacy: bool = False) -> EagerAttention:
-    """The counted eager-attention extras (``benchmarks/count_ops.py``, Llama layer, eager vs SDPA); with
-    ``legacy`` (``eager-legacy``) plus the clamp's kernels and bytes (:data:`LEGACY_CLAMP`)."""
+def eager_attention() -> EagerAttention:
+    """The counted eager-attention extras (``benchmarks/count_ops.py``, Llama layer, eager vs SDPA)."""
     entry = op_counts()["eager_attention"]
-    clamp = LEGACY_CLAMP if legacy else EagerAttention(0, 0, 0.0, 0.0)
     return EagerAttention(
-        forward_kernels=int(entry["forward_extra_kernels"]) + clamp.forward_kernels,
-        backward_kernels=int(entry["backward_extra_kernels"]) + clamp.backward_kernels,
-        forward_bytes_per_score=float(entry["forward_bytes_per_score"]) + clamp.forward_bytes_per_score,
-        backward_bytes_per_score=float(entry["backward_bytes_per_score"]) + clamp.backward_bytes_per_score,
+        forward_kernels=int(entry["forward_extra_kernels"]),
+        backward_kernels=int(entry["backward_extra_kernels"]),
+        forward_bytes_per_score=float(entry["forward_bytes_per_score"]),
+        backward_bytes_per_score=float(entry["backward_bytes_per_score"]),
     )
 
 
