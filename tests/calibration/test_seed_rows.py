@@ -2,7 +2,10 @@
 
 Tolerances (relative error of the prediction):
   * memory, rows whose memory kind is known (allocated / reserved): ±25 %;
-  * time (micro-step, step or whole-run wall time): ±50 %;
+  * time (micro-step, step or whole-run wall time): ±50 %, times the row's stack factor (the calibration's
+    ``stack_time_factor`` of its source table: the coefficients describe the fastest stack in the fit and each
+    table's trainer runs a constant factor slower, ``costmodel/time_fit.py``; one factor per table, never per
+    row — the stack-free error held out is ``benchmarks/time_accuracy.py``'s);
   * out of memory: a row that ran out of memory must be predicted not to fit, and a row that ran must be
     predicted to fit.
 Rows we know we miss are listed in KNOWN_MISSES with the measured error and the reason; they are strict
@@ -19,7 +22,7 @@ import pytest
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.fitting import CaseResult, evaluate, prepare_cases
 from autotune.profiles.measurements import all_measurements
-from autotune.schemas.calibration import Measurement
+from autotune.schemas.calibration import Measurement, source_table
 
 MEMORY_TOLERANCE = 0.25
 TIME_TOLERANCE = 0.50
@@ -29,10 +32,6 @@ _PER_NODE_HOST = (
     "1.0e9 parameters / s; the 30B ×4 and 65B ×8 rows agree on ~7e8) the 8 ranks' 32.5 B parameters take 32 s a "
     "step, where the whole step measured 24.5 s: this table's 30B-on-8 rows scatter 3× around the rate the others "
     "share, and the host (cores, RAM) is not stated"
-)
-_SEED001_GEMMA_OFFLOAD = (
-    "seed 001 Gemma full fine-tuning with FSDP1 CPU offload {error}: twice the same trainer's Llama-3-8B time at "
-    "similar FLOPs; the parameter traffic is predicted hidden behind compute, the trainer evidently does not hide it"
 )
 _FSDP1_NO_SYNC = (
     "seed 001's FSDP1 CPU-offload Llama-2-13B full run: predicted 42.1 vs 31 GiB, +36 % (before the no_sync "
@@ -50,16 +49,7 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         (f"001-{gpu}-llama3.1-70b-lora", "memory"): _LORA_OFFLOAD_ALLOCATOR.format(error=error)
         for gpu, error in (("a100-80gb", "-26.5 %"), ("h100-80gb", "-27.6 %"), ("rtx-pro-6000", "-26.5 %"))
     },
-    ("003-llama-30b-zero3-offload-mbs1-x8", "time"): _PER_NODE_HOST.format(error="+79 %"),
-    **{
-        (f"001-{gpu}-{model}-full", "time"): _SEED001_GEMMA_OFFLOAD.format(error=error)
-        for gpu, model, error in (
-            ("a100-80gb", "gemma-7b", "-53.5 %"),
-            ("h100-80gb", "gemma-7b", "-53.1 %"),
-            ("a100-80gb", "gemma2-9b", "-50.6 %"),
-            ("h100-80gb", "gemma2-9b", "-50.2 %"),
-        )
-    },
+    ("003-llama-30b-zero3-offload-mbs1-x8", "time"): _PER_NODE_HOST.format(error="+83 %"),
     ("001-rtx-pro-6000-gemma2-9b-qlora", "verdict"): (
         "measured 89 GiB reserved and ran on the 96 GiB card; the derived allocated peak is 80.3 GiB (reserved "
         "95.5, +7 %), and with the held-out QLoRA headroom band (0.226 since the activation/logits factors were "
@@ -71,7 +61,7 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "at micro batch 8 and 1 (kind unknown, so not fitted)"
     ),
     ("003-llama-13b-fsdp-mbs1-x4", "time"): (
-        "-60 %: the same per-rank work as the ×8 run (mbs 1, 2,048 tokens) takes 2.9× longer per micro-step at a "
+        "-74 %: the same per-rank work as the ×8 run (mbs 1, 2,048 tokens) takes 2.9× longer per micro-step at a "
         "measured 81 GB — allocator pressure at the card's limit; we predict 76.2 GiB allocated (with FSDP's "
         "no_sync unsharded gradients), 79.5 reserved: the card's limit, but the time terms carry no retry cost"
     ),
@@ -128,8 +118,12 @@ def test_memory_within_tolerance(row_id: str) -> None:
 def test_time_within_tolerance(row_id: str) -> None:
     result = _results()[row_id]
     assert result.time_error is not None, "the row states a comparable time: it must be compared"
-    assert abs(result.time_error) <= TIME_TOLERANCE, (
-        f"predicted {result.predicted_time_s:.4g} s vs measured {result.measured_time_s:.4g} s ({result.time_kind})"
+    assert result.predicted_time_s is not None and result.measured_time_s is not None
+    stack = default_coefficients().stack_time_factor.get(source_table(result.case.measurement.source), 1.0)
+    error = result.predicted_time_s * stack / result.measured_time_s - 1
+    assert abs(error) <= TIME_TOLERANCE, (
+        f"predicted {result.predicted_time_s:.4g} s × stack {stack:.2f} vs measured {result.measured_time_s:.4g} s "
+        f"({result.time_kind})"
     )
 
 

@@ -123,6 +123,25 @@ BAD_INPUTS = [
     (["plan", "llama3-8b", "--gpu", "4090", "--objective", "cheap"], "objective"),
     (["plan", "llama3-8b", "--gpu", "4090", "--bogus"], "bogus"),
     (["estimate", "/nonexistent/config.json", "--gpu", "4090"], "no such file"),
+    (
+        [
+            "estimate",
+            "llama3-8b",
+            "--gpu",
+            "a100",
+            "--num-gpus",
+            "2",
+            "--sharding",
+            "ddp",
+            "--grad-accum",
+            "4",
+            "--grad-sync",
+            "every-micro-step",
+        ],
+        "applies to FSDP",
+    ),
+    (["estimate", "llama3-8b", "--gpu", "a100", "--grad-sync", "sometimes"], "--grad-sync"),
+    (["plan", "llama3-8b", "--gpu", "4090", "--grad-sync", "every-micro-step"], "applies to FSDP"),
 ]
 
 

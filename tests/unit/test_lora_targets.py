@@ -158,11 +158,15 @@ def test_plan_and_estimate_state_the_moe_dropout_override(capsys: pytest.Capture
 
     config = str(Path(__file__).parent.parent / "fixtures" / "configs" / "mixtral-8x7b" / "config.json")
     common = ["--gpu", "h100", "--num-gpus", "8", "--seq-len", "1024", "--method", "lora", "--json"]
-    for command in ("plan", "estimate"):
+    for command, stated in (("plan", "LoRA dropout 0 for"), ("estimate", "LoRA dropout 0.05 -> 0 for")):
         code, out, err = run(capsys, command, config, *common)
         assert code == 0, err
-        notes = [note for note in json.loads(out)["notes"] if "dropout" in note]
-        assert len(notes) == 1 and "0.05 -> 0" in notes[0]
+        data = json.loads(out)
+        notes = [note for note in data["notes"] if "dropout" in note]
+        assert len(notes) == 1 and notes[0].startswith(stated)
+        if command == "plan":  # the plan file records the dropout that runs
+            assert data["plan_file"]["setting"]["lora_dropout"] == 0.0
+            assert all(alt["setting"]["lora_dropout"] == 0.0 for alt in data["plan_file"]["alternatives"])
     code, out, err = run(capsys, "estimate", config, *common, "--lora-targets", "q_proj,v_proj")
     assert code == 0, err
     assert not [note for note in json.loads(out)["notes"] if "dropout" in note]

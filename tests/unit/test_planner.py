@@ -113,3 +113,29 @@ def test_compile_is_chosen_only_when_it_pays_for_itself():
     _, long_ = plan(model="llama3.2-1b", gpu="h100", seq_len=512, num_samples=500_000, method="lora")
     assert short.best.setting.compile is False
     assert long_.best.setting.compile is True
+
+
+def test_fsdp_gradient_sync_is_searched_where_it_differs_and_chosen_when_only_it_fits():
+    from autotune.costmodel.estimate import estimate_setting
+    from autotune.planner.space import candidates
+
+    request, result = plan(model="llama3-70b", gpu="a100", num_gpus=8, seq_len=4096, method="full")
+    syncs = {(s.sharding, s.grad_accum > 1, s.grad_sync) for s in candidates(request)}
+    assert ("fsdp", True, "every-micro-step") in syncs and ("fsdp", True, "last-micro-step") in syncs
+    assert ("fsdp", False, "every-micro-step") not in syncs  # nothing to accumulate: one choice
+    assert not {sync for sharding, _, sync in syncs if sharding in ("ddp", "zero3")} - {"last-micro-step"}
+    best = result.best.setting
+    assert best.uses_fsdp and best.grad_sync == "every-micro-step"
+    # The same setting under the HF Trainer's default no_sync accumulation keeps unsharded gradients: no fit.
+    no_sync = best.model_copy(update={"grad_sync": "last-micro-step"})
+    assert not estimate_setting(request.model, request.cluster, request.workload, no_sync, request.coefficients).fits
+
+
+def test_forced_gradient_sync_keeps_to_fsdp_and_is_refused_where_it_cannot_apply():
+    _, result = plan(model="llama3-8b", gpu="a100", num_gpus=4, method="full", grad_sync="every-micro-step")
+    assert all(s.setting.uses_fsdp for s in (result.best, *result.alternatives))
+    assert result.best.setting.grad_sync == "every-micro-step" or result.best.setting.grad_accum == 1
+    with pytest.raises(InvalidRequestError, match="grad-sync every-micro-step applies to FSDP"):
+        plan(model="llama3-8b", gpu="a100", num_gpus=4, sharding="ddp", grad_sync="every-micro-step")
+    with pytest.raises(InvalidRequestError, match="grad-sync every-micro-step applies to FSDP"):
+        plan(model="llama3-8b", gpu="4090", grad_sync="every-micro-step")

@@ -11,6 +11,7 @@ from run_reports import NOW, make_report
 from autotune.cli.planning import request_from_options
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.recalibrate import (
+    USER_STACK,
     case_from_run,
     collect,
     recalibrate,
@@ -231,6 +232,24 @@ def test_recalibrate_without_seeds_matches_a_shifted_row_and_keeps_unmeasured_co
     # Allocated memory is derived, not fitted: its error stays; the time is fitted.
     assert after.memory_error == pytest.approx(before.memory_error, abs=1e-6)
     assert abs(after.time_error) < 0.02
+
+
+def test_a_users_runs_are_one_stack_the_reference(plan: PlanFile, tmp_path: Path) -> None:
+    """Two run directories are two sources but one stack (time_fit's stack factors): never a factor per run."""
+    scales = (("a", 1.2), ("b", 1.3))
+    runs = [write_run(tmp_path / name, plan, make_report(plan, time_scale=scale)) for name, scale in scales]
+    collected = collect(runs, load_plan)
+    result = recalibrate(
+        collected.cases,
+        default_coefficients(),
+        start_name="seeds",
+        sources=collected.sources,
+        with_seeds=False,
+        name="mine",
+        when=NOW,
+    )
+    assert result.coefficients.stack_time_factor == {USER_STACK: 1.0}
+    assert [r.case.measurement.source for r in result.before] == [str(run.resolve()) for run in runs]
 
 
 def test_shared_time_factor_is_identified_only_with_and_without_it_on_one_gpu(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ def estimate_command(
     lora_targets: opt.StatedLoraTargetsOpt = "all-linear",
     compile_: opt.StatedCompileOpt = False,
     loss_impl: opt.StatedLossImplOpt = "fp32-upcast",
+    grad_sync: opt.StatedGradSyncOpt = "last-micro-step",
     num_samples: opt.NumSamplesOpt = None,
     dataset_tokens: opt.DatasetTokensOpt = None,
     attention_impl: AttentionOpt = "sdpa",
@@ -71,7 +72,7 @@ def estimate_command(
     inputs = setting_inputs(
         model, gpu, num_gpus, num_nodes, host_memory_gib, method, seq_len, micro_batch_size, grad_accum, grad_ckpt,
         optimizer, precision, sharding, lora_rank, lora_targets, compile_, loss_impl, attention_impl, num_samples,
-        dataset_tokens, epochs,
+        dataset_tokens, epochs, grad_sync=grad_sync,
     )  # fmt: skip
     spec, cluster, notes, setting, workload = (
         inputs.spec, inputs.cluster, inputs.notes, inputs.setting, inputs.workload

@@ -46,6 +46,7 @@ LoraRankOpt = Annotated[int | None, typer.Option("--lora-rank", help=DESCRIPTION
 LoraAlphaOpt = Annotated[float | None, typer.Option("--lora-alpha", help=DESCRIPTIONS["lora_alpha"])]
 LoraTargetsOpt = Annotated[str | None, typer.Option("--lora-targets", help=DESCRIPTIONS["lora_targets"])]
 LossImplOpt = Annotated[str | None, typer.Option("--loss-impl", help=DESCRIPTIONS["loss_impl"])]
+GradSyncOpt = Annotated[str | None, typer.Option("--grad-sync", help=DESCRIPTIONS["grad_sync"])]
 # One stated setting (``estimate`` and ``trace``): every field has a value, so the types are not optional.
 StatedMethodOpt = Annotated[str, typer.Option("--method", help="full, lora or qlora.")]
 StatedMicroBatchOpt = Annotated[int, typer.Option("--micro-batch-size", help="Sequences per micro batch.")]
@@ -56,6 +57,9 @@ StatedLoraRankOpt = Annotated[int, typer.Option("--lora-rank", help="LoRA rank."
 StatedLoraTargetsOpt = Annotated[str, typer.Option("--lora-targets", help="all-linear or q_proj,v_proj,...")]
 StatedCompileOpt = Annotated[bool, typer.Option("--compile/--no-compile", help="torch.compile.")]
 StatedLossImplOpt = Annotated[str, typer.Option("--loss-impl", help="fp32-upcast, native or chunked.")]
+StatedGradSyncOpt = Annotated[
+    str, typer.Option("--grad-sync", help="FSDP under accumulation: last-micro-step (no_sync) or every-micro-step.")
+]
 CalibrationOpt = Annotated[
     Path | None,
     typer.Option("--calibration", help="Calibration YAML from 'autotune calibrate' (default: the shipped fit)."),

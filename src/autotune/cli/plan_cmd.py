@@ -36,6 +36,7 @@ def plan_command(
     lora_alpha: opt.LoraAlphaOpt = None,
     lora_targets: opt.LoraTargetsOpt = None,
     loss_impl: opt.LossImplOpt = None,
+    grad_sync: opt.GradSyncOpt = None,
     num_samples: opt.NumSamplesOpt = None,
     dataset_tokens: opt.DatasetTokensOpt = None,
     epochs: opt.EpochsOpt = 1.0,

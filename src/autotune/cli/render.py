@@ -78,6 +78,10 @@ def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
         ("activation checkpointing", "on" if setting.grad_ckpt else "off"),
         ("torch.compile", "on" if setting.compile else "off"),
         ("sharding", setting.sharding),
+    ]
+    if setting.uses_fsdp:
+        rows.append(("FSDP gradient sync", setting.grad_sync))
+    rows += [
         ("optimizer", setting.optimizer),
         ("precision", setting.precision),
         ("loss", setting.loss_impl),

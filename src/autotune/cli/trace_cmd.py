@@ -46,6 +46,7 @@ def trace_command(
     lora_targets: opt.StatedLoraTargetsOpt = "all-linear",
     compile_: opt.StatedCompileOpt = False,
     loss_impl: opt.StatedLossImplOpt = "fp32-upcast",
+    grad_sync: opt.StatedGradSyncOpt = "last-micro-step",
     attention_impl: AttentionOpt = "sdpa",
     json_: opt.JsonOpt = False,
 ) -> None:
@@ -54,6 +55,7 @@ def trace_command(
     inputs = setting_inputs(
         model, gpu, num_gpus, num_nodes, host_memory_gib, method, seq_len, micro_batch_size, grad_accum, grad_ckpt,
         optimizer, precision, sharding, lora_rank, lora_targets, compile_, loss_impl, attention_impl, None, None, 1.0,
+        grad_sync=grad_sync,
     )  # fmt: skip
     attention_error = attention_run_error(inputs.setting.attention_impl)
     if attention_error:  # the trace builds today's transformers model

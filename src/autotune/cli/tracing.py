@@ -17,7 +17,8 @@ from rich.table import Table
 from autotune.cli.console import console
 from autotune.cli.planning import parse_lora_targets
 from autotune.cli.resolve import resolve_cluster, resolve_model, validated
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, InvalidRequestError
+from autotune.planner.space import grad_sync_error
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import DESCRIPTIONS, TrainingSetting, Workload, default_precision, default_sharding
@@ -77,6 +78,7 @@ def setting_inputs(
     num_samples: int | None,
     dataset_tokens: int | None,
     epochs: float,
+    grad_sync: str = "last-micro-step",
 ) -> SettingInputs:
     """Validate the setting flags shared by ``estimate`` and ``trace``.
 
@@ -99,7 +101,11 @@ def setting_inputs(
         lora_targets=parse_lora_targets(lora_targets),
         loss_impl=loss_impl,
         attention_impl=attention_impl,
+        grad_sync=grad_sync,
     )
+    grad_sync_problem = grad_sync_error(setting.grad_sync, setting.sharding, cluster.world_size)
+    if grad_sync_problem:
+        raise InvalidRequestError(grad_sync_problem)
     workload = validated(
         Workload,
         seq_len=seq_len,

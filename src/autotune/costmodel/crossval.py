@@ -31,7 +31,7 @@ from typing import Literal
 from autotune.costmodel.fitting import Case, CaseResult, error_bands, evaluate, fit_coefficients
 from autotune.costmodel.validation import ErrorSummary, RowReport, summarize
 from autotune.errors import InvalidRequestError
-from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.calibration import CostCoefficients, source_table
 
 GroupBy = Literal["gpu", "family", "source"]
 GROUPINGS: tuple[GroupBy, ...] = ("gpu", "family", "source")
@@ -81,11 +81,6 @@ def model_family(model_key: str) -> str:
     if name == "llama" and major is None:
         return "llama1"
     return name + (major or "")
-
-
-def source_table(source: str) -> str:
-    """The table a measurement comes from: its ``source`` up to the first ',' or ':' (the seed file name)."""
-    return re.split(r"[,:]", source, maxsplit=1)[0].strip()
 
 
 def group_of(case: Case, groups: GroupBy) -> str:

@@ -242,12 +242,17 @@ def fit_parameters(
 
 
 def fit_coefficients(
-    cases: Sequence[Case], start: CostCoefficients | None = None, name: str = "fit", source: str = ""
+    cases: Sequence[Case],
+    start: CostCoefficients | None = None,
+    name: str = "fit",
+    source: str = "",
+    reference_stack: str | None = None,
 ) -> CostCoefficients:
     """Fit memory and time coefficients to the cases; returns a new calibration with error bands.
 
     Time coefficients: ``time_fit.fit_time_coefficients`` (efficiencies per architecture generation with time
-    rows, MAP around their datasheet priors). Coefficients without data in ``cases`` keep their starting values.
+    rows, MAP around their datasheet priors, one slowness factor per source table's stack, measured from
+    ``reference_stack`` or the fastest). Coefficients without data in ``cases`` keep their starting values.
     """
     start = start or CostCoefficients()
     memory_cases = [
@@ -267,7 +272,7 @@ def fit_coefficients(
             reserved_cases, start, origin, memory_update, memory_loss, step=0.2, max_evaluations=200
         )
 
-    fitted = fit_time_coefficients(cases, fitted)
+    fitted = fit_time_coefficients(cases, fitted, reference_stack)
 
     memory_band, headroom_band, time_band = error_bands(evaluate(cases, fitted))
     today = _dt.date.today().isoformat()

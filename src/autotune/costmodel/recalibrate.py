@@ -251,6 +251,10 @@ def provenance(
     )
 
 
+USER_STACK = "your runs"
+"""The stack name a recalibration gives the user's rows: they are one stack, and the calibration's reference."""
+
+
 def recalibrate(
     cases: Sequence[Case],
     start: CostCoefficients,
@@ -273,9 +277,14 @@ def recalibrate(
         raise ConfigError("no measurements to calibrate from")
     when = when or _dt.datetime.now(_dt.timezone.utc)
     seed_cases = prepare_cases(all_measurements())
-    fit_cases = [*cases, *seed_cases] if with_seeds else list(cases)
+    # The user's rows are one training stack, and the one the calibration must describe (time_fit's stacks).
+    own = [
+        Case(c.measurement.model_copy(update={"source": f"{USER_STACK}: {c.measurement.source}"}), c.model, c.cluster)
+        for c in cases
+    ]
+    fit_cases = [*own, *seed_cases] if with_seeds else own
     source = provenance(cases, sources, start_name, with_seeds, when)
-    fitted = fit_coefficients(fit_cases, start=start, name=name, source=source)
+    fitted = fit_coefficients(fit_cases, start=start, name=name, source=source, reference_stack=USER_STACK)
     if not with_seeds:
         # A few user rows cannot move what every GPU shares (generation efficiencies, DRAM efficiency): keep the
         # start's and give the measured GPUs their own matmul efficiency.

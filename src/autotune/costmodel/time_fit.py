@@ -13,6 +13,16 @@ Gaussian prior on each parameter in log space (σ = ``PRIOR_LOG_SIGMA``): a maxi
 generation with few rows stays near its datasheet prior instead of absorbing one stack's slowness. A generation
 without rows (and 'default') gets its prior scaled by the geometric mean of fitted / prior of the fitted ones;
 per-GPU keys (a user recalibration) take precedence over generations.
+
+**Stacks.** Each source table is one training stack (a hand-written trainer, the 2023 HF Trainer, llm-foundry), and
+stacks differ by a factor on everything they run that no setting explains (seed 001's trainer runs every setting
+about 1.9× slower than the same settings predict at the other stacks' efficiencies). The fit therefore carries one
+nuisance factor per source, ``exp(u_s)`` on all of that source's predicted times, with u_s ≥ 0 measured from the
+fastest stack in the fit (min u = 0; a random-intercept model, Gelman & Hill 2007, ch. 12) and a half-normal prior
+of σ = ``STACK_LOG_SIGMA`` (a user recalibration measures from its own runs instead: ``reference_stack``). The
+coefficients thus describe the fastest stack seen; the factors are reported (``CostCoefficients.stack_time_factor``)
+and never used to predict. Without them the one shared ``bandwidth_efficiency`` absorbed seed 001's slowness (it
+fell to 0.24, a debt); it is now bounded to what element-wise kernels reach (``BOUNDS``).
 """
 
 from __future__ import annotations
@@ -24,19 +34,30 @@ from dataclasses import dataclass
 from autotune.costmodel._optimize import nelder_mead
 from autotune.costmodel.compute import architecture_generation, predict_time
 from autotune.costmodel.estimate import compile_time_s
-from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.calibration import (
+    BANDWIDTH_EFFICIENCY_MAX,
+    BANDWIDTH_EFFICIENCY_MIN,
+    CostCoefficients,
+    source_table,
+)
 
 PRIOR_LOG_SIGMA = 0.5
 """One standard deviation of each efficiency's prior, in natural-log units (a factor of 1.65)."""
 
-MAX_EVALUATIONS = 700
-"""Nelder–Mead budget (≈ 40 s on 170 rows on one core)."""
+MAX_EVALUATIONS = 1200
+"""Nelder–Mead budget (≈ 40 s on 170 rows on one core; the stack factors add one dimension per source)."""
 
 
 UNBOUNDED_ABOVE_ONE = ("cpu_adam_params_per_s", "zero3_module_fetch_s")
 """Fitted fields that are rates or times, not fractions of a peak (the others are capped at 1)."""
 
-BOUNDS: dict[str, tuple[float, float]] = {"zero3_module_fetch_s": (1e-5, 1e-2)}
+STACK_LOG_SIGMA = 0.5
+"""Half-normal prior scale of a stack's slowness factor over the fastest stack, in natural-log units."""
+
+BOUNDS: dict[str, tuple[float, float]] = {
+    "zero3_module_fetch_s": (1e-5, 1e-2),
+    "bandwidth_efficiency": (BANDWIDTH_EFFICIENCY_MIN, BANDWIDTH_EFFICIENCY_MAX),
+}
 """Schema bounds (``CostCoefficients``) the fit keeps to."""
 
 
@@ -79,8 +100,14 @@ def time_rows(cases: Sequence[object]) -> list[TimeRow]:
     return rows
 
 
-def fit_time_coefficients(cases: Sequence[object], start: CostCoefficients) -> CostCoefficients:
-    """MAP fit of the time coefficients on ``cases`` from ``start`` (the priors); see the module docstring."""
+def fit_time_coefficients(
+    cases: Sequence[object], start: CostCoefficients, reference_stack: str | None = None
+) -> CostCoefficients:
+    """MAP fit of the time coefficients on ``cases`` from ``start`` (the priors); see the module docstring.
+
+    ``reference_stack``: the source table whose stack the coefficients describe (its factor is 1; a user
+    recalibration names its own runs); None = the fastest stack in the fit. A reference without rows is ignored.
+    """
     rows = time_rows(cases)
     if not rows:
         return start
@@ -109,9 +136,9 @@ def fit_time_coefficients(cases: Sequence[object], start: CostCoefficients) -> C
         }
         for (field, key), value in zip(names, point, strict=True):
             number = math.exp(value)
-            if field in UNBOUNDED_ABOVE_ONE:
-                number = min(max(number, BOUNDS[field][0]), BOUNDS[field][1]) if field in BOUNDS else number
-            else:
+            if field in BOUNDS:
+                number = min(max(number, BOUNDS[field][0]), BOUNDS[field][1])
+            elif field not in UNBOUNDED_ABOVE_ONE:
                 number = min(1.0, number)
             if key is None:
                 updates[field] = number
@@ -119,15 +146,36 @@ def fit_time_coefficients(cases: Sequence[object], start: CostCoefficients) -> C
                 updates[field][key] = number  # type: ignore[index]
         return start.model_copy(update=updates)
 
+    sources = sorted({source_table(r.case.measurement.source) for r in rows})  # type: ignore[attr-defined]
+    row_stack = [sources.index(source_table(r.case.measurement.source)) for r in rows]  # type: ignore[attr-defined]
+    reference = sources.index(reference_stack) if reference_stack in sources else None
+    fitted_count = len(names)
+
     def loss(point: Sequence[float]) -> float:
-        coefficients = unpack(point)
-        errors = [math.log(predicted_time_s(r, coefficients) / r.measured_s) ** 2 for r in rows]
-        penalty = sum(((p - o) / PRIOR_LOG_SIGMA) ** 2 for p, o in zip(point, origin, strict=True))
+        coefficients = unpack(point[:fitted_count])
+        slowness = stack_slowness(point[fitted_count:], reference)
+        errors = [
+            (math.log(predicted_time_s(r, coefficients) / r.measured_s) + slowness[stack]) ** 2
+            for r, stack in zip(rows, row_stack, strict=True)
+        ]
+        penalty = sum(((p - o) / PRIOR_LOG_SIGMA) ** 2 for p, o in zip(point[:fitted_count], origin, strict=True))
+        penalty += sum((u / STACK_LOG_SIGMA) ** 2 for u in slowness)
         return (sum(errors) + penalty) / len(rows)
 
-    best, _ = nelder_mead(loss, origin, step=0.3, max_evaluations=MAX_EVALUATIONS)
-    fitted = unpack(best)
-    return _transfer_to_unfitted(fitted, start, generations)
+    best, _ = nelder_mead(loss, origin + [0.0] * len(sources), step=0.3, max_evaluations=MAX_EVALUATIONS)
+    fitted = unpack(best[:fitted_count])
+    slowness = stack_slowness(best[fitted_count:], reference)
+    factors = {name: math.exp(u) for name, u in zip(sources, slowness, strict=True)}
+    return _transfer_to_unfitted(fitted, start, generations).model_copy(update={"stack_time_factor": factors})
+
+
+def stack_slowness(point: Sequence[float], reference: int | None = None) -> list[float]:
+    """Each stack's log slowness over the reference stack (index into ``point``), or over the fastest one in the
+    fit (min = 0) when ``reference`` is None; [] for no stacks."""
+    if not point:
+        return []
+    base = min(point) if reference is None else point[reference]
+    return [u - base for u in point]
 
 
 def _transfer_to_unfitted(

@@ -10,7 +10,16 @@ from autotune.schemas._base import FrozenModel
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import LossImpl, Method, Optimizer, Precision, Sharding, Workload, combination_error
+from autotune.schemas.setting import (
+    GradSync,
+    LossImpl,
+    Method,
+    Optimizer,
+    Precision,
+    Sharding,
+    Workload,
+    combination_error,
+)
 
 Objective = Literal["quality", "speed", "memory"]
 
@@ -30,6 +39,7 @@ class Overrides(FrozenModel):
     lora_alpha: float | None = Field(default=None, gt=0)
     lora_targets: tuple[str, ...] | None = None
     loss_impl: LossImpl | None = None
+    grad_sync: GradSync | None = None
 
     @model_validator(mode="after")
     def _check_combination(self) -> Overrides:

@@ -63,9 +63,15 @@ the time error band, so a tie is a difference the model cannot resolve."""
 
 
 def complexity(setting: TrainingSetting) -> int:
-    """Weight of the non-default moving parts: 8-bit optimizer state (1), a chunked loss (1), CPU offload (2:
-    it also needs host RAM and pinned memory, and its step time depends on the host's load)."""
-    return int(setting.optimizer != "adamw") + int(setting.loss_impl == "chunked") + 2 * int(setting.offloads_to_cpu)
+    """Weight of the non-default moving parts: 8-bit optimizer state (1), a chunked loss (1), FSDP reducing every
+    micro-step (1: not the Trainer's default), CPU offload (2: it also needs host RAM and pinned memory, and its
+    step time depends on the host's load)."""
+    return (
+        int(setting.optimizer != "adamw")
+        + int(setting.loss_impl == "chunked")
+        + int(setting.grad_sync != "last-micro-step")
+        + 2 * int(setting.offloads_to_cpu)
+    )
 
 
 def rank_key(scored: Scored, objective: Objective) -> tuple[float, ...]:

@@ -13,14 +13,18 @@ from collections.abc import Iterator
 from typing import Any
 
 from autotune.planner.request import PlanRequest
+from autotune.schemas.lora_targets import effective_lora_dropout
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import (
+    FSDP_SHARDINGS,
+    GRAD_SYNCS,
     METHODS,
     OFFLOAD_SHARDINGS,
     OPTIMIZERS,
     PARAMETER_SHARDINGS,
     ZERO_SHARDINGS,
     AttentionImpl,
+    GradSync,
     LossImpl,
     Method,
     Optimizer,
@@ -90,6 +94,9 @@ def check_overrides_supported(request: PlanRequest) -> None:
             f"--loss-impl chunked cannot run with --sharding {o.sharding} (the weights are sharded); use "
             "fp32-upcast, or ddp / zero2 / none"
         )
+    error = grad_sync_error(o.grad_sync, o.sharding, request.cluster.world_size)
+    if error:
+        raise InvalidRequestError(error)
     if o.loss_impl == "native":
         raise InvalidRequestError(
             "--loss-impl native describes other trainers; autotune's core runs fp32-upcast or chunked"
@@ -105,6 +112,19 @@ def sharding_error(sharding: str | None, world_size: int) -> str | None:
         )
     if world_size > 1 and sharding == "none":
         return "--sharding none with several GPUs would leave all but one idle; use ddp"
+    return None
+
+
+def grad_sync_error(grad_sync: str | None, sharding: str | None, world_size: int) -> str | None:
+    """Why ``--grad-sync every-micro-step`` cannot apply, or None (``sharding`` None = the planner chooses; one
+    rule for plan and estimate)."""
+    if grad_sync != "every-micro-step":
+        return None
+    if world_size == 1 or sharding not in (None, *FSDP_SHARDINGS):
+        return (
+            "--grad-sync every-micro-step applies to FSDP on several GPUs (--sharding fsdp or fsdp-offload, "
+            "--num-gpus > 1); other shardings synchronise as their library does"
+        )
     return None
 
 
@@ -137,6 +157,15 @@ def attention_impl_for(model: ModelSpec) -> AttentionImpl:
     return "eager" if model.attn_logit_softcapping else "sdpa"
 
 
+def grad_syncs(request: PlanRequest, sharding: Sharding, grad_accum: int) -> tuple[GradSync, ...]:
+    """When FSDP reduces gradients: both choices where they differ (FSDP on several GPUs with accumulation —
+    ``last-micro-step`` keeps unsharded gradients for fewer collectives, ``every-micro-step`` reduce-scatters each
+    micro-step and keeps only shards), else the default; a forced choice applies to FSDP settings only."""
+    if sharding not in FSDP_SHARDINGS or request.cluster.world_size == 1 or grad_accum == 1:
+        return ("last-micro-step",)
+    return _choices(request.overrides.grad_sync, GRAD_SYNCS)
+
+
 def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     """Every setting in the search space that the hardware supports, with the user's forced choices."""
     gpu = request.cluster.gpu
@@ -152,6 +181,12 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     shardings: tuple[Sharding, ...] = _choices(o.sharding, SINGLE_GPU_SHARDINGS if world == 1 else MULTI_GPU_SHARDINGS)
     per_rank = request.workload.global_batch_size // world
     attention_impl = attention_impl_for(request.model)
+    targets = o.lora_targets or ("all-linear",)
+    # The dropout that runs: peft's ParamWrapper (an MoE's experts) has none (schemas/lora_targets.py).
+    default_dropout = TrainingSetting.model_fields["lora_dropout"].default
+    dropout = effective_lora_dropout(request.model.model_type, targets, default_dropout)
+    if o.grad_sync == "every-micro-step":
+        shardings = tuple(s for s in shardings if s in FSDP_SHARDINGS)
     for method in methods:
         for sharding in shardings:
             for micro in micro_batch_sizes(request):
@@ -163,18 +198,21 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
                             for loss_impl in _choices(o.loss_impl, LOSS_IMPLEMENTATIONS):
                                 if loss_impl == "chunked" and sharding in PARAMETER_SHARDINGS:
                                     continue  # the chunked loss reads the whole lm_head weight (trainer/hf_args.py)
-                                yield TrainingSetting(
-                                    method=method,
-                                    micro_batch_size=micro,
-                                    grad_accum=per_rank // micro,
-                                    grad_ckpt=grad_ckpt,
-                                    compile=compile_,
-                                    sharding=sharding,
-                                    optimizer=optimizer,
-                                    precision=precision,
-                                    lora_rank=o.lora_rank or DEFAULT_LORA_RANK,
-                                    lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
-                                    lora_targets=o.lora_targets or ("all-linear",),
-                                    loss_impl=loss_impl,
-                                    attention_impl=attention_impl,
-                                )
+                                for grad_sync in grad_syncs(request, sharding, per_rank // micro):
+                                    yield TrainingSetting(
+                                        method=method,
+                                        micro_batch_size=micro,
+                                        grad_accum=per_rank // micro,
+                                        grad_ckpt=grad_ckpt,
+                                        compile=compile_,
+                                        sharding=sharding,
+                                        optimizer=optimizer,
+                                        precision=precision,
+                                        lora_rank=o.lora_rank or DEFAULT_LORA_RANK,
+                                        lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
+                                        lora_targets=targets,
+                                        lora_dropout=dropout,
+                                        loss_impl=loss_impl,
+                                        attention_impl=attention_impl,
+                                        grad_sync=grad_sync,
+                                    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -26,6 +27,20 @@ of the dense peak); Ada and Blackwell by analogy (no public figure), 'default' f
 ATTENTION_EFFICIENCY_PRIOR: dict[str, float] = {"ampere": 0.6, "hopper": 0.4, "default": 0.45}
 """Attention kernel efficiency priors: FlashAttention-2 forward+backward reaches 50–70 % of the A100 peak
 (Dao 2023, fig. 4–6); on H100 it reaches 35–50 % (FlashAttention-3 paper, Shah et al. 2024, fig. 1)."""
+
+
+def source_table(source: str) -> str:
+    """The table a measurement comes from: its ``source`` up to the first ',' or ':' (the seed file name, or the
+    development data file); one table = one training stack."""
+    return re.split(r"[,:]", source, maxsplit=1)[0].strip()
+
+
+BANDWIDTH_EFFICIENCY_MIN = 0.5
+BANDWIDTH_EFFICIENCY_MAX = 0.95
+"""Bounds of ``bandwidth_efficiency``: vectorised element-wise kernels stream at 70–90 % of DRAM bandwidth (NVIDIA
+BabelStream / STREAM results on A100 and H100; Deakin et al. 2018), reductions (softmax, norms) somewhat less, and
+no streaming kernel reaches the datasheet figure; below half, the number would stand for costs that are not
+memory traffic (it did: 0.24 before the fit had per-stack factors, ``time_fit``)."""
 
 
 class Measurement(StrictModel):
@@ -103,7 +118,11 @@ class CostCoefficients(StrictModel):
         description="GPU key or architecture generation → fraction of the dense peak the attention kernels reach.",
     )
     bandwidth_efficiency: float = Field(
-        default=0.8, gt=0, le=1, description="Fraction of DRAM bandwidth element-wise kernels reach (STREAM-like)."
+        default=0.8,
+        ge=BANDWIDTH_EFFICIENCY_MIN,
+        le=BANDWIDTH_EFFICIENCY_MAX,
+        description="Fraction of DRAM bandwidth element-wise kernels reach (STREAM-like); bounded to what such "
+        "kernels reach on a GPU (BANDWIDTH_EFFICIENCY_MIN/MAX).",
     )
     adapter_time_factor: float = Field(
         default=1.0,
@@ -168,6 +187,11 @@ class CostCoefficients(StrictModel):
         ge=0,
         lt=1,
         description="Fraction of element-wise traffic and kernel launches torch.compile removes by fusion (prior).",
+    )
+    stack_time_factor: dict[str, float] = Field(
+        default_factory=dict,
+        description="Diagnostic, not used to predict: source table → how much slower than these coefficients "
+        "that source's training stack ran (≥ 1; the fastest stack in the fit is 1), fitted jointly (time_fit).",
     )
     memory_error_band: dict[str, float] = Field(
         default_factory=lambda: {"default": 0.15},

@@ -134,11 +134,13 @@ def effective_lora_dropout(model_type: str, targets: tuple[str, ...], dropout: f
 
 
 def lora_dropout_note(model_type: str, targets: tuple[str, ...], dropout: float) -> str | None:
-    """One line for the plan / estimate notes when the dropout is forced to 0, else None."""
-    if dropout <= 0 or effective_lora_dropout(model_type, targets, dropout) == dropout:
-        return None
+    """One line for the plan / estimate notes when the targets force the dropout to 0 (saying from what, when the
+    setting states another value; a plan already records the 0), else None."""
     wrapped = ", ".join(adapted_parameters(model_type, targets))
+    if not wrapped:
+        return None
+    change = f"LoRA dropout {dropout:g} -> 0" if dropout > 0 else "LoRA dropout 0"
     return (
-        f"LoRA dropout {dropout:g} -> 0 for every adapter: peft adapts this {model_type} model's {wrapped} "
+        f"{change} for every adapter: peft adapts this {model_type} model's {wrapped} "
         "parameters with ParamWrapper, which has no dropout (the trainer runs with 0; memory assumes 0)"
     )

@@ -18,6 +18,7 @@ Precision = Literal["bf16", "bf16-mixed", "fp16-mixed", "fp32"]
 LossImpl = Literal["fp32-upcast", "native", "chunked"]
 AttentionImpl = Literal["sdpa", "flash_attention_2", "eager", "eager-legacy"]
 GradSync = Literal["last-micro-step", "every-micro-step"]
+GRAD_SYNCS: tuple[GradSync, ...] = ("last-micro-step", "every-micro-step")
 ATTENTION_ALIASES: dict[str, str] = {"flash": "sdpa", "math": "eager"}
 """Earlier names of the attention implementations (plan and measurement files written before them)."""
 SCORE_ATTENTION_IMPLS: tuple[AttentionImpl, ...] = ("eager", "eager-legacy")
@@ -219,7 +220,7 @@ class TrainingSetting(FrozenModel):
         parts.append("ckpt" if self.grad_ckpt else "no ckpt")
         if self.compile:
             parts.append("compile")
-        parts.append(self.sharding)
+        parts.append(self.sharding + (" (sync every micro-step)" if self.grad_sync == "every-micro-step" else ""))
         parts.append(self.optimizer)
         parts.append(self.precision)
         if self.loss_impl == "chunked":
