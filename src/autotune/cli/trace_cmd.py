@@ -24,6 +24,8 @@ from autotune.cli import options as opt
 from autotune.cli.console import console
 from autotune.cli.render import print_json
 from autotune.cli.tracing import AttentionOpt, render_trace, require_torch, run_trace, setting_inputs
+from autotune.errors import InvalidRequestError
+from autotune.schemas.setting import attention_run_error
 
 
 def trace_command(
@@ -55,6 +57,9 @@ def trace_command(
         optimizer, precision, sharding, lora_rank, lora_targets, compile_, loss_impl, attention_impl, None, None, 1.0,
         grad_sync=grad_sync,
     )  # fmt: skip
+    attention_error = attention_run_error(inputs.setting.attention_impl)
+    if attention_error:  # the trace builds today's transformers model
+        raise InvalidRequestError(attention_error)
     report = run_trace(inputs)
     if json_:
         print_json({**report.model_dump(mode="json"), "setting": inputs.setting.model_dump(mode="json")})

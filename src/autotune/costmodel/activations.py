@@ -91,7 +91,8 @@ def layer_activation_bytes_per_token(
     # Matmul inputs under autocast are fresh 16-bit casts, one per linear call (q, k, v, gate, up).
     if dtypes.autocast and not frozen:
         norms += (3 + (2 if model.mlp_gated else 1)) * m_b * h
-    attention, scores = _attention_bytes(model, m_b, seq_len, flash_attention)
+    clamp = legacy_clamp_bytes_per_score(setting, dtypes) if not flash_attention else 0.0
+    attention, scores = _attention_bytes(model, m_b, seq_len, flash_attention, clamp)
     # o_proj saves its input only when its weight is trained; after SDPA that input is a view of the saved
     # output (the kernels write (b, s, n, d)), after eager attention a contiguous copy.
     if not frozen and not flash_attention:
@@ -149,7 +150,37 @@ def mask_bytes(
     return kinds * element * micro_batch_size * seq_len * seq_len
 
 
-def _attention_bytes(model: ModelSpec, m_b: float, seq_len: float, flash_attention: bool) -> tuple[float, float]:
+def legacy_clamp_bytes_per_score(setting: TrainingSetting, dtypes: DtypeBytes) -> float:
+    """Bytes per score that ``eager-legacy`` attention saves beyond ``eager``: 0 for every other implementation.
+
+    transformers <= 4.29 ``LlamaAttention.forward`` (4.28.1 ``models/llama/modeling_llama.py`` lines 214–232)::
+
+        attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) / math.sqrt(self.head_dim)
+        attn_weights = attn_weights + attention_mask            # (b, 1, s, s) mask, the embeddings' dtype
+        attn_weights = torch.max(attn_weights, torch.tensor(torch.finfo(attn_weights.dtype).min))
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
+        attn_output = torch.matmul(attn_weights, value_states)
+
+    Division by a Python scalar and the mask addition save nothing; ``torch.max(a, b)`` is ``aten.maximum``,
+    whose backward (``derivatives.yaml``: ``where(self == other, grad / 2, grad).masked_fill_(self < other, 0)``)
+    saves ``self``: one copy of the masked scores in the dtype of ``scores + mask`` (the compute dtype promoted
+    with the mask's, which ``_prepare_decoder_attention_mask`` builds in ``inputs_embeds.dtype``, the residual
+    dtype here). The softmax output (fp32) and its cast (compute dtype) are saved as in today's eager path, so
+    per score legacy keeps 2 + 4 + 2 = 8 bytes in bf16 against eager's 6, and its backward peak (the softmax
+    stage: saved set less the probabilities, fp32 gradient in and out) is 8 + 2·4 − 2 = 14 against 12.
+    Checked on the copied 4.28 code with torch's saved-tensor hooks and the live-bytes tracker
+    (``tests/unit/test_legacy_attention.py``). Under autocast with an fp32 mask the clamp's own backward stage
+    (saved input, gradient, ``self == other`` mask, ``grad / 2`` and the ``where`` output: 4·4 + 1 = 17 bytes)
+    exceeds the softmax stage (16) by one byte per score; neglected.
+    """
+    if setting.attention_impl != "eager-legacy":
+        return 0.0
+    return max(dtypes.compute_bytes, dtypes.residual_bytes)
+
+
+def _attention_bytes(
+    model: ModelSpec, m_b: float, seq_len: float, flash_attention: bool, clamp_bytes: float = 0.0
+) -> tuple[float, float]:
     """Saved bytes per token of the attention core: (q/k/v/output part, s×s score part).
 
     SDPA with a flash / memory-efficient kernel (transformers calls it mask-free with ``enable_gqa`` for a
@@ -159,6 +190,8 @@ def _attention_bytes(model: ModelSpec, m_b: float, seq_len: float, flash_attenti
     copy (s per head each), and with Gemma 2's attention soft-capping also the tanh output. SDPA with a
     materialised mask (sliding window reached) gets k and v repeated like eager. With fused qkv
     (Phi-3) v is a slice of the fused projection output, so saving v keeps the whole output alive.
+    ``clamp_bytes``: per score, the masked scores that ``eager-legacy`` saves for its ``torch.max`` clamp
+    (:func:`legacy_clamp_bytes_per_score`).
     """
     q_dim, kv_dim, heads = model.q_dim, model.kv_dim, model.num_attention_heads
     fused_extra = m_b * (q_dim + kv_dim) if model.fused_qkv else 0.0
@@ -168,7 +201,7 @@ def _attention_bytes(model: ModelSpec, m_b: float, seq_len: float, flash_attenti
         kv_saved = q_dim if grouped and attention_mask_materialised(model, seq_len) else kv_dim
         return m_b * (2 * q_dim + 2 * kv_saved) + FP32_BYTES * heads + fused_extra, 0.0
     attention = m_b * (q_dim + 2 * (q_dim if grouped else kv_dim)) + (0.0 if grouped else fused_extra)
-    score_copies = FP32_BYTES + m_b + (m_b if model.attn_logit_softcapping is not None else 0.0)
+    score_copies = FP32_BYTES + m_b + (m_b if model.attn_logit_softcapping is not None else 0.0) + clamp_bytes
     return attention, score_copies * heads * seq_len
 
 

@@ -60,7 +60,7 @@ from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import SCORE_ATTENTION_IMPLS, TrainingSetting, Workload
 from autotune.units import GB, TERA, nf4_bytes_per_param
 
 HEAD_KERNELS = 40
@@ -179,7 +179,7 @@ def predict_time(
     tokens = setting.micro_batch_size * seq
     adapters = setting.uses_adapters
     trainable_base = not adapters
-    flash = setting.attention_impl not in ("math", "eager") and gpu.supports_flash_attention
+    flash = setting.attention_impl not in SCORE_ATTENTION_IMPLS and gpu.supports_flash_attention
     bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
     launch = coefficients.kernel_launch_s
     compile_keep = 1 - coefficients.compile_speedup if setting.compile else 1.0
@@ -206,7 +206,7 @@ def predict_time(
     fwd_kernels = ops.forward_kernels * compile_keep
     bwd_kernels = ops.backward_kernels * compile_keep
     if not flash:  # the math path materializes n_q·s scores per token: mask, fp32 softmax, casts
-        eager = eager_attention()
+        eager = eager_attention()  # eager-legacy's torch.max clamp is not charged (docs/cost-model.md §5)
         scores = tokens * model.num_attention_heads * seq * traffic_scale / bandwidth
         fwd_elementwise += eager.forward_bytes_per_score * scores
         bwd_elementwise += eager.backward_bytes_per_score * scores

@@ -39,7 +39,7 @@ from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import SCORE_ATTENTION_IMPLS, TrainingSetting, Workload
 from autotune.units import nf4_bytes_per_param
 
 FSDP_LIVE_UNITS = 2
@@ -206,7 +206,8 @@ def predict_memory(
     states = model_state_bytes(model, setting, cluster, dtypes)
     seq_tokens = workload.tokens_per_sequence
     tokens = setting.micro_batch_size * seq_tokens
-    flash = setting.attention_impl != "eager"  # SDPA runs flash or memory-efficient kernels (no s×s scores)
+    # SDPA runs flash or memory-efficient kernels (no s×s scores); eager and eager-legacy materialise them
+    flash = setting.attention_impl not in SCORE_ATTENTION_IMPLS
     layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash)
     stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes) * tokens
     working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash) * tokens

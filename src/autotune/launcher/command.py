@@ -19,7 +19,7 @@ from autotune.launcher.options import (
     LaunchOptions,
 )
 from autotune.schemas.plan import PlanFile
-from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS
+from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS, attention_run_error
 from autotune.schemas.trainer_options import option_flag
 
 RUN_ENV: Final[dict[str, str]] = {
@@ -107,6 +107,9 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
     Raises:
         InvalidRequestError: see :func:`build_launch_spec`.
     """
+    attention_error = attention_run_error(plan.setting.attention_impl)
+    if attention_error:
+        raise InvalidRequestError(attention_error)
     cluster = plan.cluster
     world_size = cluster.world_size
     if plan.setting.sharding == "none" and world_size > 1:

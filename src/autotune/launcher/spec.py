@@ -52,7 +52,9 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
     command is then ``sbatch OUT/launch.sbatch``).
 
     Raises:
-        InvalidRequestError: the plan's topology cannot be launched as asked (sharding none on
+        InvalidRequestError: an attention implementation the training core cannot run
+            (``eager-legacy``: :func:`autotune.schemas.setting.attention_run_error`); the plan's topology
+            cannot be launched as asked (sharding none on
             several GPUs, a multi-node run without the address of node 0, a node rank out of range,
             ZeRO optimizer offload with an 8-bit optimizer); a value that is unsafe in a command,
             script or config (see :func:`autotune.launcher.command.check_values`).

@@ -21,6 +21,7 @@ from autotune.run_lock import acquire, describe_owner
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.schemas.run_report import RunStatus
+from autotune.schemas.setting import attention_run_error
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.callbacks import MetricsCallback, ProgressCallback, RunMetrics, StopOnSignalCallback
 from autotune.trainer.checkpoints import ResumePoint, resolve_start
@@ -107,14 +108,17 @@ def run(args: TrainerArgs) -> int:
         signal, so that a script can tell an interrupted run (resume it) from a finished one.
 
     Raises:
-        ConfigError: bad plan, output directory, dataset or model source; the disk filled up (the
-            message says what was kept).
+        ConfigError: bad plan (also one whose attention implementation cannot run), output directory,
+            dataset or model source; the disk filled up (the message says what was kept).
         InvalidRequestError: the run directory is in use by another run.
         RuntimeGuardError: what runs is not what was planned.
     """
     _configure_logging()
     seed_everything(args.seed, full_determinism=args.full_determinism)
     plan = load_plan(args.plan_path)
+    attention_error = attention_run_error(plan.setting.attention_impl)
+    if attention_error:  # a plan edited by hand: autotune launch refuses it before this
+        raise ConfigError(f"{args.plan_path}: {attention_error}")
     created = not args.run_dir.exists()
     lock = acquire(args.output_dir) if int(os.environ.get("RANK", "0")) == 0 else None
     if lock is not None and lock.previous_owner:

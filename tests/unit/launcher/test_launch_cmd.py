@@ -156,3 +156,20 @@ def test_local_dataset_and_output_dir_become_absolute(
     assert argv[argv.index("--dataset") + 1] == str(tmp_path / "data.jsonl")
     assert argv[argv.index("--output-dir") + 1] == str(tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_plan_with_measurement_only_attention_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # eager-legacy (transformers <= 4.29 LlamaAttention) describes 2023 measurements; today's transformers cannot
+    # run it: one line, exit 2, nothing written — from launch and from the training core itself.
+    path = plan_file(tmp_path, make_plan(sharding="zero3", gpus=2, method="full", attention_impl="eager-legacy"))
+    out = tmp_path / "run"
+    assert run_cli("launch", str(path), "--dataset", "org/data", "--output-dir", str(out)) == 2
+    assert "attention_impl=eager-legacy" in _error_line(capsys)
+    assert not out.exists()
+
+    pytest.importorskip("transformers")  # the training core's stack
+    from autotune.trainer.__main__ import main as trainer_main
+
+    assert trainer_main(["--plan", str(path), "--dataset", "org/data", "--output-dir", str(out)]) == 2
+    assert "attention_impl=eager-legacy" in _error_line(capsys)
+    assert not out.exists()
