@@ -174,3 +174,54 @@ def test_the_planner_never_offers_it() -> None:
     )
     offered = {setting.attention_impl for setting in candidates(request)}
     assert offered and not offered & set(MEASUREMENT_ONLY_ATTENTION_IMPLS)
+
+
+class _ScoreTraffic:
+    """Kernels and bytes per score of the ops that read or write a score-sized tensor (views excluded)."""
+
+    VIEWS = frozenset({"aten::view", "aten::t", "aten::transpose", "aten::expand", "aten::_unsafe_view",
+                       "aten::detach", "aten::alias", "aten::lift_fresh", "aten::unsqueeze", "aten::squeeze",
+                       "aten::permute", "aten::slice", "aten::as_strided"})  # fmt: skip
+
+    def __init__(self) -> None:
+        self.kernels = 0
+        self.bytes = 0
+
+    def mode(self):  # type: ignore[no-untyped-def]
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_flatten
+
+        counter = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                out = func(*args, **(kwargs or {}))
+                if func._schema.name in counter.VIEWS:
+                    return out
+                tensors = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
+                touched = sum(t.numel() * t.element_size() for t in tensors if t.numel() >= SCORES)
+                if touched:
+                    counter.kernels += 1
+                    counter.bytes += touched
+                return out
+
+        return Mode()
+
+
+def _traffic(attention: Attention) -> tuple[_ScoreTraffic, _ScoreTraffic]:
+    forward, backward = _ScoreTraffic(), _ScoreTraffic()
+    with forward.mode():
+        out = attention(*_inputs(torch.bfloat16))
+    with backward.mode():
+        out.sum().backward()
+    return forward, backward
+
+
+def test_the_clamps_time_terms_are_the_traffic_of_the_copied_code() -> None:
+    from autotune.costmodel.dispatch import LEGACY_CLAMP
+
+    (legacy_fwd, legacy_bwd), (eager_fwd, eager_bwd) = _traffic(legacy_attention), _traffic(eager_attention)
+    assert legacy_fwd.kernels - eager_fwd.kernels == LEGACY_CLAMP.forward_kernels
+    assert legacy_bwd.kernels - eager_bwd.kernels == LEGACY_CLAMP.backward_kernels
+    assert (legacy_fwd.bytes - eager_fwd.bytes) / SCORES == LEGACY_CLAMP.forward_bytes_per_score
+    assert (legacy_bwd.bytes - eager_bwd.bytes) / SCORES == LEGACY_CLAMP.backward_bytes_per_score

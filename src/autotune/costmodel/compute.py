@@ -43,7 +43,7 @@ from autotune.costmodel.collectives import (
     collective_time_s,
     zero3_hooks_s,
 )
-from autotune.costmodel.dispatch import eager_attention, layer_ops, lora_target_kernels
+from autotune.costmodel.dispatch import LEGACY_CLAMP, eager_attention, layer_ops, lora_target_kernels
 from autotune.costmodel.gemm import (
     DEFAULT_SM_COUNT,
     FLASH_BACKWARD_FACTOR,
@@ -206,12 +206,13 @@ def predict_time(
     fwd_kernels = ops.forward_kernels * compile_keep
     bwd_kernels = ops.backward_kernels * compile_keep
     if not flash:  # the math path materializes n_q·s scores per token: mask, fp32 softmax, casts
-        eager = eager_attention()  # eager-legacy's torch.max clamp is not charged (docs/cost-model.md §5)
         scores = tokens * model.num_attention_heads * seq * traffic_scale / bandwidth
-        fwd_elementwise += eager.forward_bytes_per_score * scores
-        bwd_elementwise += eager.backward_bytes_per_score * scores
-        fwd_kernels += eager.forward_kernels * compile_keep
-        bwd_kernels += eager.backward_kernels * compile_keep
+        extras = [eager_attention()] + ([LEGACY_CLAMP] if setting.attention_impl == "eager-legacy" else [])
+        for extra in extras:
+            fwd_elementwise += extra.forward_bytes_per_score * scores
+            bwd_elementwise += extra.backward_bytes_per_score * scores
+            fwd_kernels += extra.forward_kernels * compile_keep
+            bwd_kernels += extra.backward_kernels * compile_keep
 
     # --- LoRA adapters and QLoRA dequantization, per layer --------------------------------------------------
     fwd_adapter = bwd_adapter = fwd_dequant = 0.0

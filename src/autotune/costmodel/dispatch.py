@@ -114,6 +114,16 @@ def eager_attention() -> EagerAttention:
     )
 
 
+LEGACY_CLAMP = EagerAttention(
+    forward_kernels=1, backward_kernels=5, forward_bytes_per_score=4.0, backward_bytes_per_score=22.0
+)
+"""What ``eager-legacy`` attention adds to ``eager_attention()``: transformers 4.28–4.29 LlamaAttention clamps the
+masked scores with ``torch.max(attn_weights, finfo.min)`` (4.28.1 ``modeling_llama.py`` line 226) — forward one
+``maximum`` (read 2 + write 2 bytes per bf16 score); backward ``eq`` / ``where`` / ``lt`` / ``masked_fill_`` and a
+second ``div`` (22 bytes per score). Counted with a TorchDispatchMode over the copied 4.28 code against today's
+eager path (``tests/unit/test_legacy_attention.py``); bf16 basis, like ``eager_attention()``."""
+
+
 def lora_target_kernels() -> tuple[int, int]:
     """(forward, backward) kernels one peft LoRA target adds to its base linear."""
     entry = op_counts()["lora_target"]
