@@ -169,8 +169,8 @@ def model_state_bytes(
     ddp_buckets = gradients if sharding == "ddp" and ranks > 1 else 0.0
     unsharded_gradients = 0.0
     if setting.uses_fsdp and setting.grad_accum > 1 and ranks > 1 and setting.grad_sync == "last-micro-step":
-        fsdp_16bit = setting.precision != "fp32"  # FSDP MixedPrecision gathers 16-bit params (precision.py)
-        unsharded_gradients = trainable * (dtypes.compute_bytes if fsdp_16bit else dtypes.grad_bytes)
+        # In the gathered parameters' dtype: 16-bit under FSDP MixedPrecision (precision.py), fp32 under fp32.
+        unsharded_gradients = trainable * dtypes.compute_bytes
     autocast_copies = 0.0
     if dtypes.autocast and not setting.uses_adapters and not shard_params:
         autocast_copies = counts.total_params * dtypes.compute_bytes

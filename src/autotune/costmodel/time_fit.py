@@ -146,8 +146,9 @@ def fit_time_coefficients(
                 updates[field][key] = number  # type: ignore[index]
         return start.model_copy(update=updates)
 
-    sources = sorted({source_table(r.case.measurement.source) for r in rows})  # type: ignore[attr-defined]
-    row_stack = [sources.index(source_table(r.case.measurement.source)) for r in rows]  # type: ignore[attr-defined]
+    tables = [source_table(r.case.measurement.source) for r in rows]  # type: ignore[attr-defined]
+    sources = sorted(set(tables))
+    row_stack = [sources.index(table) for table in tables]
     reference = sources.index(reference_stack) if reference_stack in sources else None
     fitted_count = len(names)
 
