@@ -1,12 +1,11 @@
 """flash-triton attention (FlashAttention written in Triton, as llm-foundry ran it for the MPT development data):
 flash's FLOPs, causal saving and memory, a slower kernel (``gemm.TRITON_FLASH_ATTENTION_SLOWDOWN``), and the training
-core refusing it."""
+core refusing it (``autotune trace``: ``test_legacy_attention.test_trace_refuses_it_in_one_line``)."""
 
 from __future__ import annotations
 
 import pytest
 
-import autotune.cli.app as cli_app
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.compute import predict_time
 from autotune.costmodel.gemm import TRITON_FLASH_ATTENTION_SLOWDOWN
@@ -61,11 +60,3 @@ def test_the_mpt_development_rows_are_transcribed_with_it() -> None:
 def test_run_error_says_what_it_describes() -> None:
     error = attention_run_error("flash-triton")
     assert error is not None and "triton" in error and "sdpa or eager" in error
-
-
-def test_trace_refuses_it_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        cli_app.main(["trace", "llama3-8b", "--method", "full", "--attention-impl", "flash-triton"])
-    assert exit_.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "attention_impl=flash-triton" in err
