@@ -5,8 +5,9 @@ Reads ``llm-foundry-mpt.jsonl`` and ``configs/mpt-*.json`` from the development-
 
 * ``src/autotune/profiles/measurements/dev-mpt-llm-foundry.yaml`` — one :class:`Measurement` per row: full-parameter
   pre-training, FSDP FULL_SHARD, bf16 autocast with fp32 master weights and AdamW states (``bf16-mixed``),
-  packed sequences of exactly ``seq_len`` tokens, flash (triton) attention, no compile, the row's micro batch,
-  accumulation and checkpointing; ``step_time_s`` = the README's derived ``GlobalBatchSize (T) / Throughput (T/s)``;
+  packed sequences of exactly ``seq_len`` tokens, triton flash attention (``flash-triton``), no compile, the row's
+  micro batch, accumulation and checkpointing; ``step_time_s`` = the README's derived
+  ``GlobalBatchSize (T) / Throughput (T/s)``;
 * ``src/autotune/profiles/measurements/models/mpt-<size>-foundry.yaml`` — the benchmark yaml models read through
   the config path (``model_type: mpt``), not the released MPT checkpoints (README, "Model configs").
 
@@ -41,7 +42,8 @@ attention, low-precision (bf16) LayerNorm, fused cross-entropy, Composer Decoupl
 C4 concatenated to exactly seq_len tokens (packed), 30-step runs with a 10-batch throughput window.
 
 Notes on the mapping (ours, not the source's): precision bf16-mixed (fp32 master weights and AdamW states held by
-FSDP, bf16 autocast); attention_impl flash (triton flash kernel); loss_impl native (the fused cross-entropy never
+FSDP, bf16 autocast); attention_impl flash-triton (the triton flash-attention kernel: flash's FLOPs and memory,
+its own speed); loss_impl native (the fused cross-entropy never
 upcasts the full logits); step_time_s is the README's derived GlobalBatchSize (T) / Throughput (T/s); models are
 the llm-foundry yaml models (learned positions, biases, no ALiBi), read from configs/mpt-*.json with model_type mpt;
 the learned position table (a lookup) is not counted; multi-node rows get 200 GB/s per node (1600 Gbps RoCE,
@@ -82,7 +84,7 @@ def measurement(row: dict[str, Any]) -> Measurement:
         optimizer="adamw",
         precision="bf16-mixed",
         loss_impl="native",
-        attention_impl="flash",
+        attention_impl="flash-triton",
         grad_sync="every-micro-step",
     )
     workload = Workload(seq_len=row["seq_len"], global_batch_size=row["micro_batch_size"] * row["grad_accum"] * gpus)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autotune.costmodel.activations import logits_peak_bytes
+from autotune.costmodel.activations import autocast_input_casts, logits_peak_bytes
 from autotune.costmodel.estimate import estimate_setting
 from autotune.costmodel.precision import dtype_bytes
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
@@ -187,3 +187,18 @@ def test_fsdp_no_sync_reduce_scatters_only_in_the_last_micro_step():
         model=resolve_model_profile("llama3.2-1b"),
     )
     assert no_sync.time_breakdown_s["exposed communication"] < every.time_breakdown_s["exposed communication"]
+
+
+@pytest.mark.parametrize(
+    ("model", "precision", "sharding", "casts"),
+    [
+        ("llama3-8b", "bf16-mixed", "none", 5),  # q, k, v, gate, up each cast the fp32 norm output
+        ("phi3-mini", "bf16-mixed", "none", 2),  # fused qkv_proj and gate_up_proj
+        ("llama3-8b", "bf16-mixed", "fsdp", 0),  # FSDP mixed precision: the residual stream is already bf16
+        ("llama3-8b", "bf16", "none", 0),  # no autocast
+    ],
+)
+def test_autocast_casts_only_a_residual_stream_of_another_dtype(model, precision, sharding, casts):
+    setting = TrainingSetting(method="full", precision=precision, sharding=sharding)
+    dtypes = dtype_bytes(setting, resolve_gpu("h100")[0])
+    assert autocast_input_casts(resolve_model_profile(model), dtypes) == casts

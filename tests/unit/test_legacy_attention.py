@@ -157,12 +157,14 @@ def test_run_error_names_only_the_legacy_value() -> None:
     assert error is not None and "sdpa or eager" in error
 
 
-def test_trace_refuses_it_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("impl", list(MEASUREMENT_ONLY_ATTENTION_IMPLS))
+def test_trace_refuses_it_in_one_line(capsys: pytest.CaptureFixture[str], impl: str) -> None:
+    """Every measurement-only implementation (eager-legacy, flash-triton) is refused in one line."""
     with pytest.raises(SystemExit) as exit_:
-        cli_app.main(["trace", "llama-13b", "--method", "full", "--attention-impl", "eager-legacy"])
+        cli_app.main(["trace", "llama-13b", "--method", "full", "--attention-impl", impl])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "attention_impl=eager-legacy" in err
+    assert len(err.splitlines()) == 1 and f"attention_impl={impl}" in err
 
 
 def test_the_planner_never_offers_it() -> None:

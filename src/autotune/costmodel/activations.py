@@ -85,12 +85,13 @@ def layer_activation_bytes_per_token(
     num_norms = model.norms_per_layer
 
     # RMSNorm: transformers upcasts the input to fp32 (saved for pow/mul); a trainable weight also keeps the
-    # normalized value cast back to the residual dtype (saved by the weight's mul) and the output (saved as the
-    # next projections' input): two more residual-width tensors (traced).
-    norms = num_norms * (FP32_BYTES + (0.0 if frozen else 2 * s_b)) * h
-    # Matmul inputs under autocast are fresh 16-bit casts, one per linear call (q, k, v, gate, up).
-    if dtypes.autocast and not frozen:
-        norms += (3 + (2 if model.mlp_gated else 1)) * m_b * h
+    # normalized value cast back to the residual dtype (saved by the weight's mul) and the output, saved as the
+    # next projections' input — unless autocast casts it for them (traced).
+    casts = autocast_input_casts(model, dtypes)
+    norm_output = 0.0 if casts else s_b
+    norms = num_norms * (FP32_BYTES + (0.0 if frozen else s_b + norm_output)) * h
+    if not frozen:
+        norms += casts * m_b * h
     clamp = legacy_clamp_bytes_per_score(setting, dtypes) if not flash_attention else 0.0
     attention, scores = _attention_bytes(model, m_b, seq_len, flash_attention, clamp)
     # o_proj saves its input only when its weight is trained; after SDPA that input is a view of the saved
@@ -121,6 +122,21 @@ def layer_activation_bytes_per_token(
         adapters=adapters,
         attention_side=input_norm + attention + scores + qkv_adapters,
     )
+
+
+def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
+    """16-bit copies of a decoder layer's norm outputs that autocast makes for the projections reading them: one per
+    linear call that reads a norm output (q, k, v and gate, up; one for a fused qkv or gate_up projection, one for a
+    non-gated MLP's up projection), each saved by its linear. None without autocast, and none when the residual
+    stream is already in the compute dtype (FSDP mixed precision, pure 16-bit): autocast leaves a tensor of the
+    target dtype as it is (``aten/src/ATen/autocast_mode.h``, ``cached_cast``: only eligible tensors of another
+    dtype are cast). Activations are not cached, so q, k and v each get their own copy (traced with
+    ``autotune trace``: Llama and Phi-3, bf16-mixed)."""
+    if not dtypes.autocast or dtypes.residual_bytes == dtypes.compute_bytes:
+        return 0
+    attention_inputs = 1 if model.fused_qkv else 3
+    mlp_inputs = 2 if model.mlp_gated and not model.fused_gate_up else 1
+    return attention_inputs + mlp_inputs
 
 
 def effective_lora_dropout(model: ModelSpec, setting: TrainingSetting) -> float:

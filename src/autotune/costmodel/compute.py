@@ -8,7 +8,8 @@ Each term (docs/cost-model.md §5 has the formulas and sources):
   micro-step): tile and wave quantization over the GPU's SMs, K saturation, roofline; checkpointing adds one
   forward (Narayanan et al. 2021, eq. 3). lm_head is the (T × V × h) GEMM, in fp32 when the head is fp32.
 * **attention** — ``gemm.attention_flops_forward`` (causal saving only for flash / memory-efficient kernels),
-  backward 2.5× (flash) or 2× (math), at the attention efficiency of the GPU's architecture.
+  backward 2.5× (flash) or 2× (math), at the attention efficiency of the GPU's architecture; the Triton flash
+  kernel of the 2023 MPT measurements (``flash-triton``) takes ``gemm.TRITON_FLASH_ATTENTION_SLOWDOWN`` × as long.
 * **element-wise** — the bytes the layer's non-GEMM kernels move, counted from the real module code
   (``dispatch.layer_ops``; bf16 basis, scaled by the residual dtype), at ``bandwidth × bandwidth_efficiency``;
   the logits/loss traffic (``activations.loss_bytes_per_logit``, forward and backward).
@@ -47,6 +48,7 @@ from autotune.costmodel.dispatch import LEGACY_CLAMP, eager_attention, layer_ops
 from autotune.costmodel.gemm import (
     DEFAULT_SM_COUNT,
     FLASH_BACKWARD_FACTOR,
+    TRITON_FLASH_ATTENTION_SLOWDOWN,
     GemmDevice,
     attention_flops_forward,
     attention_time_s,
@@ -196,6 +198,8 @@ def predict_time(
         tokens, seq, model.num_attention_heads, model.head_dim, causal_skipped=flash
     )
     fwd_attention = attention_time_s(attention_fwd_flops, seq, attention_device)
+    if setting.attention_impl == "flash-triton":  # same FLOPs and causal saving, a slower kernel (fwd + bwd)
+        fwd_attention *= TRITON_FLASH_ATTENTION_SLOWDOWN
     bwd_attention = fwd_attention * (FLASH_BACKWARD_FACTOR if flash else MATH_ATTENTION_BACKWARD_FACTOR)
 
     # --- element-wise traffic and kernels, counted from the module code -------------------------------------

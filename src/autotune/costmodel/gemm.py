@@ -44,6 +44,13 @@ DEFAULT_SM_COUNT = 108
 FLASH_BACKWARD_FACTOR = 2.5
 """Flash-attention backward FLOPs over its forward (Dao et al. 2022, section 3.1 / appendix B.4)."""
 
+TRITON_FLASH_ATTENTION_SLOWDOWN = 1.8
+"""Forward + backward time of FlashAttention written in Triton over FlashAttention-2 on the same work (attention
+impl ``flash-triton``). Dao 2023, "FlashAttention-2" (arXiv:2307.08691), section 4.1: FlashAttention-2 is
+1.3-2.5x faster than FlashAttention in Triton (A100, forward + backward, head dim 64 / 128, causal and not,
+sequence 512-16k). 1.8 is the geometric middle of that range (sqrt(1.3 x 2.5)), chosen before it was compared with
+any measurement and not fitted; the range bounds it. No figure is published for H100: the same ratio is assumed."""
+
 
 @dataclass(frozen=True)
 class GemmDevice:

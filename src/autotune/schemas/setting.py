@@ -16,17 +16,23 @@ Sharding = Literal["none", "ddp", "fsdp", "fsdp-offload", "zero2", "zero3", "zer
 Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw-8bit"]
 Precision = Literal["bf16", "bf16-mixed", "fp16-mixed", "fp32"]
 LossImpl = Literal["fp32-upcast", "native", "chunked"]
-AttentionImpl = Literal["sdpa", "flash_attention_2", "eager", "eager-legacy"]
+AttentionImpl = Literal["sdpa", "flash_attention_2", "eager", "eager-legacy", "flash-triton"]
 GradSync = Literal["last-micro-step", "every-micro-step"]
 GRAD_SYNCS: tuple[GradSync, ...] = ("last-micro-step", "every-micro-step")
 ATTENTION_ALIASES: dict[str, str] = {"flash": "sdpa", "math": "eager"}
 """Earlier names of the attention implementations (plan and measurement files written before them)."""
 SCORE_ATTENTION_IMPLS: tuple[AttentionImpl, ...] = ("eager", "eager-legacy")
 """Attention implementations that materialise the s×s scores (no flash / memory-efficient kernel)."""
-MEASUREMENT_ONLY_ATTENTION_IMPLS: tuple[AttentionImpl, ...] = ("eager-legacy",)
+MEASUREMENT_ONLY_ATTENTION_IMPLS: dict[AttentionImpl, str] = {
+    "eager-legacy": "describes measurements taken with transformers <= 4.29",
+    "flash-triton": "describes llm-foundry's 2023 triton flash-attention kernel (the MPT development data)",
+}
 """Attention implementations that describe how a published measurement ran, which the training core (today's
-transformers) cannot run: ``eager-legacy`` is the LlamaAttention of transformers <= 4.29. The planner never
-offers them; ``autotune launch`` and ``autotune trace`` refuse them (:func:`attention_run_error`)."""
+transformers) cannot run, with the reason: ``eager-legacy`` is the LlamaAttention of transformers <= 4.29;
+``flash-triton`` is FlashAttention written in Triton (the HazyResearch ``flash_attn_triton`` kernel, and
+llm-foundry's triton-pre-mlir copy of it) that llm-foundry's ``attn_impl: triton`` ran in 2023
+(``shared/measurements/README.md``, "Attention"). The planner never offers them; ``autotune launch`` and
+``autotune trace`` refuse them (:func:`attention_run_error`)."""
 
 METHODS: tuple[Method, ...] = ("full", "lora", "qlora")
 SHARDINGS: tuple[Sharding, ...] = ("none", "ddp", "fsdp", "fsdp-offload", "zero2", "zero3", "zero3-offload")
@@ -84,7 +90,8 @@ DESCRIPTIONS: dict[str, str] = {
     "attention_impl": "Attention implementation (transformers attn_implementation): sdpa (PyTorch SDPA: flash / "
     "memory-efficient kernels on a GPU), flash_attention_2 (the flash-attn package) or eager (s^2 scores); "
     "eager-legacy (transformers <= 4.29 LlamaAttention: eager plus a torch.max clamp of the masked scores; "
-    "describes 2023 measurements, cannot be launched).",
+    "describes 2023 measurements, cannot be launched); flash-triton (FlashAttention written in Triton, as "
+    "llm-foundry ran it in 2023; describes the MPT development data, cannot be launched).",
     "grad_sync": "When FSDP reduces gradients under accumulation: last-micro-step (HF Trainer / accelerate default: "
     "no_sync on the other micro-steps, so every GPU holds the full unsharded gradients until then) or "
     "every-micro-step (reduce-scatter after each micro-step: accelerate sync_each_batch, Composer's FSDP default).",
@@ -123,11 +130,12 @@ def combination_error(method: str | None, precision: str | None) -> str | None:
 def attention_run_error(attention_impl: str) -> str | None:
     """The reason the training core cannot run ``attention_impl``, or None
     (:data:`MEASUREMENT_ONLY_ATTENTION_IMPLS`; one rule for ``autotune launch`` and ``autotune trace``)."""
-    if attention_impl in MEASUREMENT_ONLY_ATTENTION_IMPLS:
-        return (
-            f"attention_impl={attention_impl} describes measurements taken with transformers <= 4.29 and cannot "
-            "be run by today's transformers: use attention_impl sdpa or eager"
-        )
+    for impl, reason in MEASUREMENT_ONLY_ATTENTION_IMPLS.items():
+        if impl == attention_impl:
+            return (
+                f"attention_impl={attention_impl} {reason} and cannot be run by today's transformers: use "
+                "attention_impl sdpa or eager"
+            )
     return None
 
 
