@@ -98,8 +98,11 @@ def layer_activation_bytes_per_token(
     # output (the kernels write (b, s, n, d)), after eager attention a contiguous copy.
     if not frozen and not flash_attention:
         attention += m_b * q_dim
-    # Gated MLP: act saves gate output, mul saves act output and up output, down saves its input.
-    mlp = m_b * inter * (3 if frozen else 4) if model.mlp_gated else m_b * inter * (1 if frozen else 2)
+    # The activation saves its input (several tensors for a composed one: activation_saved_bytes); gated MLP: mul
+    # saves act output and up output; down saves its input when it trains.
+    mlp = activation_saved_bytes(model, dtypes) * inter + (0.0 if frozen else m_b * inter)
+    if model.mlp_gated:
+        mlp += 2 * m_b * inter
     if model.mlp_bias or model.num_experts > 1:
         mlp *= model.num_experts_per_token
     adapters = 0.0
@@ -122,6 +125,27 @@ def layer_activation_bytes_per_token(
         adapters=adapters,
         attention_side=input_norm + attention + scores + qkv_adapters,
     )
+
+
+COMPOSED_ACTIVATION_SAVED_TENSORS: dict[str, int] = {"gelu_new": 4, "gelu_fast": 7, "quick_gelu": 2, "gelu_python": 3}
+"""Input-width tensors that transformers' ``ACT2FN[hidden_act]`` saves for backward when the activation is written as
+several torch ops (``transformers/activations.py``: ``NewGELUActivation``, ``FastGELUActivation``,
+``QuickGELUActivation``, ``GELUActivation(use_gelu_python=True)``), counted with
+``torch.autograd.graph.saved_tensors_hooks`` in bf16 (``tests/unit/test_activation_functions.py`` recounts them).
+Every other activation (silu, gelu, gelu_pytorch_tanh, relu) is one op that saves its input: 1."""
+
+
+def activation_saved_bytes(model: ModelSpec, dtypes: DtypeBytes) -> float:
+    """Bytes the MLP's activation function saves for backward per element of its input (width I per token).
+
+    One compute-dtype tensor per saved tensor (:data:`COMPOSED_ACTIVATION_SAVED_TENSORS`), except ``gelu_new`` under
+    autocast: ``pow`` is on CUDA autocast's fp32 list (PyTorch AMP docs, "CUDA Ops that can autocast to float32"),
+    so the pow input is an fp32 copy and the tanh output and ``1 + tanh`` are fp32: 3 fp32 tensors + ``0.5·x`` in
+    the compute dtype (derived; a CPU trace cannot show it: CPU autocast leaves ``pow`` in bf16)."""
+    m_b = dtypes.compute_bytes
+    if model.hidden_act == "gelu_new" and dtypes.autocast:
+        return 3 * FP32_BYTES + m_b
+    return COMPOSED_ACTIVATION_SAVED_TENSORS.get(model.hidden_act, 1) * m_b
 
 
 def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
