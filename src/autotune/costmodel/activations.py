@@ -80,16 +80,12 @@ def layer_activation_bytes_per_token(
         flash_attention: True when SDPA runs a flash / memory-efficient kernel.
     """
     h, q_dim, inter = model.hidden_size, model.q_dim, model.intermediate_size
-    m_b, s_b = dtypes.compute_bytes, dtypes.residual_bytes
+    m_b = dtypes.compute_bytes
     frozen = setting.uses_adapters
     num_norms = model.norms_per_layer
 
-    # RMSNorm: transformers upcasts the input to fp32 (saved for pow/mul); a trainable weight also keeps the
-    # normalized value cast back to the residual dtype (saved by the weight's mul) and the output, saved as the
-    # next projections' input — unless autocast casts it for them (traced).
     casts = autocast_input_casts(model, dtypes)
-    norm_output = 0.0 if casts else s_b
-    norms = num_norms * (FP32_BYTES + (0.0 if frozen else s_b + norm_output)) * h
+    norms = num_norms * norm_saved_bytes(model, dtypes, frozen, casts > 0) * h
     if not frozen:
         norms += casts * m_b * h
     clamp = legacy_clamp_bytes_per_score(setting, dtypes) if not flash_attention else 0.0
@@ -105,6 +101,10 @@ def layer_activation_bytes_per_token(
         mlp += 2 * m_b * inter
     if model.mlp_bias or model.num_experts > 1:
         mlp *= model.num_experts_per_token
+    # Residual dropout on the attention and MLP outputs: CUDA's native_dropout saves a 1-byte mask each.
+    if model.residual_dropout > 0:
+        attention += MASK_BYTES * h
+        mlp += MASK_BYTES * h
     adapters = 0.0
     qkv_adapters = 0.0
     if frozen:
@@ -148,6 +148,23 @@ def activation_saved_bytes(model: ModelSpec, dtypes: DtypeBytes) -> float:
     return COMPOSED_ACTIVATION_SAVED_TENSORS.get(model.hidden_act, 1) * m_b
 
 
+def norm_saved_bytes(model: ModelSpec, dtypes: DtypeBytes, frozen: bool, cast_for_projections: bool) -> float:
+    """Bytes one norm of a decoder layer saves for backward per element of its (h-wide) input.
+
+    RMSNorm (transformers' ``LlamaRMSNorm``): the input upcast to fp32 (saved for pow / mul); a trainable weight also
+    keeps the normalized value cast back to the residual dtype (saved by the weight's mul). LayerNorm
+    (``nn.LayerNorm`` → ``native_layer_norm``): its input (and a per-token mean / rstd), in fp32 under autocast —
+    ``layer_norm`` is on CUDA autocast's fp32 list (PyTorch AMP docs, "CUDA Ops that can autocast to float32").
+    Either way the output is saved as the next projections' input when they train, unless autocast casts it for them
+    (``cast_for_projections``: the casts are counted instead). Traced with ``autotune trace`` (RMSNorm: Llama and
+    Phi-3; LayerNorm without autocast: GPT-NeoX / Pythia)."""
+    s_b = dtypes.residual_bytes
+    output = 0.0 if frozen or cast_for_projections else s_b
+    if model.norm_type == "layernorm":
+        return (FP32_BYTES if dtypes.autocast else s_b) + output
+    return FP32_BYTES + (0.0 if frozen else s_b) + output
+
+
 def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
     """16-bit copies of a decoder layer's norm outputs that autocast makes for the projections reading them: one per
     linear call that reads a norm output (q, k, v and gate, up; one for a fused qkv or gate_up projection, one for a
@@ -156,7 +173,8 @@ def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
     target dtype as it is (``aten/src/ATen/autocast_mode.h``, ``cached_cast``: only eligible tensors of another
     dtype are cast). Activations are not cached, so q, k and v each get their own copy (traced with
     ``autotune trace``: Llama and Phi-3, bf16-mixed)."""
-    if not dtypes.autocast or dtypes.residual_bytes == dtypes.compute_bytes:
+    # a LayerNorm under autocast runs in fp32 and returns fp32 whatever the residual dtype (norm_saved_bytes)
+    if not dtypes.autocast or (dtypes.residual_bytes == dtypes.compute_bytes and model.norm_type != "layernorm"):
         return 0
     attention_inputs = 1 if model.fused_qkv else 3
     mlp_inputs = 2 if model.mlp_gated and not model.fused_gate_up else 1
@@ -273,10 +291,13 @@ def stored_activation_bytes_per_token(
     """Activations kept alive between forward and backward for all layers, per token.
 
     With activation checkpointing only each layer's input (one residual-stream vector) is kept;
-    without it every layer's saved tensors are. Adds the embedding output and the final norm.
+    without it every layer's saved tensors are. Adds the embedding output and the final norm (an RMSNorm's fp32
+    upcast, normalized value and output; a LayerNorm's input and output: ``norm_saved_bytes``).
     """
     per_layer = dtypes.residual_bytes * model.hidden_size if setting.grad_ckpt else layer.total
     outside = (FP32_BYTES + 2 * dtypes.residual_bytes) * model.hidden_size
+    if model.norm_type == "layernorm":
+        outside = norm_saved_bytes(model, dtypes, frozen=False, cast_for_projections=False) * model.hidden_size
     return model.num_hidden_layers * per_layer + outside
 
 
