@@ -161,6 +161,25 @@ def test_mixed_precision_activations_agree_with_the_trace(cluster: ClusterSpec, 
     assert abs(error) <= 0.03, message
 
 
+def test_layernorm_activations_agree_with_the_trace(cluster: ClusterSpec) -> None:
+    """GPT-NeoX (Pythia: LayerNorm, fused query_key_value, parallel residual) in pure bf16: a LayerNorm saves its
+    16-bit input, not an fp32 upcast and a normalized copy as an RMSNorm does (``activations.norm_saved_bytes``)."""
+    from autotune.profiles.hf_config import model_spec_from_config
+
+    spec = model_spec_from_config(FIXTURES / "pythia-160m").model_copy(
+        update={"num_hidden_layers": 2, "vocab_size": 256}
+    )
+    assert spec.norm_type == "layernorm"
+    setting = TrainingSetting(method="full", precision="bf16", micro_batch_size=8, grad_ckpt=False)
+    traced = trace_training_step(spec, setting, SEQ_LEN, cluster)
+    workload = Workload(seq_len=SEQ_LEN, global_batch_size=8)
+    predicted = predict_memory(spec, setting, cluster, workload, CostCoefficients())
+    error = (predicted.peak_allocated_bytes - traced.cuda_peak_allocated_bytes) / traced.cuda_peak_allocated_bytes
+    assert abs(error) <= 0.03, (
+        f"analytic {predicted.peak_allocated_bytes:.0f} B vs traced {traced.cuda_peak_allocated_bytes} B"
+    )
+
+
 def test_a_reused_build_traces_what_a_fresh_build_traces(cluster: ClusterSpec) -> None:
     spec = tiny("llama3-8b")
     base = TrainingSetting(method="qlora", grad_ckpt=True)

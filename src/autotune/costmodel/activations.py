@@ -80,16 +80,12 @@ def layer_activation_bytes_per_token(
         flash_attention: True when SDPA runs a flash / memory-efficient kernel.
     """
     h, q_dim, inter = model.hidden_size, model.q_dim, model.intermediate_size
-    m_b, s_b = dtypes.compute_bytes, dtypes.residual_bytes
+    m_b = dtypes.compute_bytes
     frozen = setting.uses_adapters
     num_norms = model.norms_per_layer
 
-    # RMSNorm: transformers upcasts the input to fp32 (saved for pow/mul); a trainable weight also keeps the
-    # normalized value cast back to the residual dtype (saved by the weight's mul) and the output, saved as the
-    # next projections' input — unless autocast casts it for them (traced).
     casts = autocast_input_casts(model, dtypes)
-    norm_output = 0.0 if casts else s_b
-    norms = num_norms * (FP32_BYTES + (0.0 if frozen else s_b + norm_output)) * h
+    norms = num_norms * norm_saved_bytes(model, dtypes, frozen, casts > 0) * h
     if not frozen:
         norms += casts * m_b * h
     clamp = legacy_clamp_bytes_per_score(setting, dtypes) if not flash_attention else 0.0
@@ -98,10 +94,17 @@ def layer_activation_bytes_per_token(
     # output (the kernels write (b, s, n, d)), after eager attention a contiguous copy.
     if not frozen and not flash_attention:
         attention += m_b * q_dim
-    # Gated MLP: act saves gate output, mul saves act output and up output, down saves its input.
-    mlp = m_b * inter * (3 if frozen else 4) if model.mlp_gated else m_b * inter * (1 if frozen else 2)
+    # The activation saves its input (several tensors for a composed one: activation_saved_bytes); gated MLP: mul
+    # saves act output and up output; down saves its input when it trains.
+    mlp = activation_saved_bytes(model, dtypes) * inter + (0.0 if frozen else m_b * inter)
+    if model.mlp_gated:
+        mlp += 2 * m_b * inter
     if model.mlp_bias or model.num_experts > 1:
         mlp *= model.num_experts_per_token
+    # Residual dropout on the attention and MLP outputs: CUDA's native_dropout saves a 1-byte mask each.
+    if model.residual_dropout > 0:
+        attention += MASK_BYTES * h
+        mlp += MASK_BYTES * h
     adapters = 0.0
     qkv_adapters = 0.0
     if frozen:
@@ -124,6 +127,44 @@ def layer_activation_bytes_per_token(
     )
 
 
+COMPOSED_ACTIVATION_SAVED_TENSORS: dict[str, int] = {"gelu_new": 4, "gelu_fast": 7, "quick_gelu": 2, "gelu_python": 3}
+"""Input-width tensors that transformers' ``ACT2FN[hidden_act]`` saves for backward when the activation is written as
+several torch ops (``transformers/activations.py``: ``NewGELUActivation``, ``FastGELUActivation``,
+``QuickGELUActivation``, ``GELUActivation(use_gelu_python=True)``), counted with
+``torch.autograd.graph.saved_tensors_hooks`` in bf16 (``tests/unit/test_activation_functions.py`` recounts them).
+Every other activation (silu, gelu, gelu_pytorch_tanh, relu) is one op that saves its input: 1."""
+
+
+def activation_saved_bytes(model: ModelSpec, dtypes: DtypeBytes) -> float:
+    """Bytes the MLP's activation function saves for backward per element of its input (width I per token).
+
+    One compute-dtype tensor per saved tensor (:data:`COMPOSED_ACTIVATION_SAVED_TENSORS`), except ``gelu_new`` under
+    autocast: ``pow`` is on CUDA autocast's fp32 list (PyTorch AMP docs, "CUDA Ops that can autocast to float32"),
+    so the pow input is an fp32 copy and the tanh output and ``1 + tanh`` are fp32: 3 fp32 tensors + ``0.5·x`` in
+    the compute dtype (derived; a CPU trace cannot show it: CPU autocast leaves ``pow`` in bf16)."""
+    m_b = dtypes.compute_bytes
+    if model.hidden_act == "gelu_new" and dtypes.autocast:
+        return 3 * FP32_BYTES + m_b
+    return COMPOSED_ACTIVATION_SAVED_TENSORS.get(model.hidden_act, 1) * m_b
+
+
+def norm_saved_bytes(model: ModelSpec, dtypes: DtypeBytes, frozen: bool, cast_for_projections: bool) -> float:
+    """Bytes one norm of a decoder layer saves for backward per element of its (h-wide) input.
+
+    RMSNorm (transformers' ``LlamaRMSNorm``): the input upcast to fp32 (saved for pow / mul); a trainable weight also
+    keeps the normalized value cast back to the residual dtype (saved by the weight's mul). LayerNorm
+    (``nn.LayerNorm`` → ``native_layer_norm``): its input (and a per-token mean / rstd), in fp32 under autocast —
+    ``layer_norm`` is on CUDA autocast's fp32 list (PyTorch AMP docs, "CUDA Ops that can autocast to float32").
+    Either way the output is saved as the next projections' input when they train, unless autocast casts it for them
+    (``cast_for_projections``: the casts are counted instead). Traced with ``autotune trace`` (RMSNorm: Llama and
+    Phi-3; LayerNorm without autocast: GPT-NeoX / Pythia)."""
+    s_b = dtypes.residual_bytes
+    output = 0.0 if frozen or cast_for_projections else s_b
+    if model.norm_type == "layernorm":
+        return (FP32_BYTES if dtypes.autocast else s_b) + output
+    return FP32_BYTES + (0.0 if frozen else s_b) + output
+
+
 def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
     """16-bit copies of a decoder layer's norm outputs that autocast makes for the projections reading them: one per
     linear call that reads a norm output (q, k, v and gate, up; one for a fused qkv or gate_up projection, one for a
@@ -132,7 +173,8 @@ def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
     target dtype as it is (``aten/src/ATen/autocast_mode.h``, ``cached_cast``: only eligible tensors of another
     dtype are cast). Activations are not cached, so q, k and v each get their own copy (traced with
     ``autotune trace``: Llama and Phi-3, bf16-mixed)."""
-    if not dtypes.autocast or dtypes.residual_bytes == dtypes.compute_bytes:
+    # a LayerNorm under autocast runs in fp32 and returns fp32 whatever the residual dtype (norm_saved_bytes)
+    if not dtypes.autocast or (dtypes.residual_bytes == dtypes.compute_bytes and model.norm_type != "layernorm"):
         return 0
     attention_inputs = 1 if model.fused_qkv else 3
     mlp_inputs = 2 if model.mlp_gated and not model.fused_gate_up else 1
@@ -249,10 +291,13 @@ def stored_activation_bytes_per_token(
     """Activations kept alive between forward and backward for all layers, per token.
 
     With activation checkpointing only each layer's input (one residual-stream vector) is kept;
-    without it every layer's saved tensors are. Adds the embedding output and the final norm.
+    without it every layer's saved tensors are. Adds the embedding output and the final norm (an RMSNorm's fp32
+    upcast, normalized value and output; a LayerNorm's input and output: ``norm_saved_bytes``).
     """
     per_layer = dtypes.residual_bytes * model.hidden_size if setting.grad_ckpt else layer.total
     outside = (FP32_BYTES + 2 * dtypes.residual_bytes) * model.hidden_size
+    if model.norm_type == "layernorm":
+        outside = norm_saved_bytes(model, dtypes, frozen=False, cast_for_projections=False) * model.hidden_size
     return model.num_hidden_layers * per_layer + outside
 
 

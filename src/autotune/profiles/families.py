@@ -198,6 +198,7 @@ def _layernorm_block(cfg: ConfigView, hidden: int, heads: int) -> dict[str, Any]
         "head_dim": hidden // heads,
         "vocab_size": cfg.req_int("vocab_size"),
         "norm_has_bias": True,
+        "norm_type": "layernorm",
     }
 
 
@@ -229,6 +230,7 @@ def _falcon(cfg: ConfigView) -> dict[str, Any]:
         "mlp_gated": False,
         "fused_qkv": True,
         "hidden_act": cfg.opt_str("activation", "gelu"),
+        "residual_dropout": cfg.opt_float("hidden_dropout", 0.0),
         "norms_per_layer": 2 if not parallel or num_ln == 2 else 1,
         "decoder_layer_class": "FalconDecoderLayer",
         "approximations": notes,
@@ -250,6 +252,7 @@ def _gpt_neox(cfg: ConfigView) -> dict[str, Any]:
         "mlp_gated": False,
         "fused_qkv": True,
         "hidden_act": cfg.opt_str("hidden_act", "gelu"),
+        "residual_dropout": cfg.opt_float("hidden_dropout", 0.0),
         "decoder_layer_class": "GPTNeoXLayer",
         "approximations": ["gpt_neox: parallel residual (attention ∥ MLP) modelled as sequential"] if parallel else [],
     }
@@ -297,6 +300,7 @@ def _phi(cfg: ConfigView) -> dict[str, Any]:
         "mlp_bias": True,
         "mlp_gated": False,
         "hidden_act": cfg.opt_str("hidden_act", "gelu_new"),
+        "residual_dropout": cfg.opt_float("resid_pdrop", 0.0),
         "norms_per_layer": 1,
         "decoder_layer_class": "PhiDecoderLayer",
         "approximations": notes,
@@ -324,6 +328,7 @@ def _bloom(cfg: ConfigView) -> dict[str, Any]:
         "mlp_gated": False,
         "fused_qkv": True,
         "hidden_act": "gelu",
+        "residual_dropout": cfg.opt_float("hidden_dropout", 0.0),
         "decoder_layer_class": "BloomBlock",
         "approximations": notes,
     }
@@ -387,7 +392,9 @@ def _mpt(cfg: ConfigView) -> dict[str, Any]:
         "mlp_gated": False,
         "fused_qkv": True,
         "hidden_act": "gelu",
+        "residual_dropout": cfg.opt_float("resid_pdrop", 0.0),
         "norm_has_bias": bias,
+        "norm_type": "layernorm",
         "decoder_layer_class": "MPTBlock",
         "approximations": notes,
     }

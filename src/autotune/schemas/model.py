@@ -6,6 +6,8 @@ from these shapes by ``autotune.costmodel.params`` so that it cannot disagree wi
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from autotune.schemas._base import FrozenModel
@@ -42,6 +44,16 @@ class ModelSpec(FrozenModel):
     hidden_act: str = "silu"
     norms_per_layer: int = Field(default=2, ge=0, description="RMSNorm/LayerNorm weights per block.")
     norm_has_bias: bool = Field(default=False, description="LayerNorm with bias (2h params per norm).")
+    residual_dropout: float = Field(
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Dropout on the attention and MLP outputs before each residual add (Phi resid_pdrop, GPT-NeoX / "
+        "Falcon / BLOOM hidden_dropout, MPT resid_pdrop); above 0 each saves a 1-byte mask per element in training.",
+    )
+    norm_type: Literal["rmsnorm", "layernorm"] = Field(
+        default="rmsnorm", description="RMSNorm (Llama family) or LayerNorm (GPT-NeoX, Falcon, Phi-2, BLOOM, MPT)."
+    )
     num_experts: int = Field(default=1, ge=1, description="MoE experts per MLP (1 = dense).")
     num_experts_per_token: int = Field(default=1, ge=1, description="Experts each token is routed to.")
     final_logit_softcapping: float | None = Field(

@@ -30,7 +30,11 @@ CUDA vs this CPU trace (modelled in ``cuda_peak_allocated_bytes``):
     of 32 rows: ≤ b·n·32·4 bytes per layer, below the rounding. Eager attention is the same ops on both.
   * dropout and attention masks — the CUDA code paths are taken (:mod:`.cuda`);
   * autocast — the CPU autocast policy is used in the compute dtype; its lower-precision op list covers the
-    same matmuls as CUDA's (``aten/src/ATen/autocast_mode.cpp``).
+    same matmuls as CUDA's (``aten/src/ATen/autocast_mode.cpp``), but its fp32 list does not: on the CPU
+    ``pow``, ``layer_norm`` and ``softmax`` stay in bf16, where CUDA runs them in fp32 (PyTorch AMP docs, "CUDA Ops
+    that can autocast to float32"), so a mixed-precision trace of a LayerNorm model or of ``gelu_new`` under-counts
+    what CUDA saves (RMSNorm upcasts by hand and eager attention's softmax passes its dtype, so Llama-style layers
+    are traced as CUDA runs them).
 """
 
 from __future__ import annotations
