@@ -52,7 +52,8 @@ class ModelSpec(FrozenModel):
         "Falcon / BLOOM hidden_dropout, MPT resid_pdrop); above 0 each saves a 1-byte mask per element in training.",
     )
     norm_type: Literal["rmsnorm", "layernorm"] = Field(
-        default="rmsnorm", description="RMSNorm (Llama family) or LayerNorm (GPT-NeoX, Falcon, Phi-2, BLOOM, MPT)."
+        default="rmsnorm",
+        description="RMSNorm (Llama family) or LayerNorm (GPT-NeoX, Falcon, Phi-2, BLOOM, StableLM, MPT).",
     )
     num_experts: int = Field(default=1, ge=1, description="MoE experts per MLP (1 = dense).")
     num_experts_per_token: int = Field(default=1, ge=1, description="Experts each token is routed to.")
