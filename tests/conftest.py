@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_torch_extensions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Build torch C++ extensions (DeepSpeed's ``cpu_adam`` and ``deepspeed_shm_comm``, JIT-built on first use)
+    in a directory of this test session, not in ``~/.cache/torch_extensions``: a build killed there (an
+    interrupted run) leaves its ``lock`` file, and torch's ``FileBaton`` then waits forever in every later run
+    (it hung a CI run once). Subprocesses inherit the variable."""
+    directory = tmp_path_factory.mktemp("torch-extensions")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCH_EXTENSIONS_DIR", str(directory))
+        yield directory
 
 
 @pytest.fixture(autouse=True)

@@ -8,11 +8,12 @@ The training core runs in a subprocess (``python -m autotune.trainer``) so the r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -203,17 +204,47 @@ def run_torchrun(*argv: str, nproc: int = 2, timeout_s: float = 420) -> subproce
 
 
 def run_command(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
-    """Run ``command`` in its own session; on timeout kill the whole group (torchrun's workers too)."""
-    proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=trainer_env(), start_new_session=True
-    )
+    """Run ``command`` with its output in files; on a timeout (or any interruption, e.g. pytest-timeout) kill it
+    and every process under it.
+
+    torchrun starts each worker in a session of its own (``start_new_session=True`` in torch's
+    ``SubprocessHandler``), so killing torchrun's process group would leave hung workers running; and a worker
+    holding an output pipe would keep ``communicate()`` waiting after torchrun is gone. Files and a kill of the
+    whole tree (psutil, found by parent pid) avoid both.
+    """
+    with tempfile.TemporaryFile("w+") as stdout_file, tempfile.TemporaryFile("w+") as stderr_file:
+        proc = subprocess.Popen(
+            command, stdout=stdout_file, stderr=stderr_file, text=True, env=trainer_env(), start_new_session=True
+        )
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc.pid)
+            proc.wait()
+            stderr_file.seek(0)
+            stderr = stderr_file.read()
+            raise AssertionError(f"timed out after {timeout_s} s: {' '.join(command)}\n{stderr[-3000:]}") from None
+        except BaseException:
+            _kill_tree(proc.pid)
+            proc.wait()
+            raise
+        stdout_file.seek(0)
+        stderr_file.seek(0)
+        return subprocess.CompletedProcess(command, proc.returncode, stdout_file.read(), stderr_file.read())
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL ``pid``'s descendants and then ``pid`` itself (those already gone are skipped)."""
+    import psutil
+
     try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
-        raise AssertionError(f"timed out after {timeout_s} s: {' '.join(command)}\n{stderr[-3000:]}") from None
-    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+        root = psutil.Process(pid)
+        processes = [*root.children(recursive=True), root]
+    except psutil.NoSuchProcess:
+        return
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
 
 
 def read_report(output_dir: Path) -> Any:

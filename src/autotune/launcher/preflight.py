@@ -10,7 +10,11 @@ checks catch the common first-launch mistakes before it is created, each as one 
   planned but not launched); a ``.gguf`` file exists; a hub id is not checked;
 - the environment: the training stack the plan needs is installed (found on the path, not imported), and,
   for a launch on this machine without ``--cpu``, torch sees a GPU (:func:`check_gpu_visible`, a subprocess
-  so that the CLI itself never imports torch).
+  so that the CLI itself never imports torch);
+- a leftover build lock of torch's C++ extensions (:func:`extension_build_locks`): DeepSpeed builds its CPU
+  ops (``cpu_adam`` for ZeRO offload, ``deepspeed_shm_comm`` on the CPU) on first use under one lock file per op,
+  and a build that was killed leaves the file behind, so that every later launch waits on it forever with no
+  output. Found locks are a warning, never deleted: another launch may be building right now.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Final
 
@@ -187,8 +192,54 @@ def check_gpu_visible() -> None:
         )
 
 
+def torch_extensions_root() -> Path:
+    """Where torch's ``cpp_extension.load`` builds C++ extensions: ``$TORCH_EXTENSIONS_DIR``, else
+    ``$XDG_CACHE_HOME/torch_extensions`` (default ``~/.cache/torch_extensions``), as
+    ``torch.utils.cpp_extension._get_build_directory`` and ``torch._appdirs.user_cache_dir`` (torch 2.13) resolve it
+    (without importing torch)."""
+    explicit = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if explicit:
+        return Path(explicit)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "torch_extensions"
+
+
+def extension_build_locks(root: Path | None = None) -> list[Path]:
+    """The build locks under the torch extensions root (``ROOT/OP/lock`` with ``$TORCH_EXTENSIONS_DIR``,
+    ``ROOT/py311_cu124/OP/lock`` otherwise).
+
+    torch's ``FileBaton`` (``torch/utils/file_baton.py``) takes a build by creating ``lock`` and waits, with no
+    timeout, while the file exists; the builder deletes it when done. A file left by a killed build therefore
+    stops the next DeepSpeed launch that needs that op before its first step, silently.
+
+    Args:
+        root: the extensions root; default :func:`torch_extensions_root`.
+
+    Returns:
+        The lock files found, sorted (empty when the root does not exist).
+    """
+    base = torch_extensions_root() if root is None else root
+    if not base.is_dir():
+        return []
+    return sorted({*base.glob("*/lock"), *base.glob("*/*/lock")})
+
+
+def describe_build_lock(lock: Path, now_s: float | None = None) -> str:
+    """One warning line for a build lock: its path and age, and what to do."""
+    try:
+        age_s = (time.time() if now_s is None else now_s) - lock.stat().st_mtime
+    except OSError:
+        age_s = 0.0
+    age = f"{age_s / 3600:.1f} h" if age_s >= 3600 else f"{age_s / 60:.0f} min"
+    return (
+        f"{lock} ({age} old) makes DeepSpeed wait forever to build the {lock.parent.name} op if the build that "
+        "made it was killed: delete it unless another launch is building that op now"
+    )
+
+
 def preflight(plan: PlanFile, dataset: str, dataset_format: str, *, dry_run: bool, probe_gpu: bool) -> list[str]:
-    """Every check, in order: environment, model, dataset, then (with ``probe_gpu``) the GPU probe.
+    """Every check, in order: environment, model, dataset, then (with ``probe_gpu``) the GPU probe, then for a
+    DeepSpeed plan the leftover extension build locks (:func:`extension_build_locks`, warnings only).
 
     With ``dry_run`` a missing training stack is returned as a warning instead (a dry run plans on a machine
     that need not train); everything else refuses in both modes.
@@ -210,4 +261,6 @@ def preflight(plan: PlanFile, dataset: str, dataset_format: str, *, dry_run: boo
     check_dataset(dataset, dataset_format)
     if probe_gpu:
         check_gpu_visible()
+    if plan.setting.uses_deepspeed:
+        warnings.extend(describe_build_lock(lock) for lock in extension_build_locks())
     return warnings
