@@ -31,17 +31,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from autotune.errors import InvalidRequestError
-from autotune.schemas.lora_targets import fused_target_error, parameter_targets
+from autotune.schemas.lora_targets import (
+    FUSED_ALIASES,
+    fused_target_error,
+    module_name,
+    parameter_targets,
+    plan_module_name,
+)
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import ALL_LINEAR
-
-_FUSED_ALIASES: dict[str, str] = {
-    "q_proj": "qkv_proj",
-    "k_proj": "qkv_proj",
-    "v_proj": "qkv_proj",
-    "gate_proj": "gate_up_proj",
-    "up_proj": "gate_up_proj",
-}
 
 
 @dataclass(frozen=True)
@@ -300,13 +298,15 @@ def _resolve_targets(model: ModelSpec, targets: tuple[str, ...], names: list[str
         if table is not None and target in table.fused and set(table.fused[target]) <= set(names):
             resolved |= set(table.fused[target])
             continue
-        name = target
-        if name not in names and name in _FUSED_ALIASES and _FUSED_ALIASES[name] in names:
-            name = _FUSED_ALIASES[name]
+        name = plan_module_name(model.model_type, target)
+        if name not in names and FUSED_ALIASES.get(name) in names:
+            name = FUSED_ALIASES[name]
         if name not in names:
+            own = [module_name(model.model_type, n) for n in names]
+            valid = [f"{o} ({n})" if o != n else n for o, n in zip(own, names, strict=True)]
             raise InvalidRequestError(
                 f"unknown LoRA target module {target!r} for model {model.key!r}; valid: "
-                f"{ALL_LINEAR}, {', '.join(names)}"
+                f"{ALL_LINEAR}, {', '.join(valid)}"
             )
         resolved.add(name)
     return resolved

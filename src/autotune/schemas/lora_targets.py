@@ -62,18 +62,65 @@ PARAMETER_TARGETS: dict[str, ParameterTargets] = {
 also lists ``qwen2_moe`` there, but does not convert it: its routed experts get no adapter under 0.21)."""
 
 
-FUSED_MODULE_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
-    "phi3": {
-        "q_proj": ("qkv_proj",),
-        "k_proj": ("qkv_proj",),
-        "v_proj": ("qkv_proj",),
-        "gate_proj": ("gate_up_proj",),
-        "up_proj": ("gate_up_proj",),
-    },
+FUSED_ALIASES: dict[str, str] = {
+    "q_proj": "qkv_proj",
+    "k_proj": "qkv_proj",
+    "v_proj": "qkv_proj",
+    "gate_proj": "gate_up_proj",
+    "up_proj": "gate_up_proj",
 }
-"""model_type → plan names of projections that transformers fuses into one ``nn.Linear`` (``modeling_phi3.py``:
-``qkv_proj``, ``gate_up_proj``): peft can only wrap the fused module, which the cost model counts once
-(``autotune.costmodel.params.lora_target_modules``)."""
+"""Plan names of projections that some architectures fuse into one ``nn.Linear``, → the fused module's plan name:
+peft can only wrap the fused module, which the cost model counts once (``autotune.costmodel.params``)."""
+
+FUSED_MODULES: dict[str, frozenset[str]] = {
+    "phi3": frozenset({"qkv_proj", "gate_up_proj"}),  # modeling_phi3.py: qkv_proj, gate_up_proj
+    "falcon": frozenset({"qkv_proj"}),
+    "RefinedWeb": frozenset({"qkv_proj"}),
+    "RefinedWebModel": frozenset({"qkv_proj"}),
+    "gpt_neox": frozenset({"qkv_proj"}),
+    "bloom": frozenset({"qkv_proj"}),
+    "mpt": frozenset({"qkv_proj"}),
+}
+"""model_type → its fused modules (plan names) among :data:`FUSED_ALIASES`' targets."""
+
+_FALCON_NAMES = {
+    "qkv_proj": "query_key_value",
+    "o_proj": "dense",
+    "up_proj": "dense_h_to_4h",
+    "down_proj": "dense_4h_to_h",
+}
+
+MODULE_NAMES: dict[str, dict[str, str]] = {
+    "falcon": _FALCON_NAMES,  # modeling_falcon.py: self_attention.{query_key_value,dense}, mlp.dense_{h_to_4h,4h_to_h}
+    "RefinedWeb": _FALCON_NAMES,
+    "RefinedWebModel": _FALCON_NAMES,
+    "gpt_neox": _FALCON_NAMES,  # modeling_gpt_neox.py: attention.{query_key_value,dense}, mlp.dense_{h_to_4h,4h_to_h}
+    "bloom": _FALCON_NAMES,  # modeling_bloom.py: self_attention.{query_key_value,dense}, mlp.dense_{h_to_4h,4h_to_h}
+    "phi": {"o_proj": "dense", "up_proj": "fc1", "down_proj": "fc2"},  # modeling_phi.py: self_attn.dense, mlp.fc1/fc2
+    "mpt": {"qkv_proj": "Wqkv", "o_proj": "out_proj"},  # modeling_mpt.py: attn.Wqkv, attn.out_proj, ffn.{up,down}_proj
+}
+"""model_type → plan name → the ``nn.Linear``'s own name in transformers, where the two differ (checked against
+the models transformers builds from the test configs: ``tests/unit/test_lora_module_names.py``). The plan names
+are Llama's (``q_proj`` … ``down_proj``, ``qkv_proj`` for a fused projection); a user may give either."""
+
+
+def module_name(model_type: str, plan_name: str) -> str:
+    """The transformers module name of plan module ``plan_name`` in a ``model_type`` model (itself if the same)."""
+    return MODULE_NAMES.get(model_type, {}).get(plan_name, plan_name)
+
+
+def plan_module_name(model_type: str, name: str) -> str:
+    """The plan name of ``name``, a module name as transformers gives it or a plan name (returned as is)."""
+    for plan_name, own_name in MODULE_NAMES.get(model_type, {}).items():
+        if name == own_name:
+            return plan_name
+    return name
+
+
+def fused_alias(model_type: str, plan_name: str) -> str:
+    """``plan_name``'s fused module when ``model_type`` fuses it (``q_proj`` → ``qkv_proj`` in Falcon), else itself."""
+    fused = FUSED_ALIASES.get(plan_name)
+    return fused if fused is not None and fused in FUSED_MODULES.get(model_type, frozenset()) else plan_name
 
 
 def parameter_targets(model_type: str) -> ParameterTargets | None:
@@ -112,16 +159,17 @@ def fused_target_error(model_type: str, targets: tuple[str, ...]) -> str | None:
 
 
 def peft_target_modules(model_type: str, targets: tuple[str, ...]) -> str | list[str]:
-    """The ``LoraConfig.target_modules`` for plan ``targets``: ``"all-linear"`` as is, else the names with the
-    parameter-stored ones translated to the names peft's conversion recognises and fused projections to their
-    fused module (order kept, no repeats)."""
+    """The ``LoraConfig.target_modules`` for plan ``targets``: ``"all-linear"`` as is, else each name as the model
+    calls it (:data:`MODULE_NAMES`; plan and transformers names both accepted), fused projections as their fused
+    module and parameter-stored ones as the names peft's conversion recognises (order kept, no repeats)."""
     if ALL_LINEAR in targets:
         return ALL_LINEAR
     table = parameter_targets(model_type)
-    renames = {**FUSED_MODULE_NAMES.get(model_type, {}), **(table.peft_names if table else {})}
+    peft_names = table.peft_names if table else {}
     names: list[str] = []
     for target in targets:
-        for name in renames.get(target, (target,)):
+        plan_name = fused_alias(model_type, plan_module_name(model_type, target))
+        for name in peft_names.get(plan_name, (module_name(model_type, plan_name),)):
             if name not in names:
                 names.append(name)
     return names

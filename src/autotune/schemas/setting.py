@@ -84,7 +84,8 @@ DESCRIPTIONS: dict[str, str] = {
     "lora_rank": "LoRA rank r.",
     "lora_alpha": "LoRA alpha (scaling = alpha / r).",
     "lora_dropout": "LoRA dropout probability.",
-    "lora_targets": "LoRA target modules: all-linear or a list such as q_proj,v_proj.",
+    "lora_targets": "LoRA target modules: all-linear or a list such as q_proj,v_proj "
+    "(the model's own names, e.g. query_key_value, or the Llama-style ones).",
     "loss_impl": "Cross-entropy: fp32-upcast (transformers' loss: full logits upcast to fp32), native "
     "(cross-entropy in the logits dtype on a shifted copy), chunked (logits computed and freed in chunks).",
     "attention_impl": "Attention implementation (transformers attn_implementation): sdpa (PyTorch SDPA: flash / "
