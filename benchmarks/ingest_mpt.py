@@ -9,7 +9,9 @@ Reads ``llm-foundry-mpt.jsonl`` and ``configs/mpt-*.json`` from the development-
   micro batch, accumulation and checkpointing; ``step_time_s`` = the README's derived
   ``GlobalBatchSize (T) / Throughput (T/s)``;
 * ``src/autotune/profiles/measurements/models/mpt-<size>-foundry.yaml`` — the benchmark yaml models read through
-  the config path (``model_type: mpt``), not the released MPT checkpoints (README, "Model configs").
+  the config path (``model_type: mpt``), not the released MPT checkpoints (README, "Model configs"), with the
+  config's ``norm_type: low_precision_layernorm`` kept (llm-foundry's LPLayerNorm ran; the config path alone
+  describes transformers' MPT, which builds nn.LayerNorm).
 
 Usage:  python benchmarks/ingest_mpt.py [--data /work/shared/measurements]
 """
@@ -114,8 +116,16 @@ def main(argv: list[str] | None = None) -> int:
     for config in sorted((args.data / "configs").glob("mpt-*.json")):
         spec = model_spec_from_config(config)
         key = f"{config.stem}-foundry"
+        # llm-foundry builds the norm its config names (transformers' MPT, which the config path describes for a
+        # launch, always builds nn.LayerNorm): low_precision_layernorm is llm-foundry's LPLayerNorm
+        norm = json.loads(config.read_text()).get("norm_type", "layernorm")
+        norm_type = "low_precision_layernorm" if norm == "low_precision_layernorm" else spec.norm_type
         spec = spec.model_copy(
-            update={"key": key, "source": f"/work/shared/measurements/configs/{config.name} (llm-foundry yaml)"}
+            update={
+                "key": key,
+                "source": f"/work/shared/measurements/configs/{config.name} (llm-foundry yaml)",
+                "norm_type": norm_type,
+            }
         )
         text = yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
         (models_dir / f"{key}.yaml").write_text(text, encoding="utf-8")

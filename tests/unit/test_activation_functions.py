@@ -60,3 +60,46 @@ def test_phi2_gelu_new_activations_agree_with_the_trace() -> None:
     assert abs(error) <= 0.03, (
         f"analytic {predicted.peak_allocated_bytes:.0f} B vs traced {traced.cuda_peak_allocated_bytes} B"
     )
+
+
+class _LPLayerNorm(torch.nn.LayerNorm):
+    """llm-foundry's ``LPLayerNorm`` (``llmfoundry/models/layers/norm.py``, v0.3.0): input, weight and bias cast to the
+    autocast dtype, then ``F.layer_norm`` with autocast disabled (the device's autocast dtype on the CPU here)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = torch.get_autocast_dtype(x.device.type)
+
+        def down(t: torch.Tensor | None) -> torch.Tensor | None:
+            return t.to(dtype) if t is not None and torch.is_autocast_enabled(x.device.type) else t
+
+        downcast_x, downcast_weight, downcast_bias = down(x), down(self.weight), down(self.bias)  # before disabling
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            return torch.nn.functional.layer_norm(downcast_x, self.normalized_shape, downcast_weight, downcast_bias)
+
+
+@pytest.mark.parametrize("residual", [torch.bfloat16, torch.float32], ids=["bf16-residual", "fp32-residual"])
+def test_low_precision_layernorm_saves_what_the_model_counts(residual: torch.dtype) -> None:
+    """An LPLayerNorm feeding a trained projection under bf16 autocast: what autograd saves of (tokens, h)-sized
+    tensors, per element, is ``norm_saved_bytes`` (input and output in bf16, no autocast cast for the projection)."""
+    from autotune.costmodel.activations import autocast_input_casts, norm_saved_bytes
+    from autotune.costmodel.precision import DtypeBytes
+
+    hidden, tokens = 256, 128
+    spec = model_spec_from_config(PHI2).model_copy(update={"norm_type": "low_precision_layernorm", "fused_qkv": True})
+    residual_bytes = 2.0 if residual == torch.bfloat16 else 4.0
+    dtypes = DtypeBytes(4.0, 4.0, 8.0, 4.0, 2.0, residual_bytes, "bf16", True)
+    norm, projection = _LPLayerNorm(hidden), torch.nn.Linear(hidden, 3 * hidden)
+    x = torch.randn(tokens, hidden, dtype=residual, requires_grad=True) * 1.0  # a non-leaf, like a residual sum
+    saved: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        if tensor.numel() == tokens * hidden:
+            saved[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        return tensor
+
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        projection(norm(x)).sum()
+    assert autocast_input_casts(spec, dtypes) == 0
+    assert sum(saved.values()) / (tokens * hidden) == norm_saved_bytes(
+        spec, dtypes, frozen=False, cast_for_projections=False
+    )

@@ -157,9 +157,15 @@ def norm_saved_bytes(model: ModelSpec, dtypes: DtypeBytes, frozen: bool, cast_fo
     ``layer_norm`` is on CUDA autocast's fp32 list (PyTorch AMP docs, "CUDA Ops that can autocast to float32").
     Either way the output is saved as the next projections' input when they train, unless autocast casts it for them
     (``cast_for_projections``: the casts are counted instead). Traced with ``autotune trace`` (RMSNorm: Llama and
-    Phi-3; LayerNorm without autocast: GPT-NeoX / Pythia)."""
+    Phi-3; LayerNorm without autocast: GPT-NeoX / Pythia). llm-foundry's ``LPLayerNorm``
+    (``llmfoundry/models/layers/norm.py``: input, weight and bias cast to the autocast dtype, then
+    ``F.layer_norm`` with autocast disabled) saves its input and output in the compute dtype under autocast, and is
+    a plain LayerNorm without it (a reading of the source; llm-foundry cannot be traced here)."""
     s_b = dtypes.residual_bytes
     output = 0.0 if frozen or cast_for_projections else s_b
+    if model.norm_type == "low_precision_layernorm":
+        element = dtypes.compute_bytes if dtypes.autocast else s_b
+        return element + (0.0 if frozen else element)
     if model.norm_type == "layernorm":
         return (FP32_BYTES if dtypes.autocast else s_b) + output
     return FP32_BYTES + (0.0 if frozen else s_b) + output
@@ -173,7 +179,10 @@ def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
     target dtype as it is (``aten/src/ATen/autocast_mode.h``, ``cached_cast``: only eligible tensors of another
     dtype are cast). Activations are not cached, so q, k and v each get their own copy (traced with
     ``autotune trace``: Llama and Phi-3, bf16-mixed)."""
-    # a LayerNorm under autocast runs in fp32 and returns fp32 whatever the residual dtype (norm_saved_bytes)
+    # a LayerNorm under autocast runs in fp32 and returns fp32 whatever the residual dtype (norm_saved_bytes); a
+    # low-precision one returns the compute dtype, which autocast leaves as it is
+    if model.norm_type == "low_precision_layernorm":
+        return 0
     if not dtypes.autocast or (dtypes.residual_bytes == dtypes.compute_bytes and model.norm_type != "layernorm"):
         return 0
     attention_inputs = 1 if model.fused_qkv else 3
@@ -296,7 +305,7 @@ def stored_activation_bytes_per_token(
     """
     per_layer = dtypes.residual_bytes * model.hidden_size if setting.grad_ckpt else layer.total
     outside = (FP32_BYTES + 2 * dtypes.residual_bytes) * model.hidden_size
-    if model.norm_type == "layernorm":
+    if model.norm_type != "rmsnorm":
         outside = norm_saved_bytes(model, dtypes, frozen=False, cast_for_projections=False) * model.hidden_size
     return model.num_hidden_layers * per_layer + outside
 

@@ -51,9 +51,11 @@ class ModelSpec(FrozenModel):
         description="Dropout on the attention and MLP outputs before each residual add (Phi resid_pdrop, GPT-NeoX / "
         "Falcon / BLOOM hidden_dropout, MPT resid_pdrop); above 0 each saves a 1-byte mask per element in training.",
     )
-    norm_type: Literal["rmsnorm", "layernorm"] = Field(
+    norm_type: Literal["rmsnorm", "layernorm", "low_precision_layernorm"] = Field(
         default="rmsnorm",
-        description="RMSNorm (Llama family) or LayerNorm (GPT-NeoX, Falcon, Phi-2, BLOOM, StableLM, MPT).",
+        description="RMSNorm (Llama family) or LayerNorm (GPT-NeoX, Falcon, Phi-2, BLOOM, StableLM, MPT); "
+        "low_precision_layernorm is llm-foundry's LPLayerNorm (LayerNorm in the autocast dtype; describes "
+        "llm-foundry runs: transformers' MPT builds nn.LayerNorm).",
     )
     num_experts: int = Field(default=1, ge=1, description="MoE experts per MLP (1 = dense).")
     num_experts_per_token: int = Field(default=1, ge=1, description="Experts each token is routed to.")

@@ -222,7 +222,7 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
         bias="none",
         task_type="CAUSAL_LM",
     )
-    wrapped = parameter_targets(model, config)
+    wrapped = peft_wrapped_parameters(model, config)
     if wrapped and config.lora_dropout > 0:  # an architecture autotune.schemas.lora_targets does not list yet
         config.lora_dropout = 0.0
     if config.lora_dropout != setting.lora_dropout:
@@ -239,7 +239,7 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
     return peft_model  # type: ignore[return-value]
 
 
-def parameter_targets(model: PreTrainedModel, config: Any) -> set[str]:
+def peft_wrapped_parameters(model: PreTrainedModel, config: Any) -> set[str]:
     """The parameters (not modules) that peft will adapt for ``config`` on ``model``: an MoE's fused 3-D expert
     weights (transformers 5 stores Mixtral-style experts as ``experts.gate_up_proj`` / ``experts.down_proj``
     parameters, and peft maps linear targets, ``"all-linear"`` included, onto them and the router weight).
