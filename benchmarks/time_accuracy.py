@@ -4,7 +4,9 @@ Leave-one-source-out (``crossval.cross_validate(..., "source")``): each source t
 llm-foundry MPT development data) is predicted by coefficients fitted from the physics priors on the other
 tables only — the seeds held out when fitting MPT rows, and the reverse. Prints, per source, the time MAPE
 (= tokens/s error: same tokens, inverse time, reported as |predicted/measured − 1| of the time) and the Spearman ρ
-of measured vs predicted throughput inside every sweep (``costmodel.ranking``), in-sample and held out.
+of measured vs predicted throughput inside every sweep (``costmodel.ranking``), in-sample and held out, and the
+mean signed time error per source split by activation checkpointing (a bias between the two shows in the order of
+settings the planner compares).
 
 Usage (from the repository root; 5 fits, a few minutes on 2 cores):
     python benchmarks/time_accuracy.py [--json]
@@ -14,13 +16,31 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
+from collections import defaultdict
+from collections.abc import Sequence
 
 from autotune.costmodel.crossval import cross_validate, fit_from_priors
-from autotune.costmodel.fitting import prepare_cases
+from autotune.costmodel.fitting import CaseResult, prepare_cases
 from autotune.costmodel.ranking import by_source, ranking_text
 from autotune.profiles.measurements import all_measurements
+
+
+def signed_error_by_checkpointing(results: Sequence[CaseResult]) -> list[str]:
+    """Per source and activation checkpointing: rows, mean and range of predicted / measured time − 1."""
+    groups: dict[tuple[str, bool], list[float]] = defaultdict(list)
+    for result in results:
+        if result.predicted_time_s is None or result.measured_time_s is None:
+            continue
+        key = (result.case.measurement.source.split(",")[0], result.case.measurement.setting.grad_ckpt)
+        groups[key].append(result.predicted_time_s / result.measured_time_s - 1)
+    return [
+        f"  {source[:24]:24s} checkpointing {'on ' if ckpt else 'off'}  rows {len(errors):3d}  "
+        f"mean {statistics.mean(errors):+.1%}  range {min(errors):+.1%} to {max(errors):+.1%}"
+        for (source, ckpt), errors in sorted(groups.items())
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         for sweep in s.sweeps:
             rho = "—" if sweep.rho is None else f"{sweep.rho:+.2f}"
             print(f"  {s.source[:24]:24s} {sweep.label:40s} rows {sweep.rows:2d}  ρ {rho}  MAPE {sweep.mape:.1%}")
+    print("\nsigned time error (predicted / measured − 1) by activation checkpointing, in-sample:")
+    for line in signed_error_by_checkpointing(report.in_sample):
+        print(line)
+    print("held out:")
+    for line in signed_error_by_checkpointing(report.held_out):
+        print(line)
     return 0
 
 
