@@ -26,6 +26,7 @@ from autotune.costmodel.crossval import cross_validate, fit_from_priors
 from autotune.costmodel.fitting import CaseResult, prepare_cases
 from autotune.costmodel.ranking import by_source, ranking_text
 from autotune.profiles.measurements import all_measurements
+from autotune.schemas.calibration import source_table
 
 
 def signed_error_by_checkpointing(results: Sequence[CaseResult]) -> list[str]:
@@ -34,7 +35,7 @@ def signed_error_by_checkpointing(results: Sequence[CaseResult]) -> list[str]:
     for result in results:
         if result.predicted_time_s is None or result.measured_time_s is None:
             continue
-        key = (result.case.measurement.source.split(",")[0], result.case.measurement.setting.grad_ckpt)
+        key = (source_table(result.case.measurement.source), result.case.measurement.setting.grad_ckpt)
         groups[key].append(result.predicted_time_s / result.measured_time_s - 1)
     return [
         f"  {source[:24]:24s} checkpointing {'on ' if ckpt else 'off'}  rows {len(errors):3d}  "

@@ -304,9 +304,7 @@ def stored_activation_bytes_per_token(
     upcast, normalized value and output; a LayerNorm's input and output: ``norm_saved_bytes``).
     """
     per_layer = dtypes.residual_bytes * model.hidden_size if setting.grad_ckpt else layer.total
-    outside = (FP32_BYTES + 2 * dtypes.residual_bytes) * model.hidden_size
-    if model.norm_type != "rmsnorm":
-        outside = norm_saved_bytes(model, dtypes, frozen=False, cast_for_projections=False) * model.hidden_size
+    outside = norm_saved_bytes(model, dtypes, frozen=False, cast_for_projections=False) * model.hidden_size
     return model.num_hidden_layers * per_layer + outside
 
 
