@@ -151,6 +151,7 @@ def json_reference() -> str:
     from autotune.schemas.estimate import Estimate
     from autotune.schemas.model import ModelSpec
     from autotune.schemas.plan import ClusterChoice, PlanFile, Rejection
+    from autotune.schemas.recipe import TrainingRecipe
     from autotune.schemas.setting import TrainingSetting, Workload
 
     return f"""# `--json` output, field by field
@@ -193,6 +194,11 @@ remarks; when the setting does not fit, the nearest setting that does).
 ### PlanFile.workload (Workload)
 
 {field_table(Workload)}
+### PlanFile.training (TrainingRecipe)
+
+Defaults by method and their sources: `src/autotune/schemas/recipe.py`.
+
+{field_table(TrainingRecipe)}
 ### PlanFile.model (ModelSpec)
 
 Fields without a description are the Hugging Face `config.json` fields of the same name.

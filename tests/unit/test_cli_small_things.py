@@ -78,8 +78,8 @@ def test_mistyped_launch_option_with_a_plan_file_gets_did_you_mean(capsys, plan_
 
 
 def test_set_of_a_run_option_points_to_its_flag(capsys, plan_file: Path, tmp_path: Path) -> None:
-    code, err = _launch(capsys, plan_file, tmp_path, "--set", "learning_rate=1e-3")
-    assert code == 2 and "use --learning-rate" in err
+    code, err = _launch(capsys, plan_file, tmp_path, "--set", "save_steps=10")
+    assert code == 2 and "use --save-steps" in err
 
 
 def test_estimate_that_does_not_fit_names_the_nearest_that_fits(capsys) -> None:

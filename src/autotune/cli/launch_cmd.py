@@ -156,6 +156,7 @@ def launch_command(
         write_slurm_files(spec, options, existing=resume or restart)
         return
     render_spec(spec, options, dry_run=dry_run, show_files=show_files)
+    console().print(Text(training_line(plan, options)), soft_wrap=True)
     code = run_launch(spec, out, resume=resume or restart, dry_run=dry_run, detach=detach)
     if code != 0:
         # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code from app(),
@@ -342,6 +343,23 @@ def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool, show
         console().print("[dim]--show-files prints the files' contents[/]")
     for line in spec.notes:
         console().print(f"[yellow]note:[/] {line}", highlight=False)
+
+
+def training_line(plan: PlanFile, options: LaunchOptions) -> str:
+    """One line with the hyperparameters the run trains with: the plan's recipe, ``--learning-rate`` /
+    ``--warmup-ratio`` applied (each marked as given), and the recipe's source."""
+    recipe = plan.training
+    given = options.model_fields_set
+    lr = options.learning_rate if options.learning_rate is not None else recipe.learning_rate
+    warmup = options.warmup_ratio if options.warmup_ratio is not None else recipe.warmup_ratio
+    lr_text = f"lr {lr:g}" + (" (--learning-rate)" if "learning_rate" in given else "")
+    warmup_text = f"warm-up {warmup:g}" + (" (--warmup-ratio)" if "warmup_ratio" in given else "")
+    parts = [lr_text, recipe.lr_scheduler, warmup_text, f"weight decay {recipe.weight_decay:g}"]
+    parts.append(f"clip {recipe.max_grad_norm:g}")
+    if plan.setting.uses_adapters:
+        parts.append(f"lora dropout {plan.setting.lora_dropout:g}, adapters {plan.setting.adapter_dtype}")
+    source = f" [{recipe.source}]" if recipe.source else ""
+    return "training: " + ", ".join(parts) + source
 
 
 def _options(**values: object) -> LaunchOptions:

@@ -44,6 +44,7 @@ OptimizerOpt = Annotated[str | None, typer.Option("--optimizer", help=DESCRIPTIO
 PrecisionOpt = Annotated[str | None, typer.Option("--precision", help=DESCRIPTIONS["precision"])]
 LoraRankOpt = Annotated[int | None, typer.Option("--lora-rank", help=DESCRIPTIONS["lora_rank"])]
 LoraAlphaOpt = Annotated[float | None, typer.Option("--lora-alpha", help=DESCRIPTIONS["lora_alpha"])]
+LoraDropoutOpt = Annotated[float | None, typer.Option("--lora-dropout", help=DESCRIPTIONS["lora_dropout"])]
 LoraTargetsOpt = Annotated[str | None, typer.Option("--lora-targets", help=DESCRIPTIONS["lora_targets"])]
 LossImplOpt = Annotated[str | None, typer.Option("--loss-impl", help=DESCRIPTIONS["loss_impl"])]
 GradSyncOpt = Annotated[str | None, typer.Option("--grad-sync", help=DESCRIPTIONS["grad_sync"])]

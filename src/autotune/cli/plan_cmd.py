@@ -34,6 +34,7 @@ def plan_command(
     precision: opt.PrecisionOpt = None,
     lora_rank: opt.LoraRankOpt = None,
     lora_alpha: opt.LoraAlphaOpt = None,
+    lora_dropout: opt.LoraDropoutOpt = None,
     lora_targets: opt.LoraTargetsOpt = None,
     loss_impl: opt.LossImplOpt = None,
     grad_sync: opt.GradSyncOpt = None,

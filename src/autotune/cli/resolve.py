@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from autotune.errors import InvalidRequestError
 from autotune.planner.request import Overrides, PlanRequest
 from autotune.planner.space import assumed_host_memory_gib
-from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.profiles.catalog import model_weights_source, resolve_gpu, resolve_model_profile
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.lora_targets import lora_dropout_note
@@ -31,6 +31,7 @@ OPTION_NAMES = {
     "grad_accum": "--grad-accum",
     "lora_rank": "--lora-rank",
     "lora_alpha": "--lora-alpha",
+    "lora_dropout": "--lora-dropout",
     "lora_targets": "--lora-targets",
     "num_gpus_per_node": "--num-gpus",
     "num_nodes": "--num-nodes",
@@ -54,7 +55,9 @@ def resolve_model(name: str) -> tuple[ModelSpec, str]:
     """A model from the catalog, a config.json / model directory, or a .gguf file; returns (spec, weights source).
 
     A name is read as a path when it exists on disk or ends in .json / .gguf; otherwise it is looked up in
-    the catalog (which also knows Hugging Face repo ids such as meta-llama/Meta-Llama-3-8B).
+    the catalog (which also knows Hugging Face repo ids such as meta-llama/Meta-Llama-3-8B) for its shapes, and
+    the weights are the ones the name names (:func:`autotune.profiles.catalog.model_weights_source`: an Instruct
+    repo id trains the Instruct weights, not its base entry's).
 
     Raises:
         UnknownNameError / ConfigError: unknown name (with suggestions) or unreadable file.
@@ -71,7 +74,15 @@ def resolve_model(name: str) -> tuple[ModelSpec, str]:
         weights = path.parent if path.suffix == ".json" else path
         return spec, str(weights.resolve())
     spec = resolve_model_profile(name)
-    return spec, spec.hf_repo_id or spec.key
+    return spec, model_weights_source(name, spec)
+
+
+def shapes_note(spec: ModelSpec, source: str) -> list[str]:
+    """``[note]`` when the weights ``source`` is not the catalog entry whose shapes are used, else ``[]``."""
+    if source in (spec.hf_repo_id, spec.key) or Path(source).exists():
+        return []
+    entry = f"{spec.key} ({spec.hf_repo_id})" if spec.hf_repo_id else spec.key
+    return [f"weights {source}; shapes from the catalog entry {entry}"]
 
 
 def resolve_cluster(
@@ -133,6 +144,7 @@ def build_request(
     """Validate every planning input and build the request; returns it with notes to show the user."""
     spec, source = resolve_model(model)
     cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
+    notes += shapes_note(spec, source)
     notes += [f"{spec.key}: {text}" for text in spec.approximations]
     workload = validated(
         Workload,

@@ -3,7 +3,9 @@
 Keys are field names of :class:`~autotune.schemas.setting.TrainingSetting` (``micro_batch_size``),
 :class:`~autotune.schemas.setting.Workload` (``seq_len``) or
 :class:`~autotune.schemas.plan.ClusterChoice` (``num_gpus_per_node``), bare or with their section
-(``setting.grad_ckpt``, ``workload.seq_len``, ``cluster.num_nodes``); values are parsed by the
+(``setting.grad_ckpt``, ``workload.seq_len``, ``cluster.num_nodes``), or of the plan's training recipe
+:class:`~autotune.schemas.recipe.TrainingRecipe` (``training.learning_rate``; it follows a changed ``method``
+unless it was edited); values are parsed by the
 schemas' pydantic validation (``false``, ``2``, ``1e-4``, ``q_proj,v_proj``; ``none`` / ``null``
 for an optional field).
 
@@ -29,6 +31,7 @@ from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import ClusterChoice, PlanFile
+from autotune.schemas.recipe import TrainingRecipe, default_recipe
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.schemas.trainer_options import TrainerOptions, option_flag
 from autotune.validation import format_validation_error
@@ -43,6 +46,7 @@ SECTIONS: Final[dict[str, type[BaseModel]]] = {
     "setting": TrainingSetting,
     "workload": Workload,
     "cluster": ClusterChoice,
+    "training": TrainingRecipe,
 }
 
 _NONE_WORDS: Final[frozenset[str]] = frozenset({"none", "null", "~"})
@@ -96,6 +100,9 @@ def apply_overrides(
     setting = _updated(plan.setting, overrides["setting"], "setting")
     workload = _updated(plan.workload, overrides["workload"], "workload")
     cluster = _updated(plan.cluster, overrides["cluster"], "cluster")
+    training = _updated(plan.training, overrides["training"], "training")
+    if setting.method != plan.setting.method and plan.training == default_recipe(plan.setting.method):
+        training = _updated(default_recipe(setting.method), overrides["training"], "training")
     touched = {name for section in overrides.values() for name in section}
     if touched & _BATCH_KEYS:
         setting, workload = _keep_global_batch(setting, workload, cluster, touched)
@@ -107,12 +114,18 @@ def apply_overrides(
     )
     prediction = estimate(plan.model, cluster_spec, workload, setting)
     return plan.model_copy(
-        update={"setting": setting, "workload": workload, "cluster": cluster, "prediction": prediction}
+        update={
+            "setting": setting,
+            "workload": workload,
+            "cluster": cluster,
+            "training": training,
+            "prediction": prediction,
+        }
     )
 
 
 def changed_fields(before: PlanFile, after: PlanFile) -> list[tuple[str, Any, Any]]:
-    """``(section.field, old, new)`` for every setting / workload / cluster field that differs."""
+    """``(section.field, old, new)`` for every setting / workload / cluster / training field that differs."""
     changes: list[tuple[str, Any, Any]] = []
     for section in SECTIONS:
         old = getattr(before, section).model_dump()

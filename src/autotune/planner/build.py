@@ -6,6 +6,7 @@ from autotune import __version__
 from autotune.planner.request import PlanRequest
 from autotune.planner.search import PlanResult, search
 from autotune.schemas.plan import Alternative, ClusterChoice, PlanFile, Rejection
+from autotune.schemas.recipe import default_recipe
 
 
 def build_plan_file(request: PlanRequest, result: PlanResult) -> PlanFile:
@@ -24,6 +25,7 @@ def build_plan_file(request: PlanRequest, result: PlanResult) -> PlanFile:
         workload=request.workload,
         setting=result.best.setting,
         prediction=result.best.estimate,
+        training=default_recipe(result.best.setting.method),
         objective=request.objective,
         calibration=request.calibration_name,
         alternatives=[Alternative(setting=a.setting, prediction=a.estimate) for a in result.alternatives],

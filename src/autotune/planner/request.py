@@ -37,6 +37,7 @@ class Overrides(FrozenModel):
     precision: Precision | None = None
     lora_rank: int | None = Field(default=None, ge=1, le=4096)
     lora_alpha: float | None = Field(default=None, gt=0)
+    lora_dropout: float | None = Field(default=None, ge=0, lt=1)
     lora_targets: tuple[str, ...] | None = None
     loss_impl: LossImpl | None = None
     grad_sync: GradSync | None = None

@@ -183,8 +183,10 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     attention_impl = attention_impl_for(request.model)
     targets = o.lora_targets or ("all-linear",)
     # The dropout that runs: peft's ParamWrapper (an MoE's experts) has none (schemas/lora_targets.py).
-    default_dropout = TrainingSetting.model_fields["lora_dropout"].default
-    dropout = effective_lora_dropout(request.model.model_type, targets, default_dropout)
+    asked_dropout = (
+        o.lora_dropout if o.lora_dropout is not None else TrainingSetting.model_fields["lora_dropout"].default
+    )
+    dropout = effective_lora_dropout(request.model.model_type, targets, asked_dropout)
     if o.grad_sync == "every-micro-step":
         shardings = tuple(s for s in shardings if s in FSDP_SHARDINGS)
     for method in methods:

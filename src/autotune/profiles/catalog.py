@@ -230,6 +230,25 @@ def resolve_gpu(name: str) -> tuple[GpuSpec, str | None]:
     raise _unknown_name("GPU", name, index, "autotune gpus lists all")
 
 
+def model_weights_source(name: str, spec: ModelSpec) -> str:
+    """The weights a model ``name`` names, where ``spec`` (its catalog entry) gives only the shapes.
+
+    The catalog resolves ``-instruct`` / ``-it`` / ``-chat`` variants to their base entry (same shapes), but the
+    weights differ: ``meta-llama/Meta-Llama-3-8B-Instruct`` must train the Instruct checkpoint, not the base one.
+    A repo id (``org/name``) is kept exactly as given; a name the entry lists (key, repo id, alias) means the
+    entry's ``hf_repo_id``; a variant name without an organisation gets the entry's organisation
+    (``Qwen2.5-7B-Instruct`` → ``Qwen/Qwen2.5-7B-Instruct``).
+    """
+    given = name.strip()
+    if "/" in given:
+        return given
+    index = _model_catalog()[1]
+    if index.get(normalize_name(given)) == spec.key or not spec.hf_repo_id:
+        return spec.hf_repo_id or spec.key
+    org, slash, _ = spec.hf_repo_id.rpartition("/")
+    return f"{org}/{given}" if slash else given
+
+
 def resolve_model_profile(name: str) -> ModelSpec:
     """Find a model by key, Hugging Face repo id or alias, ignoring case, spaces, underscores and hyphens.
 

@@ -7,6 +7,7 @@ Modules:
   setting          TrainingSetting (sharding traits, default precision / sharding), Workload
   estimate         Estimate (gpu_memory_need_gib: the sum ``fits`` compares)
   plan             PlanFile, ClusterChoice (world_size), schema migration
+  recipe           TrainingRecipe: learning rate, schedule, warm-up, weight decay by method (cited defaults)
   plan_io          plan.yaml read / write (beside its schema; the launcher and the trainer both use it)
   calibration      CostCoefficients, Measurement, MeasurementSet
   run_report       RunReport (embeds the plan's Estimate)

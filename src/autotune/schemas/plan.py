@@ -8,15 +8,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from autotune.errors import ConfigError
 from autotune.schemas._base import StrictModel
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.model import ModelSpec
+from autotune.schemas.recipe import TrainingRecipe, default_recipe
 from autotune.schemas.setting import TrainingSetting, Workload
 
-PLAN_SCHEMA_VERSION: Literal[1] = 1
+PLAN_SCHEMA_VERSION: Literal[2] = 2
+V1_ADAPTER_DTYPE = "fp32"
+"""What a version-1 plan's adapters ran in: peft's default (``autocast_adapter_dtype=True``) before the plan
+recorded ``adapter_dtype``."""
 
 
 class ClusterChoice(StrictModel):
@@ -52,7 +56,7 @@ class Rejection(StrictModel):
 class PlanFile(StrictModel):
     """Everything ``autotune launch`` needs to run exactly the planned setting."""
 
-    schema_version: Literal[1] = Field(default=PLAN_SCHEMA_VERSION, description="Plan file format version.")
+    schema_version: Literal[2] = Field(default=PLAN_SCHEMA_VERSION, description="Plan file format version.")
     autotune_version: str = Field(description="Version of autotune that wrote the plan.")
     model: ModelSpec = Field(description="Architecture the plan was computed for.")
     model_source: str = Field(
@@ -62,6 +66,10 @@ class PlanFile(StrictModel):
     workload: Workload = Field(description="Sequence length, global batch and data size.")
     setting: TrainingSetting = Field(description="The chosen setting.")
     prediction: Estimate = Field(description="The chosen setting's predicted memory and time.")
+    training: TrainingRecipe = Field(
+        description="Learning rate, schedule, warm-up, weight decay and clipping the run trains with "
+        "(the method's recipe, autotune.schemas.recipe, unless edited)."
+    )
     objective: Literal["quality", "speed", "memory"] = Field(
         default="quality", description="What the planner optimized: quality, speed or memory."
     )
@@ -73,6 +81,18 @@ class PlanFile(StrictModel):
         default_factory=list, description="One line per family with no setting that fits."
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_training(cls, data: Any) -> Any:
+        """A plan built without ``training`` trains with its method's recipe (:func:`default_recipe`)."""
+        if isinstance(data, dict) and data.get("training") is None:
+            setting = data.get("setting")
+            method = setting.method if isinstance(setting, TrainingSetting) else None
+            if isinstance(setting, dict):
+                method = setting.get("method", "lora")
+            data = dict(data, training=default_recipe(str(method or "lora")))
+        return data
+
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
     """Upgrade a plan dict read from YAML to the current schema version.
@@ -82,12 +102,34 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
             autotune understands.
     """
     version = data.get("schema_version")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or isinstance(version, bool):
         raise ConfigError("plan file has no integer schema_version: is it a plan written by 'autotune plan -o'?")
     if version > PLAN_SCHEMA_VERSION:
         raise ConfigError(
             f"plan schema_version {version} is newer than this autotune understands "
             f"({PLAN_SCHEMA_VERSION}); upgrade autotune"
         )
-    # Version 1 is the first released schema; later versions add upgrade steps here, one per version.
+    if version < 1:
+        raise ConfigError(
+            f"plan schema_version {version} is not a version autotune ever wrote (1..{PLAN_SCHEMA_VERSION})"
+        )
+    if version == 1:
+        data = _migrate_v1(data)
     return data
+
+
+def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 → 2: v1 plans ran adapters in fp32 (:data:`V1_ADAPTER_DTYPE`) and had no ``training`` recipe.
+
+    The recipe becomes the method's default (:func:`autotune.schemas.recipe.default_recipe`): v1's one learning
+    rate for every method (2e-4) made full fine-tuning diverge, so it is not carried over.
+    """
+    upgraded = dict(data, schema_version=2)
+    for holder in [upgraded, *(a for a in upgraded.get("alternatives") or () if isinstance(a, dict))]:
+        setting = holder.get("setting")
+        if isinstance(setting, dict) and "adapter_dtype" not in setting:
+            holder["setting"] = dict(setting, adapter_dtype=V1_ADAPTER_DTYPE)
+    setting = upgraded.get("setting")
+    if "training" not in upgraded and isinstance(setting, dict):
+        upgraded["training"] = default_recipe(str(setting.get("method", "lora"))).model_dump(mode="json")
+    return upgraded

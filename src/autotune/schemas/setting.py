@@ -18,6 +18,10 @@ Precision = Literal["bf16", "bf16-mixed", "fp16-mixed", "fp32"]
 LossImpl = Literal["fp32-upcast", "native", "chunked"]
 AttentionImpl = Literal["sdpa", "flash_attention_2", "eager", "eager-legacy", "flash-triton"]
 GradSync = Literal["last-micro-step", "every-micro-step"]
+AdapterDtype = Literal["compute", "fp32"]
+ADAPTER_DTYPES: tuple[AdapterDtype, ...] = ("compute", "fp32")
+Kernels = Literal["none", "liger"]
+KERNELS: tuple[Kernels, ...] = ("none", "liger")
 GRAD_SYNCS: tuple[GradSync, ...] = ("last-micro-step", "every-micro-step")
 ATTENTION_ALIASES: dict[str, str] = {"flash": "sdpa", "math": "eager"}
 """Earlier names of the attention implementations (plan and measurement files written before them)."""
@@ -83,7 +87,13 @@ DESCRIPTIONS: dict[str, str] = {
     "(fp32 master weights, autocast), fp32.",
     "lora_rank": "LoRA rank r.",
     "lora_alpha": "LoRA alpha (scaling = alpha / r).",
-    "lora_dropout": "LoRA dropout probability.",
+    "lora_dropout": "LoRA dropout probability (default 0, as torchtune's and Unsloth's LoRA recipes: no mask and no "
+    "copy of each adapted input).",
+    "adapter_dtype": "LoRA adapter weights' dtype: compute (the compute dtype under pure bf16 / fp16, as torchtune "
+    "and Unsloth keep them; peft get_peft_model(autocast_adapter_dtype=False)) or fp32 (peft's default: every "
+    "adapted input is cast to fp32 and back).",
+    "kernels": "Fused training kernels: none, or liger (Liger Kernel: RMSNorm, RoPE, SwiGLU and a fused linear "
+    "cross-entropy that never materialises the logits; CUDA only, the optional 'liger' extra).",
     "lora_targets": "LoRA target modules: all-linear or a list such as q_proj,v_proj "
     "(the model's own names, e.g. query_key_value, or the Llama-style ones).",
     "loss_impl": "Cross-entropy: fp32-upcast (transformers' loss: full logits upcast to fp32), native "
@@ -153,11 +163,13 @@ class TrainingSetting(FrozenModel):
     precision: Precision = Field(default="bf16", description=DESCRIPTIONS["precision"])
     lora_rank: int = Field(default=16, ge=1, le=4096, description=DESCRIPTIONS["lora_rank"])
     lora_alpha: float = Field(default=32.0, gt=0, description=DESCRIPTIONS["lora_alpha"])
-    lora_dropout: float = Field(default=0.05, ge=0, lt=1, description=DESCRIPTIONS["lora_dropout"])
+    lora_dropout: float = Field(default=0.0, ge=0, lt=1, description=DESCRIPTIONS["lora_dropout"])
+    adapter_dtype: AdapterDtype = Field(default="fp32", description=DESCRIPTIONS["adapter_dtype"])
     lora_targets: tuple[str, ...] = Field(default=(ALL_LINEAR,), description=DESCRIPTIONS["lora_targets"])
     loss_impl: LossImpl = Field(default="fp32-upcast", description=DESCRIPTIONS["loss_impl"])
     attention_impl: AttentionImpl = Field(default="sdpa", description=DESCRIPTIONS["attention_impl"])
     grad_sync: GradSync = Field(default="last-micro-step", description=DESCRIPTIONS["grad_sync"])
+    kernels: Kernels = Field(default="none", description=DESCRIPTIONS["kernels"])
     qlora_double_quant: bool = Field(default=True, description="NF4 double quantization of the constants.")
     unquantized_dtype: Literal["bf16", "fp32"] = Field(
         default="bf16",

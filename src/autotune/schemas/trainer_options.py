@@ -39,9 +39,19 @@ class TrainerOptions(FrozenModel):
     resume: bool = Field(default=False, description="Continue the run in --output-dir from its last checkpoint.")
     save_steps: int = Field(default=50, ge=1, description="Checkpoint every N optimizer steps.")
     logging_steps: int = Field(default=1, ge=1, description="Log the loss every N optimizer steps.")
-    learning_rate: float = Field(default=2e-4, gt=0, description="Peak learning rate.")
-    warmup_ratio: float = Field(
-        default=0.03, ge=0, lt=1, description="Fraction of the steps spent warming up the learning rate (linear)."
+    learning_rate: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Peak learning rate (default: the plan's training.learning_rate, by method: full 2e-5, "
+        "lora / qlora 2e-4).",
+    )
+    warmup_ratio: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        description="Fraction of the steps spent warming up the learning rate, linearly (default: the plan's "
+        "training.warmup_ratio, 0.03).",
     )
     seed: int = Field(
         default=42,

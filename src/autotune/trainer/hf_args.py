@@ -68,7 +68,7 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
         if setting.uses_deepspeed
         else (precision.bf16, precision.fp16)
     )
-    optimizer = choose_optimizer(setting.optimizer, args.learning_rate, args.warmup_ratio)
+    optimizer = choose_optimizer(setting.optimizer, plan.training, args.learning_rate, args.warmup_ratio)
     # grad_sync every-micro-step: reduce-scatter after each micro-step instead of FSDP's no_sync accumulation
     # (accelerate GradientAccumulationPlugin.sync_each_batch; the Trainer honours it for FSDP).
     accelerator: dict[str, Any] = {}

@@ -190,7 +190,7 @@ def _drop_dequantized_gguf_quantizer(model: PreTrainedModel) -> None:
 def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrainedModel:
     """Freeze the base and add LoRA adapters for lora / qlora; return the model unchanged for full.
 
-    LoRA rank, alpha, dropout and target modules come from the plan; 'all-linear' is peft's
+    LoRA rank, alpha, dropout, adapter dtype and target modules come from the plan; 'all-linear' is peft's
     ``"all-linear"`` (every linear layer of the blocks, not the output head). Which names peft gets and the
     dropout it runs with come from :mod:`autotune.schemas.lora_targets`, the home the cost model counts from
     (an MoE's parameter-stored experts: peft's names, fused rank, dropout 0). For QLoRA,
@@ -233,7 +233,9 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
             setting.lora_dropout,
         )
     try:
-        peft_model = get_peft_model(model, config)
+        # adapter_dtype compute: peft leaves the adapters in the base layer's dtype (bf16 under pure bf16); fp32 is
+        # peft's default autocast_adapter_dtype=True (each adapted input cast to fp32 and back).
+        peft_model = get_peft_model(model, config, autocast_adapter_dtype=setting.adapter_dtype == "fp32")
     except ValueError as error:
         raise ConfigError(f"LoRA targets {setting.lora_targets} do not fit this model: {first_line(error)}") from error
     return peft_model  # type: ignore[return-value]

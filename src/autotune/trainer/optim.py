@@ -2,8 +2,9 @@
 
 AdamW is Loshchilov & Hutter 2019; the 8-bit variants keep the two moments in 8-bit blocks
 (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization"); the paged variant puts them in
-unified memory that can spill to the host (bitsandbytes). The schedule is cosine decay to zero after a
-linear warm-up (transformers ``get_cosine_schedule_with_warmup``).
+unified memory that can spill to the host (bitsandbytes). The schedule, warm-up, weight decay and clipping are the
+plan's training recipe (:mod:`autotune.schemas.recipe`; cosine decay to zero after a linear warm-up by default,
+transformers ``get_cosine_schedule_with_warmup``), with ``--learning-rate`` / ``--warmup-ratio`` overriding it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.schemas.recipe import TrainingRecipe
 from autotune.schemas.setting import Optimizer
 
 OPTIMIZER_NAMES: dict[Optimizer, str] = {
@@ -29,6 +31,8 @@ class OptimizerChoice:
     learning_rate: float
     warmup_ratio: float
     lr_scheduler_type: str = "cosine"
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
 
     def training_arguments(self) -> dict[str, Any]:
         """Keyword arguments for ``TrainingArguments`` (a float ``warmup_steps`` < 1 is a ratio of the steps)."""
@@ -37,9 +41,24 @@ class OptimizerChoice:
             "learning_rate": self.learning_rate,
             "lr_scheduler_type": self.lr_scheduler_type,
             "warmup_steps": self.warmup_ratio,
+            "weight_decay": self.weight_decay,
+            "max_grad_norm": self.max_grad_norm,
         }
 
 
-def choose_optimizer(optimizer: Optimizer, learning_rate: float, warmup_ratio: float) -> OptimizerChoice:
-    """Map the plan's optimizer to TrainingArguments names; cosine schedule with ``warmup_ratio`` warm-up."""
-    return OptimizerChoice(optim=OPTIMIZER_NAMES[optimizer], learning_rate=learning_rate, warmup_ratio=warmup_ratio)
+def choose_optimizer(
+    optimizer: Optimizer,
+    recipe: TrainingRecipe,
+    learning_rate: float | None = None,
+    warmup_ratio: float | None = None,
+) -> OptimizerChoice:
+    """Map the plan's optimizer and training recipe to TrainingArguments names; ``learning_rate`` /
+    ``warmup_ratio`` (the command line's, None = not given) replace the recipe's."""
+    return OptimizerChoice(
+        optim=OPTIMIZER_NAMES[optimizer],
+        learning_rate=recipe.learning_rate if learning_rate is None else learning_rate,
+        warmup_ratio=recipe.warmup_ratio if warmup_ratio is None else warmup_ratio,
+        lr_scheduler_type=recipe.lr_scheduler,
+        weight_decay=recipe.weight_decay,
+        max_grad_norm=recipe.max_grad_norm,
+    )
