@@ -218,3 +218,34 @@ def test_liger_is_refused_on_the_cpu_by_the_core(write_plan: PlanWriter, tmp_pat
     proc = run_trainer(*core_args(plan, data, out, 1))
     assert proc.returncode == 2 and "kernels=liger" in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("planned", [True, False])
+def test_guard_refuses_a_compile_mismatch(write_plan: PlanWriter, planned: bool) -> None:
+    from types import SimpleNamespace
+
+    from autotune.errors import RuntimeGuardError
+    from autotune.schemas.plan_io import load_plan
+    from autotune.trainer.guard import _check_compile
+
+    plan = load_plan(write_plan(method="lora", compile=planned))
+    module = torch.nn.Linear(2, 2)
+    runs = SimpleNamespace(model_wrapped=torch.compile(module) if planned else module)
+    _check_compile(runs, plan)  # as planned: no error
+    other = SimpleNamespace(model_wrapped=module if planned else torch.compile(module))
+    with pytest.raises(RuntimeGuardError, match=f"compile={planned}"):
+        _check_compile(other, plan)
+
+
+@pytest.mark.slow
+def test_compiled_lora_run(write_plan: PlanWriter, tmp_path: Path) -> None:
+    """A LoRA plan with compile: accelerate compiles the whole PeftModel (the guard checks the model that trains is
+    compiled) and the run completes; ~70 s on 2 CPU cores, mostly inductor's compile."""
+    plan = write_plan(method="lora", compile=True, micro_batch_size=2)
+    data = write_jsonl(tmp_path / "text.jsonl", text_rows(16))
+    out = tmp_path / "run"
+    proc = run_trainer(*core_args(plan, data, out, 2), "--save-steps", "100", timeout_s=600)
+    assert proc.returncode == 0, proc.stderr
+    report = read_report(out)
+    assert report.status == "completed" and report.setting.compile
+    assert (out / "final" / "adapter_config.json").is_file()
