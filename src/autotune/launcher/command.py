@@ -28,7 +28,7 @@ from autotune.schemas.setting import (
     kernels_run_error,
 )
 from autotune.schemas.trainer_options import option_flag
-from autotune.schemas.training_stack import installed_versions, untested_stack_error
+from autotune.schemas.training_stack import installed_versions, untested_stack_allowed, untested_stack_error
 
 RUN_ENV: Final[dict[str, str]] = {
     "PYTHONUNBUFFERED": "1",
@@ -133,7 +133,7 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
     if kernels_error:
         raise InvalidRequestError(kernels_error)
     stack_error = untested_stack_error(installed_versions())
-    if stack_error:
+    if stack_error and not untested_stack_allowed():  # allowed: the training core logs the versions as a warning
         raise InvalidRequestError(stack_error)
     cluster = plan.cluster
     world_size = cluster.world_size

@@ -11,6 +11,7 @@ imported, so the CLI checks them without loading torch.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from importlib import metadata
@@ -26,6 +27,10 @@ TESTED_TRAINING_STACK: Final[dict[str, tuple[str, str]]] = {
     "datasets": ("5.2.0", "5.3"),
 }
 """Distribution name → (lowest tested version, first untested version): ``>=low,<high``."""
+
+ALLOW_UNTESTED_ENV: Final = "AUTOTUNE_ALLOW_UNTESTED_STACK"
+"""Set to 1 to run an untested stack anyway (e.g. a GPU image whose CUDA torch is another minor version): the launch
+goes on and the training core logs the versions as a warning (:func:`untested_stack_allowed`)."""
 
 _RELEASE = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
 
@@ -55,6 +60,11 @@ def installed_versions(names: tuple[str, ...] = tuple(TESTED_TRAINING_STACK)) ->
     return versions
 
 
+def untested_stack_allowed() -> bool:
+    """True when the user opted in to an untested stack (``AUTOTUNE_ALLOW_UNTESTED_STACK=1``)."""
+    return os.environ.get(ALLOW_UNTESTED_ENV, "") == "1"
+
+
 def untested_stack_error(versions: Mapping[str, str | None]) -> str | None:
     """One line naming every installed package of the stack outside its tested range, or None.
 
@@ -74,6 +84,6 @@ def untested_stack_error(versions: Mapping[str, str | None]) -> str | None:
     if not outside:
         return None
     return (
-        f"untested version of the training stack: {', '.join(outside)}; install the tested set: "
-        'pip install -c constraints.txt -e ".[train]"'
+        f"untested version of the training stack: {', '.join(outside)}; install the tested set "
+        f'(pip install -c constraints.txt -e ".[train]") or run it anyway with {ALLOW_UNTESTED_ENV}=1'
     )

@@ -22,7 +22,12 @@ from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.schemas.run_report import RunStatus
 from autotune.schemas.setting import attention_run_error
-from autotune.schemas.training_stack import installed_versions, untested_stack_error
+from autotune.schemas.training_stack import (
+    ALLOW_UNTESTED_ENV,
+    installed_versions,
+    untested_stack_allowed,
+    untested_stack_error,
+)
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.callbacks import (
     MetricsCallback,
@@ -125,7 +130,9 @@ def run(args: TrainerArgs) -> int:
     """
     _configure_logging()
     stack_error = untested_stack_error(installed_versions())
-    if stack_error:  # autotune launch refuses it before this; python -m autotune.trainer run by hand does here
+    if stack_error and untested_stack_allowed():
+        logger.warning("%s: running anyway (%s=1)", stack_error.split(";")[0], ALLOW_UNTESTED_ENV)
+    elif stack_error:  # autotune launch refuses it before this; python -m autotune.trainer run by hand does here
         raise ConfigError(stack_error)
     seed_everything(args.seed, full_determinism=args.full_determinism)
     plan = load_plan(args.plan_path)

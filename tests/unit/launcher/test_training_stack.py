@@ -119,3 +119,17 @@ def test_kernels_rule() -> None:
     assert kernels_run_error("liger", "fp32-upcast", cpu=False, installed=True) is None
     error = kernels_run_error("liger", "chunked", cpu=False, installed=True)
     assert error is not None and "loss_impl=chunked" in error
+
+
+def test_an_untested_stack_runs_when_the_user_opts_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = {name: low for name, (low, _) in TESTED_TRAINING_STACK.items()} | {"torch": "2.11.0+cu130"}
+    monkeypatch.setattr(launcher_command, "installed_versions", lambda: fake)
+    monkeypatch.setenv("AUTOTUNE_ALLOW_UNTESTED_STACK", "1")
+    plan = save_plan(make_plan(), tmp_path / "plan.yaml")
+    code = run_cli("launch", str(plan), "--dataset", "org/data", "--output-dir", str(tmp_path / "run"), "--dry-run")
+    assert code == 0, capsys.readouterr().err
+    monkeypatch.setenv("AUTOTUNE_ALLOW_UNTESTED_STACK", "0")
+    code = run_cli("launch", str(plan), "--dataset", "org/data", "--output-dir", str(tmp_path / "run"), "--dry-run")
+    assert code == 2 and "torch 2.11.0+cu130" in capsys.readouterr().err
