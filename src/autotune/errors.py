@@ -36,3 +36,7 @@ def first_line(error: BaseException) -> str:
     """The first line of an exception's message (its class name when the message is empty), for one-line errors."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+class TrainingDivergedError(AutotuneError):
+    """The training loss became NaN or infinite; the run stopped and its report says so (status ``failed``)."""

@@ -5,6 +5,7 @@ Pure; see :mod:`autotune.launcher.spec` for how each sharding is started and why
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import PurePath
 from typing import Final
@@ -19,8 +20,15 @@ from autotune.launcher.options import (
     LaunchOptions,
 )
 from autotune.schemas.plan import PlanFile
-from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS, attention_run_error
+from autotune.schemas.setting import (
+    FSDP_SHARDINGS,
+    LIGER_PACKAGE,
+    ZERO_SHARDINGS,
+    attention_run_error,
+    kernels_run_error,
+)
 from autotune.schemas.trainer_options import option_flag
+from autotune.schemas.training_stack import installed_versions, untested_stack_allowed, untested_stack_error
 
 RUN_ENV: Final[dict[str, str]] = {
     "PYTHONUNBUFFERED": "1",
@@ -104,12 +112,29 @@ def trainer_args(plan: PlanFile, options: LaunchOptions) -> list[str]:
 def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
     """Refuse what cannot be launched as asked (one line naming the fields and the fix).
 
+    Also planned fused kernels on the CPU or without their package (:func:`kernels_run_error`; the package is
+    looked up with ``importlib.util.find_spec``, not imported), and an installed training stack outside the tested
+    versions (:func:`~autotune.schemas.training_stack.untested_stack_error`, read from package metadata): the
+    look-ups outside the plan and options.
+
     Raises:
         InvalidRequestError: see :func:`build_launch_spec`.
     """
     attention_error = attention_run_error(plan.setting.attention_impl)
     if attention_error:
         raise InvalidRequestError(attention_error)
+    setting = plan.setting
+    kernels_error = kernels_run_error(
+        setting.kernels,
+        setting.loss_impl,
+        cpu=options.cpu,
+        installed=setting.kernels == "none" or importlib.util.find_spec(LIGER_PACKAGE) is not None,
+    )
+    if kernels_error:
+        raise InvalidRequestError(kernels_error)
+    stack_error = untested_stack_error(installed_versions())
+    if stack_error and not untested_stack_allowed():  # allowed: the training core logs the versions as a warning
+        raise InvalidRequestError(stack_error)
     cluster = plan.cluster
     world_size = cluster.world_size
     if plan.setting.sharding == "none" and world_size > 1:

@@ -150,6 +150,32 @@ def attention_run_error(attention_impl: str) -> str | None:
     return None
 
 
+LIGER_PACKAGE = "liger_kernel"
+"""The import name of Liger Kernel (``pip install -e ".[liger]"``; https://github.com/linkedin/Liger-Kernel)."""
+
+
+def kernels_run_error(kernels: str, loss_impl: str, *, cpu: bool, installed: bool) -> str | None:
+    """The reason the training core cannot run ``kernels``, or None (one rule for ``autotune launch`` and the core).
+
+    Liger Kernel's kernels are Triton GPU kernels (CUDA, or ROCm with a ROCm Triton): they cannot run on the CPU,
+    nor without the package. Its fused linear cross-entropy replaces the model's loss, so it cannot be combined
+    with the core's own chunked loss (``loss_impl chunked``).
+    ``cpu``: the launch runs on the CPU (``--cpu``, or no GPU visible); ``installed``: the package is importable.
+    """
+    if kernels == "none":
+        return None
+    if cpu:
+        return f"kernels={kernels} runs Triton GPU kernels and cannot run on the CPU: --set kernels=none"
+    if not installed:
+        return f'kernels={kernels} needs the Liger Kernel package: pip install -e ".[liger]" (or --set kernels=none)'
+    if loss_impl == "chunked":
+        return (
+            f"kernels={kernels} fuses the cross-entropy itself, which loss_impl=chunked also replaces: "
+            "--set loss_impl=fp32-upcast or --set kernels=none"
+        )
+    return None
+
+
 class TrainingSetting(FrozenModel):
     """One candidate setting: what the planner searches over and the plan records."""
 

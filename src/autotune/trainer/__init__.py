@@ -7,10 +7,11 @@ Modules:
   train          wires plan → data → model → Trainer → checkpoints, weights, report (seeds first)
   data           dataset loading, format detection, tokenization (Dataset.map), packing, the collator
   model          tokenizer / model loading, precision, LoRA / QLoRA
+  kernels        fused kernels a plan asks for (Liger Kernel), applied before peft
   hf_args        TrainingArguments from the plan (FSDP, DeepSpeed, compile, checkpointing)
   optim          optimizer choice
   chunked_loss   the chunked cross-entropy Trainer
-  callbacks      metrics, progress, stop-on-signal
+  callbacks      metrics, progress, stop-on-signal, stop on a NaN/inf loss
   guard          checks that what runs is what was planned
   memory         peak memory measurement
   report         the run report (schemas.run_report)

@@ -1,6 +1,7 @@
 """Entry point: ``python -m autotune.trainer --plan PLAN.yaml --dataset DATA --output-dir DIR [...]``.
 
-User errors (:class:`autotune.errors.AutotuneError`) become one line on stderr and exit code 2; Ctrl-C
+User errors (:class:`autotune.errors.AutotuneError`) become one line on stderr and exit code 2 — also a loss that
+became NaN/inf (:class:`~autotune.errors.TrainingDivergedError`, after the report is written); Ctrl-C
 before training starts one line and exit code 130; a run stopped by SIGINT / SIGTERM during training saves a
 checkpoint and exits 130 / 143 (128 + the signal); anything else is a bug and shows its traceback.
 """

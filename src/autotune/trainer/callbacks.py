@@ -1,7 +1,9 @@
-"""Trainer callbacks: timing and losses for the report, the progress display, and clean stops on signals."""
+"""Trainer callbacks: timing and losses for the report, the progress display, clean stops on signals and a stop
+when the loss stops being a finite number."""
 
 from __future__ import annotations
 
+import math
 import signal
 import statistics
 import time
@@ -55,7 +57,8 @@ class RunMetrics:
 
 
 class MetricsCallback(TrainerCallback):
-    """Record logged losses, step and micro-step times, and tokens seen."""
+    """Record logged losses (finite ones: a NaN/inf loss stops the run and its report's message names it), step and
+    micro-step times, and tokens seen."""
 
     def __init__(self, metrics: RunMetrics, grad_accum: int) -> None:
         self.metrics = metrics
@@ -98,7 +101,7 @@ class MetricsCallback(TrainerCallback):
         logs: dict[str, float] | None = None,
         **kwargs: Any,
     ) -> None:
-        if logs and "loss" in logs:
+        if logs and "loss" in logs and math.isfinite(float(logs["loss"])):  # JSON has no NaN: the message says it
             self.metrics.losses.append(float(logs["loss"]))
             self.metrics.loss_steps.append(state.global_step)
 
@@ -232,3 +235,49 @@ class StopOnSignalCallback(TrainerCallback):
     def signal_name(self) -> str:
         """Name of the signal received, e.g. 'SIGTERM' (empty if none)."""
         return signal.Signals(self.requested).name if self.requested is not None else ""
+
+
+class StopOnNonFiniteLossCallback(TrainerCallback):
+    """Stop training at the first logged loss that is NaN or infinite, without saving that step's checkpoint.
+
+    The Trainer logs the mean loss since the last log (``logging_steps`` optimizer steps), the same value on
+    every rank (it is gathered before logging), so every rank stops at the same step. One non-finite micro-step
+    makes that mean non-finite only when ``TrainingArguments.logging_nan_inf_filter`` is off (its default,
+    on, replaces a NaN/inf step loss by the running average and hides it): :mod:`autotune.trainer.hf_args`
+    turns it off. Weights after a non-finite loss are not worth keeping: the step's save is cancelled
+    (``on_log`` runs before the Trainer's save check in ``_maybe_log_save_evaluate``) and the caller skips
+    the final weights.
+    """
+
+    def __init__(self) -> None:
+        self.bad_loss: float | None = None
+        self.bad_step: int | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """True once a non-finite loss was seen."""
+        return self.bad_step is not None
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if self.stopped or not logs or "loss" not in logs:
+            return
+        loss = float(logs["loss"])
+        if math.isfinite(loss):
+            return
+        self.bad_loss, self.bad_step = loss, state.global_step
+        control.should_training_stop = True
+        control.should_save = False
+
+    def message(self, learning_rate: float) -> str:
+        """One line for the report and the user: the value, the step and what to change."""
+        return (
+            f"the training loss became {self.bad_loss} at step {self.bad_step}: training stopped, no final weights "
+            f"saved (learning rate {learning_rate:g}); lower it with --learning-rate, or use a wider precision"
+        )

@@ -21,8 +21,9 @@ def check_runtime(trainer: Any, plan: PlanFile) -> None:
 
     Checks: world size = planned GPUs; global batch = micro batch × accumulation × world size;
     FSDP really wraps the model (and offloads parameters for fsdp-offload); DeepSpeed runs the planned
-    ZeRO stage (and offloads for zero3-offload); DDP wraps the model when planned with > 1 rank;
-    QLoRA has 4-bit layers; LoRA / QLoRA have adapters and train nothing else; full trains every weight.
+    ZeRO stage (and offloads for zero3-offload); DDP wraps the model when planned with > 1 rank; the model is
+    compiled exactly when planned; QLoRA has 4-bit layers; LoRA / QLoRA have adapters and train nothing else;
+    full trains every weight.
 
     Raises:
         RuntimeGuardError: the first mismatch, naming the plan field, the planned and the actual value.
@@ -44,7 +45,22 @@ def check_runtime(trainer: Any, plan: PlanFile) -> None:
             f"{plan.workload.global_batch_size}"
         )
     _check_sharding(trainer, plan)
+    _check_compile(trainer, plan)
     _check_method(trainer.model, plan)
+
+
+def _check_compile(trainer: Any, plan: PlanFile) -> None:
+    """The model the Trainer runs is ``torch.compile``d exactly when the plan says compile (a peft model too: the
+    whole ``PeftModel`` is compiled by accelerate's ``prepare_model``, adapters included). Under DeepSpeed the
+    engine wraps the model and compiles it itself; not checked there."""
+    if plan.setting.uses_deepspeed:
+        return
+    compiled = _is_compiled(trainer.model_wrapped)
+    if compiled != plan.setting.compile:
+        raise RuntimeGuardError(
+            f"the plan says compile={plan.setting.compile} but the model that trains is "
+            f"{'' if compiled else 'not '}compiled"
+        )
 
 
 def _distributed_type(trainer: Any) -> str:
@@ -93,11 +109,18 @@ def _check_sharding(trainer: Any, plan: PlanFile) -> None:
         return
     if actual in ("FSDP", "DEEPSPEED"):
         raise RuntimeGuardError(f"the plan says sharding={sharding} but the run uses {actual}")
-    wrapped_in_ddp = isinstance(trainer.model_wrapped, torch.nn.parallel.DistributedDataParallel)
+    # accelerate compiles last: a compiled DDP run's model_wrapped is OptimizedModule(DistributedDataParallel(...))
+    runs = trainer.model_wrapped._orig_mod if _is_compiled(trainer.model_wrapped) else trainer.model_wrapped
+    wrapped_in_ddp = isinstance(runs, torch.nn.parallel.DistributedDataParallel)
     if sharding == "ddp" and int(trainer.args.world_size) > 1 and not wrapped_in_ddp:
         raise RuntimeGuardError(
             f"the plan says sharding=ddp but the model is not wrapped in DistributedDataParallel ({actual})"
         )
+
+
+def _is_compiled(model: Any) -> bool:
+    """``torch.compile(model)``'s wrapper (accelerate's ``is_compiled_module`` test)."""
+    return isinstance(model, torch._dynamo.eval_frame.OptimizedModule)
 
 
 def _has_fsdp_modules(model: Any) -> bool:

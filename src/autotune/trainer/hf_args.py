@@ -90,6 +90,7 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
         data_seed=args.seed,
         full_determinism=args.full_determinism,
         logging_steps=args.logging_steps,
+        logging_nan_inf_filter=False,  # a NaN/inf step loss must reach the log: StopOnNonFiniteLossCallback stops
         save_strategy="steps",
         save_steps=args.save_steps,
         save_total_limit=SAVE_TOTAL_LIMIT,

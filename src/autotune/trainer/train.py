@@ -15,15 +15,27 @@ import torch
 import transformers
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from autotune.errors import AutotuneError, ConfigError
+from autotune.errors import AutotuneError, ConfigError, TrainingDivergedError
 from autotune.quiet import is_verbose, quiet_third_party
 from autotune.run_lock import acquire, describe_owner
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.schemas.run_report import RunStatus
 from autotune.schemas.setting import attention_run_error
+from autotune.schemas.training_stack import (
+    ALLOW_UNTESTED_ENV,
+    installed_versions,
+    untested_stack_allowed,
+    untested_stack_error,
+)
 from autotune.trainer.args import TrainerArgs
-from autotune.trainer.callbacks import MetricsCallback, ProgressCallback, RunMetrics, StopOnSignalCallback
+from autotune.trainer.callbacks import (
+    MetricsCallback,
+    ProgressCallback,
+    RunMetrics,
+    StopOnNonFiniteLossCallback,
+    StopOnSignalCallback,
+)
 from autotune.trainer.checkpoints import ResumePoint, resolve_start
 from autotune.trainer.chunked_loss import ChunkedLossTrainer
 from autotune.trainer.consistency import check_model_matches_plan, check_resume_plan
@@ -31,6 +43,7 @@ from autotune.trainer.data import build_collator, build_train_dataset, detect_fo
 from autotune.trainer.data_checks import check_encoding, check_rows
 from autotune.trainer.guard import check_runtime
 from autotune.trainer.hf_args import build_training_arguments
+from autotune.trainer.kernels import apply_kernels, check_kernels_runnable
 from autotune.trainer.model import (
     apply_method,
     choose_precision,
@@ -108,17 +121,25 @@ def run(args: TrainerArgs) -> int:
         signal, so that a script can tell an interrupted run (resume it) from a finished one.
 
     Raises:
-        ConfigError: bad plan (also one whose attention implementation cannot run), output directory,
+        ConfigError: an untested version of the training stack; bad plan (also one whose attention implementation
+            or fused kernels cannot run), output directory,
             dataset or model source; the disk filled up (the message says what was kept).
         InvalidRequestError: the run directory is in use by another run.
         RuntimeGuardError: what runs is not what was planned.
+        TrainingDivergedError: the loss became NaN/inf; the report (status failed) says at which step.
     """
     _configure_logging()
+    stack_error = untested_stack_error(installed_versions())
+    if stack_error and untested_stack_allowed():
+        logger.warning("%s: running anyway (%s=1)", stack_error.split(";")[0], ALLOW_UNTESTED_ENV)
+    elif stack_error:  # autotune launch refuses it before this; python -m autotune.trainer run by hand does here
+        raise ConfigError(stack_error)
     seed_everything(args.seed, full_determinism=args.full_determinism)
     plan = load_plan(args.plan_path)
     attention_error = attention_run_error(plan.setting.attention_impl)
     if attention_error:  # a plan edited by hand: autotune launch refuses it before this
         raise ConfigError(f"{args.plan_path}: {attention_error}")
+    check_kernels_runnable(plan.setting, cpu=args.cpu)
     created = not args.run_dir.exists()
     lock = acquire(args.output_dir) if int(os.environ.get("RANK", "0")) == 0 else None
     if lock is not None and lock.previous_owner:
@@ -190,6 +211,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
         device_map = {"": int(os.environ.get("LOCAL_RANK", "0"))}
     model = load_model(source, setting, precision, device_map)
     check_model_matches_plan(model.config, plan)
+    apply_kernels(model, setting)  # before peft: Liger patches the base model's modules
     model = apply_method(model, setting)
     trainable, total = count_parameters(model)
     logger.info(
@@ -199,6 +221,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     metrics = RunMetrics()
     progress = ProgressCallback(metrics)
     stopper = StopOnSignalCallback()
+    diverged = StopOnNonFiniteLossCallback()
     guard = _GuardCallback(plan)
     trainer_class = staged_trainer_class(ChunkedLossTrainer if setting.loss_impl == "chunked" else Trainer, plan)
     trainer = trainer_class(
@@ -212,6 +235,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
             MetricsCallback(metrics, setting.grad_accum),
             progress,
             stopper,
+            diverged,
         ],
     )
     guard.trainer = trainer
@@ -236,6 +260,10 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     finally:
         stopper.restore()
         progress.stop()
+    if diverged.stopped:
+        message = diverged.message(float(training_args.learning_rate))
+        _finish(trainer, plan, args, "failed", message, resumed_from_step, metrics, started_at)
+        raise TrainingDivergedError(message)
     if stopper.stopped:
         status, message = "interrupted", f"{stopper.signal_name} at step {trainer.state.global_step}; checkpoint saved"
     else:

@@ -1,0 +1,370 @@
+"""Measure the training core on the GPU it finds: plan + launch a fixed list of settings, and the same settings as a
+plain transformers + peft script; print measured vs predicted peak memory and tokens/s with MFU.
+
+Usage:
+  python benchmarks/gpu_sweep.py --dry-run                 # list what it would run (no torch, no GPU needed)
+  python benchmarks/gpu_sweep.py --results DIR [--gpu KEY] [--model llama3-8b] [--budget-s 540] [--work /tmp/...]
+
+What it does (issue 21, item 4):
+1. The GPU: ``nvidia-smi -L`` / ``rocm-smi`` (:func:`autotune.launcher.gpus.detect_gpus`) resolved in autotune's GPU
+   catalog, unless ``--gpu`` names it.
+2. The model: random bf16 weights from ``benchmarks/gpu_kit/configs/MODEL.json`` (``gpu_kit/make_model.py``, no
+   download) with the byte-level tokenizer of ``gpu_kit/tok``; the data: random words, one token per byte
+   (:func:`write_data`), packed at the plan's sequence length.
+3. Each entry of :data:`SETTINGS`: ``autotune plan MODEL_DIR --gpu KEY FLAGS -o PLAN``, then ``autotune launch PLAN
+   --max-steps N --set ...``; the run directory (``run_report.json`` + ``plan.yaml``: the form ``autotune calibrate``
+   reads) is kept under ``DIR/NAME`` (checkpoints and final weights are deleted: they are not measurements). An entry
+   with a baseline also runs ``gpu_kit/plain_hf.py`` on the same model, data and batch shape.
+4. The table: peak allocated GiB and tokens/s, measured and predicted, the signed errors, and MFU by autotune's
+   definition (the plan's predicted MFU × measured / predicted tokens/s: the same FLOPs per token).
+   ``DIR/results.jsonl`` holds one row per run and ``DIR/table.md`` the table.
+
+Time: runs stop being started when less than an entry's timeout is left of ``--budget-s`` (counted from the
+script's start, set-up included), so one call fits a 10-minute limit; the entries come in the order that matters
+most (the issue's goal rows first: LoRA at micro batch 2 without checkpointing, its baseline, QLoRA at the same
+setting, then Liger, checkpointing, and the planner's own choice last). Timings seen on one H100 with the kit
+this replaces: set-up 60–80 s for an 8B model, a LoRA run of 4 steps 45–70 s, full fine-tuning with compile 250 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+KIT = Path(__file__).resolve().parent / "gpu_kit"
+AUTOTUNE = [sys.executable, "-c", "import sys; from autotune.cli.app import main; sys.argv[0] = 'autotune'; main()"]
+"""The project's CLI in this interpreter (works from a source checkout on PYTHONPATH as well as installed)."""
+
+SEQ_LEN = 2048
+"""Sequence length of every entry: the issue's measurements (Llama-3-8B shape, seq 2048)."""
+
+DATA_ROWS, DATA_CHARS = 400, 2000
+"""Random-word text: 400 lines of ~2,000 bytes = ~800 k tokens (byte-level), enough for the planner's choice."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One setting: plan flags, launch ``--set`` overrides and, when ``baseline``, a plain-script twin."""
+
+    name: str
+    plan: tuple[str, ...]
+    sets: tuple[str, ...] = ()
+    steps: int = 5
+    timeout_s: float = 200.0
+    baseline: tuple[str, int, int, bool] | None = None
+    """(method, micro batch, grad accumulation, checkpointing) of the plain transformers + peft run."""
+    needs: tuple[str, ...] = field(default=())
+    """Import names the entry needs (skipped, with the reason, where one is missing)."""
+
+
+def _adapter_plan(method: str, mbs: int, global_batch: int, ckpt: bool) -> tuple[str, ...]:
+    return (
+        "--seq-len",
+        str(SEQ_LEN),
+        "--global-batch-size",
+        str(global_batch),
+        "--method",
+        method,
+        "--micro-batch-size",
+        str(mbs),
+        "--grad-ckpt" if ckpt else "--no-grad-ckpt",
+        "--optimizer",
+        "adamw",
+        "--no-compile",
+    )
+
+
+FAST = ("adapter_dtype=compute", "lora_dropout=0")
+"""The LoRA fast path of issue 21 (adapters in the compute dtype, no dropout op), stated so that the sweep measures
+it whatever the schema's defaults are."""
+
+SETTINGS: tuple[Entry, ...] = (
+    Entry("lora-m2-noc", _adapter_plan("lora", 2, 8, False), FAST, baseline=("lora", 2, 4, False)),
+    Entry("qlora-m2-noc", _adapter_plan("qlora", 2, 8, False), FAST, baseline=("qlora", 2, 4, False)),
+    Entry("lora-m2-noc-liger", _adapter_plan("lora", 2, 8, False), (*FAST, "kernels=liger"), needs=("liger_kernel",)),
+    Entry("lora-m1-ck", _adapter_plan("lora", 1, 8, True), FAST, baseline=("lora", 1, 8, True)),
+    Entry("qlora-m1-ck", _adapter_plan("qlora", 1, 8, True), FAST),
+    Entry("planner-default", ("--seq-len", str(SEQ_LEN)), steps=3, timeout_s=330),
+)
+"""The fixed list, in the order it runs (see the module docstring)."""
+
+
+def write_data(path: Path, rows: int = DATA_ROWS, chars: int = DATA_CHARS, seed: int = 0) -> Path:
+    """Random lower-case words as a ``{"text": ...}`` JSONL dataset of ``rows`` lines of about ``chars`` bytes."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(5000)]
+    with path.open("w", encoding="utf-8") as handle:
+        for _ in range(rows):
+            line: list[str] = []
+            size = 0
+            while size < chars:
+                word = rng.choice(words)
+                line.append(word)
+                size += len(word) + 1
+            handle.write(json.dumps({"text": " ".join(line)}) + "\n")
+    return path
+
+
+def plan_argv(entry: Entry, model_dir: str, gpu: str, plan_path: str) -> list[str]:
+    """``autotune plan`` for ``entry``."""
+    return [*AUTOTUNE, "plan", model_dir, "--gpu", gpu, *entry.plan, "-o", plan_path, "--json"]
+
+
+def launch_argv(entry: Entry, plan_path: str, dataset: str, run_dir: str) -> list[str]:
+    """``autotune launch`` for ``entry`` (no checkpoint saved before the end, the loss logged every step)."""
+    sets = [part for value in entry.sets for part in ("--set", value)]
+    return [
+        *AUTOTUNE,
+        "launch",
+        plan_path,
+        "--dataset",
+        dataset,
+        "--output-dir",
+        run_dir,
+        "--max-steps",
+        str(entry.steps),
+        "--save-steps",
+        "100000",
+        "--logging-steps",
+        "1",
+        *sets,
+    ]
+
+
+def baseline_argv(entry: Entry, model_dir: str, dataset: str) -> list[str]:
+    """``gpu_kit/plain_hf.py`` for ``entry``'s baseline (``entry.baseline`` must be set)."""
+    assert entry.baseline is not None
+    method, mbs, ga, ckpt = entry.baseline
+    return [
+        sys.executable,
+        str(KIT / "plain_hf.py"),
+        model_dir,
+        dataset,
+        str(SEQ_LEN),
+        str(mbs),
+        str(ga),
+        str(entry.steps),
+        method,
+        "1" if ckpt else "0",
+    ]
+
+
+def missing(entry: Entry) -> list[str]:
+    """The packages ``entry`` needs that are not installed (found, not imported)."""
+    return [name for name in entry.needs if importlib.util.find_spec(name) is None]
+
+
+def summarize(report: dict[str, Any]) -> dict[str, Any]:
+    """Measured vs predicted of one run report (``run_report.json`` as a dict).
+
+    Returns peak allocated GiB and tokens/s, measured and predicted, their signed relative errors
+    (measured / predicted − 1) and MFU: predicted MFU × measured / predicted tokens/s (autotune's MFU is model
+    FLOPs per token × tokens/s / the GPU's dense peak, so it scales with tokens/s at fixed setting). A value that
+    the report lacks is None.
+    """
+    prediction = report.get("prediction") or {}
+    memory, memory_pred = report.get("peak_memory_gib_measured"), prediction.get("peak_memory_gib")
+    tps, tps_pred = report.get("tokens_per_s_measured"), prediction.get("tokens_per_s")
+    mfu_pred = prediction.get("mfu")
+
+    def error(measured: float | None, predicted: float | None) -> float | None:
+        return None if measured is None or not predicted else measured / predicted - 1.0
+
+    return {
+        "status": report.get("status"),
+        "memory_gib": memory,
+        "memory_gib_pred": memory_pred,
+        "memory_error": error(memory, memory_pred),
+        "tokens_per_s": tps,
+        "tokens_per_s_pred": tps_pred,
+        "tokens_per_s_error": error(tps, tps_pred),
+        "mfu": None if tps is None or not tps_pred or mfu_pred is None else mfu_pred * tps / tps_pred,
+        "mfu_pred": mfu_pred,
+    }
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """A Markdown table of the rows (runs, baselines and skipped entries)."""
+    lines = [
+        "| run | status | peak alloc GiB meas (pred, err) | tokens/s meas (pred, err) | MFU meas (pred) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for row in rows:
+        s = row.get("summary") or {}
+        lines.append(
+            f"| {row['name']} | {row.get('status', '-')} "
+            f"| {_number(s.get('memory_gib'), '.2f')} ({_number(s.get('memory_gib_pred'), '.2f')}, "
+            f"{_number(s.get('memory_error'), '+.1%')}) "
+            f"| {_number(s.get('tokens_per_s'), ',.0f')} ({_number(s.get('tokens_per_s_pred'), ',.0f')}, "
+            f"{_number(s.get('tokens_per_s_error'), '+.1%')}) "
+            f"| {_number(s.get('mfu'), '.1%')} ({_number(s.get('mfu_pred'), '.1%')}) |"
+        )
+    return "\n".join(lines)
+
+
+def _run(argv: list[str], timeout_s: float) -> tuple[int, str, str, float]:
+    start_s = time.perf_counter()
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        return proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - start_s
+    except subprocess.TimeoutExpired as expired:
+        out = expired.stdout.decode() if isinstance(expired.stdout, bytes) else (expired.stdout or "")
+        err = expired.stderr.decode() if isinstance(expired.stderr, bytes) else (expired.stderr or "")
+        return 124, out, err, time.perf_counter() - start_s
+
+
+def find_gpu(requested: str | None) -> str:
+    """The catalog key of ``--gpu`` or of the first GPU this machine shows.
+
+    Raises:
+        SystemExit: no GPU found and none named (one line, exit code 2).
+    """
+    from autotune.launcher.gpus import detect_gpus
+    from autotune.profiles.catalog import resolve_gpu
+
+    name = requested or next(iter(detect_gpus()), None)
+    if name is None:
+        raise SystemExit("error: no GPU found (nvidia-smi / rocm-smi): run on a GPU machine, or --dry-run")
+    return resolve_gpu(name)[0].key
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    """Print every command the sweep would run, with placeholders for the machine's paths."""
+    gpu = args.gpu or "h100"
+    model_dir, dataset = f"{args.work}/models/{args.model}", f"{args.work}/data.jsonl"
+    print(f"gpu_sweep (dry run): {len(SETTINGS)} settings on {gpu} (the GPU found when run), model {args.model}")
+    config = KIT / "configs" / f"{args.model}.json"
+    print(f"set-up: write {dataset}; python {KIT / 'make_model.py'} {config} {model_dir}")
+    for entry in SETTINGS:
+        plan_path = f"{args.work}/{entry.name}.yaml"
+        need = f" (needs {', '.join(entry.needs)}; skipped where missing)" if entry.needs else ""
+        print(f"\n[{entry.name}] {entry.steps} steps, timeout {entry.timeout_s:.0f} s{need}")
+        print("  " + shlex.join(["autotune", *plan_argv(entry, model_dir, gpu, plan_path)[len(AUTOTUNE) :]]))
+        run_dir = f"{args.results}/{entry.name}"
+        print("  " + shlex.join(["autotune", *launch_argv(entry, plan_path, dataset, run_dir)[len(AUTOTUNE) :]]))
+        if entry.baseline is not None:
+            print("  baseline: " + shlex.join(["python", *baseline_argv(entry, model_dir, dataset)[1:]]))
+    print(f"\nbudget {args.budget_s:.0f} s from the start, set-up included; results in {args.results}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line, run (or list) the sweep, print the table; returns the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="List what would run; import no torch, need no GPU.")
+    parser.add_argument("--results", default="benchmarks/results/gpu-sweep", help="Folder of the run directories.")
+    parser.add_argument("--work", default="/tmp/autotune-gpu-sweep", help="Model, data and plans (not kept).")
+    parser.add_argument("--gpu", default=None, help="GPU catalog key (default: the GPU this machine shows).")
+    parser.add_argument(
+        "--model", default="llama3-8b", choices=sorted(p.stem for p in (KIT / "configs").glob("*.json"))
+    )
+    parser.add_argument("--budget-s", type=float, default=540.0, help="Stop starting runs past this (seconds).")
+    args = parser.parse_args(argv)
+    if args.dry_run:
+        return dry_run(args)
+    start_s = time.perf_counter()
+    gpu = find_gpu(args.gpu)
+    work, results = Path(args.work), Path(args.results)
+    if results.exists() and any(results.iterdir()):
+        raise SystemExit(f"error: {results} is not empty; choose another --results folder")
+    work.mkdir(parents=True, exist_ok=True)
+    results.mkdir(parents=True, exist_ok=True)
+    dataset = str(write_data(work / "data.jsonl"))
+    model_dir = work / "models" / args.model
+    if not (model_dir / "config.json").is_file():
+        code, out, err, _ = _run(
+            [sys.executable, str(KIT / "make_model.py"), str(KIT / "configs" / f"{args.model}.json"), str(model_dir)],
+            args.budget_s,
+        )
+        print((out or err).strip().splitlines()[-1] if (out or err).strip() else f"make_model exit {code}", flush=True)
+        if code != 0:
+            print(err[-3000:], file=sys.stderr)
+            return 1
+    rows: list[dict[str, Any]] = []
+    for entry in SETTINGS:
+        left_s = args.budget_s - (time.perf_counter() - start_s)
+        absent = missing(entry)
+        if absent:
+            rows.append({"name": entry.name, "status": f"skipped: {', '.join(absent)} not installed"})
+            continue
+        for kind in ("autotune", "baseline") if entry.baseline is not None else ("autotune",):
+            left_s = args.budget_s - (time.perf_counter() - start_s)
+            if left_s < min(entry.timeout_s, 60.0) + 10.0:
+                rows.append({"name": _row_name(entry, kind), "status": f"skipped: {left_s:.0f} s left of the budget"})
+                continue
+            timeout_s = min(entry.timeout_s, left_s - 10.0)
+            row = (
+                _run_autotune(entry, gpu, str(model_dir), dataset, work, results, timeout_s)
+                if kind == "autotune"
+                else (_run_baseline(entry, str(model_dir), dataset, timeout_s))
+            )
+            rows.append(row)
+            print(f"{row['name']}: {row.get('status')} ({row.get('wall_s', 0):.0f} s)", flush=True)
+            with (results / "results.jsonl").open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(row) + "\n")
+    text = table(rows)
+    (results / "table.md").write_text(text + "\n", encoding="utf-8")
+    print(f"\n{gpu}, {args.model}, seq {SEQ_LEN}; {time.perf_counter() - start_s:.0f} s in all\n{text}")
+    return 0
+
+
+def _row_name(entry: Entry, kind: str) -> str:
+    return entry.name if kind == "autotune" else f"{entry.name} (plain transformers + peft)"
+
+
+def _run_autotune(
+    entry: Entry, gpu: str, model_dir: str, dataset: str, work: Path, results: Path, timeout_s: float
+) -> dict[str, Any]:
+    plan_path = str(work / f"{entry.name}.yaml")
+    Path(plan_path).unlink(missing_ok=True)
+    code, out, err, plan_s = _run(plan_argv(entry, model_dir, gpu, plan_path), 120)
+    if code != 0:
+        return {"name": entry.name, "status": f"plan failed ({code})", "error": (err or out)[-2000:]}
+    run_dir = results / entry.name
+    code, out, err, wall_s = _run(launch_argv(entry, plan_path, dataset, str(run_dir)), timeout_s - plan_s)
+    for bulky in ("final", "checkpoints"):  # weights are not measurements: keep the report and the plan
+        shutil.rmtree(run_dir / bulky, ignore_errors=True)
+    report_path = run_dir / "run_report.json"
+    row: dict[str, Any] = {"name": entry.name, "launch_rc": code, "wall_s": wall_s, "run_dir": str(run_dir)}
+    if report_path.is_file():
+        report = json.loads(report_path.read_text())
+        row["summary"] = summarize(report)
+        row["status"] = report.get("status")
+    else:
+        row["status"] = f"no report (exit {code})"
+    if code != 0:
+        row["error"] = (err or out)[-3000:]
+    return row
+
+
+def _run_baseline(entry: Entry, model_dir: str, dataset: str, timeout_s: float) -> dict[str, Any]:
+    code, out, err, wall_s = _run(baseline_argv(entry, model_dir, dataset), timeout_s)
+    row: dict[str, Any] = {"name": _row_name(entry, "baseline"), "launch_rc": code, "wall_s": wall_s}
+    lines = [line for line in out.splitlines() if line.startswith('{"baseline"')]
+    if lines:
+        result = json.loads(lines[-1])
+        row["baseline"] = result
+        row["summary"] = {"memory_gib": result.get("peak_allocated_gib"), "tokens_per_s": result.get("tokens_per_s")}
+        row["status"] = "completed"
+    else:
+        row["status"] = f"failed (exit {code})"
+        row["error"] = err[-3000:]
+    return row
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""benchmarks/gpu_sweep.py on the CPU: --dry-run lists every setting without torch; each entry's plan flags and
+launch overrides are accepted by the real CLI; the table's errors and MFU come from the run report."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_runner import run
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "gpu_sweep.py"
+FIXTURE_MODEL = ROOT / "tests" / "fixtures" / "configs" / "llama3-8b"
+
+_spec = importlib.util.spec_from_file_location("gpu_sweep", SCRIPT)
+assert _spec is not None and _spec.loader is not None
+gpu_sweep = importlib.util.module_from_spec(_spec)
+sys.modules["gpu_sweep"] = gpu_sweep
+_spec.loader.exec_module(gpu_sweep)
+
+
+def test_dry_run_lists_every_setting_without_torch(tmp_path: Path) -> None:
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['gpu_sweep.py', '--dry-run', '--results', {str(tmp_path / 'results')!r}]\n"
+        "try:\n"
+        f"    runpy.run_path({str(SCRIPT)!r}, run_name='__main__')\n"
+        "except SystemExit as exit_:\n"
+        "    assert not exit_.code, exit_.code\n"
+        "heavy = [name for name in ('torch', 'transformers', 'peft') if name in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for entry in gpu_sweep.SETTINGS:
+        assert f"[{entry.name}]" in out
+    assert out.count("  baseline: ") == sum(entry.baseline is not None for entry in gpu_sweep.SETTINGS)
+    assert out.count("autotune plan ") == out.count("autotune launch ") == len(gpu_sweep.SETTINGS)
+    assert "--max-steps" in out and "plain_hf.py" in out
+    assert not (tmp_path / "results").exists()  # a dry run writes nothing
+
+
+@pytest.mark.parametrize("entry", gpu_sweep.SETTINGS, ids=lambda entry: entry.name)
+def test_each_entry_plans_what_it_says(entry: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan_path = tmp_path / "plan.yaml"
+    argv = gpu_sweep.plan_argv(entry, str(FIXTURE_MODEL), "h100", str(plan_path))[len(gpu_sweep.AUTOTUNE) :]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    setting = json.loads(out)["plan"]["setting"]
+    flags = list(entry.plan)  # type: ignore[attr-defined]
+    if "--method" in flags:
+        assert setting["method"] == flags[flags.index("--method") + 1]
+        assert setting["micro_batch_size"] == int(flags[flags.index("--micro-batch-size") + 1])
+        assert setting["grad_ckpt"] == ("--grad-ckpt" in flags)
+    if entry.baseline is not None:  # type: ignore[attr-defined]
+        method, mbs, ga, ckpt = entry.baseline  # type: ignore[attr-defined]
+        assert (setting["method"], setting["micro_batch_size"], setting["grad_accum"], setting["grad_ckpt"]) == (
+            method,
+            mbs,
+            ga,
+            ckpt,
+        )
+
+
+def test_the_fast_path_overrides_are_accepted_by_launch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    entry = gpu_sweep.SETTINGS[0]
+    model = tmp_path / "model"  # what make_model.py writes, as far as the launch's pre-flight looks (file names)
+    model.mkdir()
+    (model / "config.json").write_text((FIXTURE_MODEL / "config.json").read_text())
+    for name in ("model.safetensors", *(path.name for path in (ROOT / "benchmarks" / "gpu_kit" / "tok").iterdir())):
+        (model / name).write_text("")
+    plan_path = tmp_path / "plan.yaml"
+    argv = gpu_sweep.plan_argv(entry, str(model), "h100", str(plan_path))[len(gpu_sweep.AUTOTUNE) :]
+    assert run(capsys, *argv)[0] == 0
+    data = gpu_sweep.write_data(tmp_path / "data.jsonl", rows=3, chars=50)
+    assert len(data.read_text().splitlines()) == 3
+    launch = gpu_sweep.launch_argv(entry, str(plan_path), str(data), str(tmp_path / "run"))[len(gpu_sweep.AUTOTUNE) :]
+    code, out, err = run(capsys, *launch, "--dry-run")
+    assert code == 0, err
+    from autotune.schemas.setting import TrainingSetting
+
+    if TrainingSetting().adapter_dtype != "compute":  # the override is printed while the default differs
+        assert "setting.adapter_dtype fp32 → compute" in out + err
+
+
+def test_summary_errors_and_mfu() -> None:
+    report = {
+        "status": "completed",
+        "peak_memory_gib_measured": 20.0,
+        "tokens_per_s_measured": 11_000.0,
+        "prediction": {"peak_memory_gib": 19.0, "tokens_per_s": 10_000.0, "mfu": 0.5},
+    }
+    summary = gpu_sweep.summarize(report)
+    assert summary["memory_error"] == pytest.approx(20 / 19 - 1)
+    assert summary["tokens_per_s_error"] == pytest.approx(0.1)
+    assert summary["mfu"] == pytest.approx(0.55)
+    text = gpu_sweep.table([{"name": "lora-m2-noc", "status": "completed", "summary": summary}])
+    assert "| lora-m2-noc | completed | 20.00 (19.00, +5.3%) | 11,000 (10,000, +10.0%) | 55.0% (50.0%) |" in text
+    missing = gpu_sweep.summarize({"status": "failed", "prediction": None})
+    assert missing["mfu"] is None and missing["memory_error"] is None
