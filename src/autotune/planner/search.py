@@ -117,7 +117,9 @@ def choice_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
     2. the objective's leading key (``rank_key`` without the run time): quality — full, then LoRA, then QLoRA;
        memory — the lowest peak allocated memory; speed — nothing;
     3. the adjusted run time (``adjusted_run_time_s``: 2 % per moving part);
-    4. then the largest micro batch, the lowest peak allocated memory, the shortest run time.
+    4. then the largest micro batch, the lowest peak allocated memory, the shortest run time. These break exact
+       ties only: the per-micro-step costs a larger micro batch shares (kernel launch tails, micro-step overhead)
+       are terms of the predicted time, no longer a reason to trade time for a larger micro batch.
 
     Because it is one key (a total order), the chosen setting, each runner-up (the first of its method /
     sharding family), ``--method`` / ``--sharding`` forced and ``autotune sweep`` agree: the best of any subset
