@@ -35,6 +35,11 @@ def source_table(source: str) -> str:
     return re.split(r"[,:]", source, maxsplit=1)[0].strip()
 
 
+USER_STACK = "your runs"
+"""The stack name a recalibration (``autotune calibrate``) gives the user's rows: they are one stack, and the
+calibration's reference (``stack_time_factor`` 1)."""
+
+
 BANDWIDTH_EFFICIENCY_MIN = 0.5
 BANDWIDTH_EFFICIENCY_MAX = 0.95
 """Bounds of ``bandwidth_efficiency``: vectorised element-wise kernels stream at 70–90 % of DRAM bandwidth (NVIDIA
