@@ -166,15 +166,20 @@ def why_not_chosen(candidate: Scored, chosen: Scored, objective: Objective) -> s
             needed = 1 - (1 + TIE_TOLERANCE * complexity(chosen.setting)) / (
                 1 + TIE_TOLERANCE * complexity(candidate.setting)
             )
-            names = ", ".join(f"{name}: {weight}" for name, weight in moving_parts(candidate.setting))
             return (
-                f"within the tie band: {-longer:.1%} faster, short of the {needed:.1%} that its extra moving parts "
-                f"({names}) need at {TIE_TOLERANCE:.0%} each"
+                f"within the tie band: {-longer:.1%} faster, short of the {needed:.1%} that its moving parts "
+                f"({_parts_text(candidate.setting)}) need over the chosen setting's ({_parts_text(chosen.setting)}) "
+                f"at {TIE_TOLERANCE:.0%} each"
             )
         return f"slower: the run takes {longer:.1%} longer"
     if candidate.setting.micro_batch_size != chosen.setting.micro_batch_size:
         return "same adjusted run time, smaller micro batch"
     return "same adjusted run time, higher peak memory"
+
+
+def _parts_text(setting: TrainingSetting) -> str:
+    parts = moving_parts(setting)
+    return ", ".join(f"{name}: {weight}" for name, weight in parts) if parts else "none"
 
 
 @dataclass(frozen=True)
