@@ -164,11 +164,13 @@ class CostCoefficients(StrictModel):
     adapter_time_factor: float = Field(
         default=1.0,
         gt=0,
-        description="Multiplier on LoRA/QLoRA micro-step time, 1 unless a user recalibration from run reports "
-        "moves it (the seed fit does not: adapter costs are derived).",
+        description="Multiplier on LoRA/QLoRA micro-step time; no fit moves it (adapter costs are derived terms, "
+        "costmodel/time_fit.py fits none of them), so it is 1 unless set by hand.",
     )
     qlora_time_factor: float = Field(
-        default=1.0, gt=0, description="Extra QLoRA multiplier, 1 unless a user recalibration moves it."
+        default=1.0,
+        gt=0,
+        description="Extra QLoRA multiplier; no fit moves it (dequantization is a derived term): 1 unless set by hand.",
     )
     kernel_launch_s: float = Field(
         default=1.0e-5,
