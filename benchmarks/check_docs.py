@@ -165,7 +165,9 @@ current). Memory is in GiB (2^30 bytes), times in seconds, per GPU unless a fiel
 |---|---|
 | `plan` | the chosen setting's prediction: every field of [Estimate](#estimate), plus `setting` \
 ([TrainingSetting](#trainingsetting)) |
-| `alternatives` | runner-ups (the best setting of each other method and sharding), each like `plan` |
+| `alternatives` | runner-ups (the best setting of each other method and sharding, in the planner's order), each \
+like `plan` plus `why_not_chosen` (why the planner's rule put the chosen setting first: reserved memory at the card, \
+the objective, within the tie band, or slower) |
 | `rejected` | one [Rejection](#rejection) per method or sharding with no setting that fits |
 | `notes` | one-line remarks (GPU alias taken, host RAM assumed, approximations of the model's config) |
 | `searched` | how many candidate settings the planner estimated |

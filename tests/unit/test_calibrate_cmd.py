@@ -217,3 +217,107 @@ def test_csv_input_calibrates(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "runs-row1" in out
     code, _, err = run(capsys, "calibrate", str(tmp_path / "nope.csv"), "-o", str(tmp_path / "d.yaml"))
     assert code == 2 and "not found" in err
+
+
+CSV_HEADER = "model,gpu,method,seq_len,micro_batch_size,grad_accum,peak_memory_gib,memory_kind,micro_step_time_s\n"
+
+
+@pytest.mark.parametrize(
+    ("cells", "field"),
+    [
+        ("1e30,allocated,0.9", "peak_memory_gib"),  # issue 19: 1e30 GiB was accepted
+        ("6.5,allocated,1e30", "micro_step_time_s"),  # and 1e30 s
+        ("6.5,allocated,1e-9", "micro_step_time_s"),
+        ("30,allocated,0.9", "peak_memory_gib"),  # more than the 4090's 24 GiB
+        ("30,nvidia-smi,0.9", "peak_memory_gib"),
+    ],
+)
+def test_out_of_range_csv_values_are_one_line_exit_2_and_nothing_is_written(
+    cells: str, field: str, tmp_path: Path, config_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv_file = tmp_path / "runs.csv"
+    csv_file.write_text(CSV_HEADER + f"llama3.2-1b,rtx-4090,lora,1024,2,8,{cells}\n", encoding="utf-8")
+    output = tmp_path / "c.yaml"
+    code, _, err = run(capsys, "calibrate", str(csv_file), "-o", str(output))
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and field in err and "Traceback" not in err
+    assert not output.exists() and not (config_dir / "calibration.yaml").exists()
+
+
+def test_unknown_memory_kind_above_the_card_keeps_only_the_absolute_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Published tables report figures of unknown meaning above the card (seed rows: 26.9 on a 24 GiB card).
+    csv_file = tmp_path / "runs.csv"
+    csv_file.write_text(CSV_HEADER + "llama3.2-1b,rtx-4090,lora,1024,2,8,26.9,unknown,0.9\n", encoding="utf-8")
+    code, _, err = run(capsys, "calibrate", str(csv_file), "-o", str(tmp_path / "c.yaml"))
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"peak_memory_gib_measured": 1e30},
+        {"micro_step_time_s_measured": 1e30},
+        {"step_time_s_measured": 1e30},
+        {"peak_memory_gib_measured": 30.0},  # a run report is allocated memory: at most the 4090's 24 GiB
+    ],
+    ids=lambda f: ",".join(f"{k}={v:g}" for k, v in f.items()),
+)
+def test_out_of_range_run_report_is_one_line_exit_2_and_nothing_is_written(
+    fields: dict[str, float],
+    plan: PlanFile,
+    tmp_path: Path,
+    config_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_dir = write_run(tmp_path / "run", plan, 1.0, 1.0, **fields)
+    code, _, err = run(capsys, "calibrate", str(run_dir))
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "run_report.json" in err or "more than rtx-4090's 24 GiB" in err
+    assert not (config_dir / "calibration.yaml").exists()
+
+
+def test_out_of_range_measurement_set_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    measurement = {
+        "id": "r1",
+        "source": "mine",
+        "model": "llama3.2-1b",
+        "gpu": "rtx-4090",
+        "setting": {"method": "lora", "micro_batch_size": 2, "grad_accum": 8},
+        "workload": {"seq_len": 1024, "global_batch_size": 16},
+        "micro_step_time_s": 1e30,
+    }
+    data = {"name": "mine", "source": "mine", "conditions": "none", "measurements": [measurement]}
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    code, _, err = run(capsys, "calibrate", str(path), "-o", str(tmp_path / "c.yaml"))
+    assert code == 2 and "micro_step_time_s" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "c.yaml").exists()
+
+
+def test_calibrate_says_it_fits_time_and_leaves_allocated_memory_unchanged(
+    plan: PlanFile, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 19 item 7: memory MAPE stayed put without a word; time said what it moved.
+    run_dir = write_run(tmp_path / "run", plan, MEMORY_SHIFT, TIME_SHIFT)
+    code, out, err = run(capsys, "calibrate", str(run_dir), "-o", str(tmp_path / "c.yaml"))
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "fitted: time from 1 timed row(s); moved matmul_efficiency[rtx-4090]" in text
+    assert "not fitted: peak allocated memory is derived" in text and "predictions are unchanged" in text
+    assert "fitted: reserved memory" not in text  # a run report measures allocated memory only
+    code, after, _ = run(capsys, *estimate_args(plan), "--calibration", str(tmp_path / "c.yaml"), "--json")
+    assert code == 0 and json.loads(after)["peak_memory_gib"] == pytest.approx(plan.prediction.peak_memory_gib)
+
+
+def test_calibrate_says_when_it_fits_reserved_memory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv_file = tmp_path / "runs.csv"
+    csv_file.write_text(CSV_HEADER + "llama3.2-1b,rtx-4090,lora,1024,2,8,9.5,reserved,\n", encoding="utf-8")
+    code, out, err = run(capsys, "calibrate", str(csv_file), "-o", str(tmp_path / "c.yaml"))
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "fitted: reserved memory from 1 row(s) measuring reserved / nvidia-smi memory; moved " in text
+    assert "moved allocator_overhead_fraction " in text
+    assert "fitted: time from 0 timed row(s); no time coefficient moved" in text

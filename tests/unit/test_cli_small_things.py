@@ -35,11 +35,6 @@ def test_version(capsys) -> None:
     assert (code, out.strip()) == (0, f"autotune {__version__}")
 
 
-def test_validate_cv_with_plot_is_refused_in_one_line(capsys, tmp_path: Path) -> None:
-    code, _, err = run(capsys, "validate", "--cv", "--plot", str(tmp_path / "x.png"))
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "--cv" in err
-
-
 def _plan_notes(capsys, *args: str) -> list[str]:
     code, out, _ = run(capsys, "plan", "llama3-8b", "--gpu", "h100", *args, "--json")
     assert code == 0

@@ -191,6 +191,32 @@ def test_validate_plot_writes_the_scatter(capsys: pytest.CaptureFixture[str], tm
     assert_png(target, 12.5, 5.6)
 
 
+def few_rows_of_two_gpus(path: Path) -> Path:
+    """A measurement set of 3 timed seed-001 rows on each of two GPUs (a leave-one-GPU-out in ~1 s)."""
+    import yaml
+
+    rows = [m for m in all_measurements() if m.id.startswith("001-") and not m.oom and m.micro_step_time_s]
+    picked = [m for gpu in ("a100-80gb", "h100-80gb") for m in [r for r in rows if r.gpu == gpu][:3]]
+    measurements = [m.model_dump(mode="json", exclude_defaults=True) for m in picked]
+    data = {"name": "few", "source": "seed 001 subset", "conditions": "test", "measurements": measurements}
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.usefixtures("cli")
+def test_validate_cv_plot_draws_the_held_out_scatter(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # Issue 19: `validate --cv --plot` was refused although the synopsis shows both.
+    rows = few_rows_of_two_gpus(tmp_path / "few.yaml")
+    target = tmp_path / "cv.png"
+    argv = ["validate", "--measurements", str(rows), "--cv", "--cv-by", "gpu", "--plot", str(target)]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert_png(target, 12.5, 5.6)
+    assert f"wrote {target} (held-out predictions, leave-one-GPU-out)" in " ".join(out.split())
+    code, _, err = run_cli(capsys, *argv)  # the PNG now exists: refused before any fit, one line
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "fitting" not in err
+
+
 @pytest.mark.usefixtures("cli")
 @pytest.mark.parametrize(
     "argv",

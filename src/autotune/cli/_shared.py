@@ -10,7 +10,7 @@ from autotune.cli.console import note
 from autotune.costmodel.calibration import SHIPPED_CALIBRATION, default_coefficients, load_coefficients
 from autotune.errors import ConfigError
 from autotune.profiles.user_config import find_user_calibration
-from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.calibration import USER_STACK, CostCoefficients
 
 if TYPE_CHECKING:  # the launcher package is imported only by the commands that launch
     from autotune.launcher.overrides import Estimator, GpuResolver
@@ -37,6 +37,26 @@ def coefficients_from_option(path: Path | None) -> tuple[CostCoefficients, str]:
         return coefficients, coefficients.name
     coefficients = load_coefficients(path)
     return coefficients, coefficients.name
+
+
+def stack_note(coefficients: CostCoefficients | None) -> str | None:
+    """One line saying whose speed a plan's times are: the time fit's reference stack (``stack_time_factor`` 1,
+    the fastest training stack in the calibration data: ``costmodel/time_fit.py``, docs/cost-model.md "Stacks"),
+    with how much slower the other stacks ran. None when the reference is the user's own runs (a calibration by
+    ``autotune calibrate``) or the calibration has no stacks (priors only)."""
+    coefficients = coefficients or default_coefficients()
+    factors = coefficients.stack_time_factor
+    if not factors or USER_STACK in factors:
+        return None
+    reference = min(factors, key=lambda stack: factors[stack])
+    others = sorted(factor / factors[reference] for stack, factor in factors.items() if stack != reference)
+    slower = f"; others ran {others[0]:.2f}–{others[-1]:.2f}× slower" if len(others) > 1 else ""
+    if len(others) == 1:
+        slower = f"; the other ran {others[0]:.2f}× slower"
+    return (
+        f"tokens/s and times are the fastest training stack's in calibration '{coefficients.name}' "
+        f"({reference}{slower}): yours may be slower, 'autotune calibrate RUN_DIR' fits it"
+    )
 
 
 def plan_coefficients(plan: PlanFile, path: Path | None = None) -> CostCoefficients:

@@ -72,7 +72,7 @@ COMMANDS: dict[str, CommandRef] = {
     "calibrate": CommandRef(
         "autotune.cli.calibrate_cmd",
         "calibrate_command",
-        "Refit the cost model's coefficients from your runs and write a calibration file.",
+        "Refit the cost model's time coefficients from your runs and write a calibration file.",
     ),
     "validate": CommandRef(
         "autotune.cli.validate_cmd",

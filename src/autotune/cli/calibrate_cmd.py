@@ -40,9 +40,13 @@ def calibrate_command(
     name: NameOpt = None,
     calibration: StartOpt = None,
 ) -> None:
-    """Refit the cost model's coefficients from your runs and write a calibration file."""
+    """Refit the cost model's time coefficients from your runs and write a calibration file.
+
+    Fits measured times (and reserved memory, when a row measured it); peak allocated memory is derived from
+    the architecture and setting, not fitted, so a calibration leaves its predictions unchanged.
+    """
     target = resolve_output(output)
     collected = collect(inputs, load_plan)
     print_collected(collected)
-    result = fit_and_write(collected, target, with_seeds=with_seeds, name=name, start_file=calibration)
-    render_recalibration(result, target, default_output=output is None)
+    result, start = fit_and_write(collected, target, with_seeds=with_seeds, name=name, start_file=calibration)
+    render_recalibration(result, target, default_output=output is None, start=start)

@@ -89,7 +89,10 @@ def plan_command(
         print_json(
             {
                 "plan": {"setting": data["setting"], **data["prediction"]},
-                "alternatives": [{"setting": a["setting"], **a["prediction"]} for a in data["alternatives"]],
+                "alternatives": [
+                    {"setting": a["setting"], "why_not_chosen": a["why_not_chosen"], **a["prediction"]}
+                    for a in data["alternatives"]
+                ],
                 "rejected": data["rejected"],
                 "notes": notes,
                 "searched": result.searched,

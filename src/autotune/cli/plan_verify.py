@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.errors import InfeasibleError
-from autotune.planner.search import PlanResult, Scored
+from autotune.planner.request import Objective
+from autotune.planner.search import PlanResult, RunnerUp, Scored, choose, why_not_chosen
 from autotune.schemas.plan import PlanFile
 
 GIB = 2**30
@@ -35,7 +36,7 @@ def to_verify(result: PlanResult) -> list[Scored]:
     methods = {result.best.setting.method}
     for alternative in result.alternatives:
         if alternative.setting.method not in methods:
-            chosen.append(alternative)
+            chosen.append(alternative.scored)
             methods.add(alternative.setting.method)
     return chosen
 
@@ -87,24 +88,34 @@ def render_verified(verified: list[VerifiedSetting]) -> None:
     console().print(table)
 
 
-def replan(result: PlanResult, verified: list[VerifiedSetting]) -> tuple[PlanResult, str | None]:
-    """Keep the plan when its chosen setting fits by the trace; else move to the fastest traced runner-up that
-    fits. Returns the (possibly new) result and a note saying what changed.
+def replan(result: PlanResult, verified: list[VerifiedSetting], objective: Objective) -> tuple[PlanResult, str | None]:
+    """Keep the plan when its chosen setting fits by the trace; else move to the traced runner-up that fits and
+    that ``choose`` (the planner's one rule) puts first. Returns the (possibly new) result and a note saying
+    what changed; each runner-up says why it was not chosen.
 
     Raises:
         InfeasibleError: no traced setting fits.
     """
     if verified[0].fits:
         return result, None
-    fitting = sorted((v for v in verified if v.fits), key=lambda v: v.scored.run_time_s)
+    fitting = [v.scored for v in verified if v.fits]
     chosen = verified[0]
     if not fitting:
         raise InfeasibleError(
             f"by its trace the chosen setting ({chosen.scored.setting.short()}) needs a {chosen.traced_gib:.1f} GiB "
             "peak and does not fit, nor does any traced runner-up"
         )
-    best = fitting[0].scored
-    alternatives = [result.best, *(a for a in result.alternatives if a is not best)]
+    best = choose(fitting, objective)
+    alternatives = [RunnerUp(result.best, f"does not fit by its trace ({chosen.traced_gib:.1f} GiB peak)")]
+    for a in result.alternatives:
+        if a.scored is not best:
+            traced = next((v for v in verified if v.scored is a.scored), None)
+            why = (
+                f"does not fit by its trace ({traced.traced_gib:.1f} GiB peak)"
+                if traced is not None and not traced.fits
+                else why_not_chosen(a.scored, best, objective)
+            )
+            alternatives.append(RunnerUp(a.scored, why))
     note = (
         f"--verify: the trace puts {chosen.scored.setting.short()} at {chosen.traced_gib:.1f} GiB (analytic "
         f"{chosen.scored.estimate.peak_memory_gib:.1f}), which does not fit: re-planned to {best.setting.short()}"
@@ -121,7 +132,7 @@ def verify_plan(
 
     verified = verify_settings(plan_file, result)
     render_verified(verified)
-    new_result, note = replan(result, verified)
+    new_result, note = replan(result, verified, plan_file.objective)
     if note is None:
         return plan_file, result, []
     request, _ = request_from_options(**options)

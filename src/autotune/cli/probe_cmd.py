@@ -166,11 +166,11 @@ def probe(
                 console().print(f"[yellow]skipped:[/] {out}: exit code {code} and no {RUN_REPORT_FILE}")
         collected = collect(run_dirs, load_plan)
         print_collected(collected)
-        result = fit_and_write(collected, target, with_seeds=with_seeds, name=name, start_file=calibration)
+        result, _ = fit_and_write(collected, target, with_seeds=with_seeds, name=name, start_file=calibration)
     finally:
         if runs_dir is None:
             shutil.rmtree(base, ignore_errors=True)
-    render_recalibration(result, target, default_output=output is None)
+    render_recalibration(result, target, default_output=output is None, start=start)
     gpu_key = next((c.measurement.gpu for c in collected.cases), plan.cluster.gpu)
     cluster = ClusterSpec(
         gpu=resolve_gpu(gpu_key)[0],

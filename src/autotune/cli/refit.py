@@ -12,11 +12,12 @@ from rich.table import Table
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
 from autotune.costmodel.calibration import save_coefficients
-from autotune.costmodel.fitting import CaseResult
+from autotune.costmodel.fitting import Case, CaseResult
 from autotune.costmodel.recalibrate import Collected, Recalibration, recalibrate
 from autotune.costmodel.validation import ErrorSummary, summarize
 from autotune.errors import ConfigError
 from autotune.profiles.user_config import user_calibration_path
+from autotune.schemas.calibration import CostCoefficients
 
 OutputOpt = Annotated[
     Path | None,
@@ -58,14 +59,40 @@ def resolve_output(output: Path | None) -> Path:
     return path
 
 
-def fit_and_write(
-    collected: Collected, output: Path, *, with_seeds: bool, name: str | None, start_file: Path | None
-) -> Recalibration:
-    """Refit from ``collected`` (starting at the calibration in use) and write the YAML to ``output``.
+def check_measured_ranges(cases: Sequence[Case]) -> None:
+    """Stage-2 range check of calibration inputs, against each row's GPU (stage 1, absolute ranges, is the
+    :class:`~autotune.schemas.calibration.Measurement` schema): a memory figure read on the device — ``allocated``
+    (``torch.cuda.max_memory_allocated``, every run report), ``reserved`` or ``nvidia-smi`` — cannot exceed that
+    GPU's memory (``GpuSpec.memory_gib``). A figure of ``unknown`` kind keeps only the absolute range: some
+    published tools report more than the card (seed rows: 26.9 on the 24 GiB RX 7900 XTX, 81 on 80 GiB A100s).
 
     Raises:
-        ConfigError: no measurements (after skipping unusable runs), or ``output`` exists.
+        ConfigError: the first row out of range, naming its source, the field and both values.
     """
+    for case in cases:
+        m, gpu = case.measurement, case.cluster.gpu
+        if m.memory_kind == "unknown":
+            continue
+        for field in ("peak_memory_gib", "weights_memory_gib"):
+            value = getattr(m, field)
+            if value is not None and value > gpu.memory_gib:
+                raise ConfigError(
+                    f"{m.source}: {field} {value:g} GiB ({m.memory_kind}) is more than {gpu.key}'s "
+                    f"{gpu.memory_gib:g} GiB: not a measurement of one GPU (GiB per GPU expected; nothing was written)"
+                )
+
+
+def fit_and_write(
+    collected: Collected, output: Path, *, with_seeds: bool, name: str | None, start_file: Path | None
+) -> tuple[Recalibration, CostCoefficients]:
+    """Refit from ``collected`` (starting at the calibration in use) and write the YAML to ``output``; returns
+    the refit and the coefficients it started from.
+
+    Raises:
+        ConfigError: no measurements (after skipping unusable runs), a measured figure out of range for its GPU
+            (:func:`check_measured_ranges`), or ``output`` exists.
+    """
+    check_measured_ranges(collected.cases)
     if not collected.cases:
         skipped = f" ({len(collected.skipped)} run(s) skipped, see above)" if collected.skipped else ""
         raise ConfigError(f"no measurements to calibrate from{skipped}")
@@ -79,7 +106,7 @@ def fit_and_write(
         name=name or output.stem,
     )
     save_coefficients(result.coefficients, output)
-    return result
+    return result, start
 
 
 def _gib(value: float | None) -> str:
@@ -129,8 +156,89 @@ def summary_lines(label: str, before: ErrorSummary, after: ErrorSummary) -> list
     ]
 
 
-def render_recalibration(result: Recalibration, output: Path, default_output: bool) -> None:
-    """Print the rows table, the error summaries and where the calibration went."""
+BAND_FIELDS = ("memory_error_band", "memory_headroom_band", "time_error_band")
+"""Coefficients that are error bands (a refit only widens them), not part of a prediction."""
+
+NOT_PREDICTING = ("schema_version", "name", "source", "stack_time_factor", *BAND_FIELDS)
+"""Fields of a calibration that no prediction uses (``stack_time_factor`` is a diagnostic of the fit)."""
+
+
+def moved_coefficients(start: CostCoefficients, fitted: CostCoefficients, fields: Sequence[str] = ()) -> list[str]:
+    """'name[key] a → b' for every coefficient the refit changed at 3 significant figures (``fields``: only these;
+    else every coefficient a prediction uses, :data:`NOT_PREDICTING` left out)."""
+    before, after = start.model_dump(), fitted.model_dump()
+    names = fields or [n for n in before if n not in NOT_PREDICTING]
+    moved = []
+    for field in names:
+        a, b = before[field], after[field]
+        if isinstance(a, dict):
+            for key in sorted(set(a) | set(b)):
+                old, new = a.get(key), b.get(key)
+                if old is None and new is not None:
+                    moved.append(f"{field}[{key}] {_number(new)} (new entry)")
+                elif _number(old) != _number(new):
+                    moved.append(f"{field}[{key}] {_number(old)} → {_number(new)}")
+        elif _number(a) != _number(b):
+            moved.append(f"{field} {_number(a)} → {_number(b)}")
+    return moved
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-300)
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> list[str]:
+    """What the refit fits and what it cannot, from the rows and the coefficients it moved:
+
+    * time (micro-step / optimizer-step times): the time coefficients (``costmodel/time_fit.py``);
+    * reserved memory: ``allocator_overhead_fraction``, only from rows that measured reserved or nvidia-smi memory;
+    * peak allocated memory is derived (weights, adapters, gradients, optimizer states, activations, logits from
+      the architecture and the setting: docs/cost-model.md), not fitted: a calibration leaves it unchanged and
+      only widens the memory bands (the planner's headroom) when your rows are under-predicted.
+    """
+    fitted = result.coefficients
+    timed = sum(r.measured_time_s is not None for r in result.before)
+    moved = moved_coefficients(start, fitted)
+    time_moved = [m for m in moved if not m.startswith("allocator_overhead_fraction")]
+    lines = [
+        f"fitted: time from {timed} timed row(s)"
+        + (f"; moved {', '.join(time_moved)}" if time_moved else "; no time coefficient moved")
+    ]
+    reserved_rows = sum(r.case.measurement.memory_kind in ("reserved", "nvidia-smi") for r in result.before)
+    allocator = moved_coefficients(start, fitted, ["allocator_overhead_fraction"])
+    if reserved_rows:
+        lines.append(
+            f"fitted: reserved memory from {reserved_rows} row(s) measuring reserved / nvidia-smi memory"
+            + (f"; moved {allocator[0]}" if allocator else "; allocator_overhead_fraction unchanged")
+        )
+    allocated = [
+        (r.predicted_memory_gib, a.predicted_memory_gib)
+        for r, a in zip(result.before, result.after, strict=True)
+        if r.case.measurement.memory_kind == "allocated" and r.predicted_memory_gib is not None
+    ]
+    changed = sum(not _close(b, a) for b, a in allocated)
+    if changed:
+        lines.append(f"peak allocated memory: the refit moved the prediction of {changed} row(s)")
+    else:
+        lines.append(
+            "not fitted: peak allocated memory is derived from the architecture and the setting (weights, "
+            "gradients, optimizer states, activations, logits), so its predictions are unchanged; a calibration "
+            "only widens the memory bands (the planner's headroom) when your rows are under-predicted"
+        )
+    widened = moved_coefficients(start, fitted, BAND_FIELDS)
+    if widened:
+        lines.append(f"error bands widened: {', '.join(widened)}")
+    return lines
+
+
+def render_recalibration(result: Recalibration, output: Path, default_output: bool, start: CostCoefficients) -> None:
+    """Print the rows table, the error summaries, what was fitted and where the calibration went."""
     console().print(rows_table(result.before, result.after))
     for old in result.before:
         m = old.case.measurement
@@ -138,8 +246,9 @@ def render_recalibration(result: Recalibration, output: Path, default_output: bo
     seeds_before, seeds_after = summarize(result.seeds_before), summarize(result.seeds_after)
     lines = summary_lines("your rows", summarize(result.before), summarize(result.after))
     lines += summary_lines("seed rows", seeds_before, seeds_after)
+    lines += fitted_quantities_lines(result, start)
     for line in lines:
-        console().print(line)
+        console().print(line, markup=False)
     lost = seeds_before.verdicts_correct - seeds_after.verdicts_correct
     if lost > 0:
         console().print(

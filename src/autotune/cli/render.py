@@ -163,13 +163,16 @@ def render_plan(plan: PlanFile, notes: list[str], searched: int, elapsed_s: floa
     console().print(memory_table(plan.prediction))
     console().print(time_table(plan.prediction))
     if plan.alternatives:
+        from rich.markup import escape
+
         from autotune.cli.tables import Column, print_table
 
         columns = [
             Column("setting", wrap=True),
             Column("peak GiB", "right"),
             Column("tokens/s", "right"),
-            Column("step s", "right", drop_order=1),
+            Column("step s", "right", drop_order=2),
+            Column("why not chosen", wrap=True, drop_order=1),
         ]
         rows = [
             [
@@ -177,10 +180,11 @@ def render_plan(plan: PlanFile, notes: list[str], searched: int, elapsed_s: floa
                 f"{alt.prediction.peak_memory_gib:.1f}",
                 f"{alt.prediction.tokens_per_s:,.0f}",
                 f"{alt.prediction.step_time_s:.1f}",
+                escape(alt.why_not_chosen or "—"),
             ]
             for alt in plan.alternatives
         ]
-        print_table("Runner-ups (best of each other method / sharding)", columns, rows)
+        print_table("Runner-ups (best of each other method / sharding, in the planner's order)", columns, rows)
     if plan.rejected:
         from rich.table import Table
 

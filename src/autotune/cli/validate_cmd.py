@@ -15,7 +15,6 @@ from autotune.cli.render import human_seconds, print_json
 from autotune.cli.tables import Column, print_table
 from autotune.costmodel.fitting import evaluate, prepare_cases
 from autotune.costmodel.validation import summarize
-from autotune.errors import InvalidRequestError
 from autotune.profiles.measurements import all_measurements, load_measurement_set
 from autotune.schemas.calibration import Measurement
 
@@ -31,7 +30,12 @@ def validate_command(
     calibration: opt.CalibrationOpt = None,
     worst: Annotated[int, typer.Option("--worst", min=0, help="How many worst rows to list.")] = 5,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Also draw predicted vs measured to this PNG (needs matplotlib).")
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Also draw predicted vs measured to this PNG (needs matplotlib); with --cv, the held-out "
+            "predictions of the first --cv-by grouping.",
+        ),
     ] = None,
     json_: opt.JsonOpt = False,
     cv: Annotated[
@@ -47,19 +51,14 @@ def validate_command(
     ] = "gpu,family,source",
 ) -> None:
     """Compare the cost model's predictions with every measured row (the seed tables by default)."""
-    if cv and plot is not None:
-        raise InvalidRequestError(
-            "--plot draws the in-sample scatter and is not drawn with --cv: run 'autotune validate --plot FILE' "
-            "without --cv"
-        )
-    if cv:
-        cv_rows = load_measurement_set(measurements).measurements if measurements else all_measurements()
-        _cross_validate(cv_rows, cv_by, worst, json_)
-        return
     if plot is not None:
         from autotune.cli.plots import check_plot_path
 
         check_plot_path(plot)  # fail before any work
+    if cv:
+        cv_rows = load_measurement_set(measurements).measurements if measurements else all_measurements()
+        _cross_validate(cv_rows, cv_by, worst, json_, plot)
+        return
     coefficients, name = coefficients_from_option(calibration)
     rows = load_measurement_set(measurements).measurements if measurements else all_measurements()
     results = evaluate(prepare_cases(rows), coefficients)
@@ -107,8 +106,9 @@ def validate_command(
         console().print(f"[green]wrote[/] {plot}")
 
 
-def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool) -> None:
-    """``validate --cv``: in-sample vs held-out MAPE per GPU and method, verdicts, worst held-out rows."""
+def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool, plot: Path | None) -> None:
+    """``validate --cv``: in-sample vs held-out MAPE per GPU and method, verdicts, worst held-out rows; with
+    ``plot``, the scatter of the first grouping's held-out predictions against the measurements."""
     from autotune.costmodel.crossval import (
         comparison,
         cross_validate,
@@ -129,6 +129,13 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
     progress("all rows (in-sample)", 1, 1)
     full = fit_from_priors(cases, "in-sample")
     reports = [cross_validate(cases, g, full_fit=full, progress=progress) for g in groupings]
+    if plot is not None:
+        from autotune.cli.plot_data import oom_needs
+        from autotune.cli.plot_validation import validation_scatter_png
+
+        first = reports[0]
+        title = f"Held out ({first.label}) vs measured: {len(first.held_out)} rows, fitted from the priors"
+        validation_scatter_png(first.held_out_summary().rows, plot, oom_needs(first.held_out), title=title)
     if json_:
         print_json(
             {
@@ -188,6 +195,8 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
     for label, results in [("in-sample", reports[0].in_sample)] + [(r.label, r.held_out) for r in reports]:
         for text in ranking_text(label, by_source(results)):
             console().print(text, highlight=False)
+    if plot is not None:
+        console().print(f"[green]wrote[/] {plot} (held-out predictions, {reports[0].label})")
 
 
 def _mape(value: float | None) -> str:

@@ -57,7 +57,7 @@ from autotune.profiles.run_reports import (
     load_run_report,
     measurement_from_run_report,
 )
-from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.calibration import USER_STACK, CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.run_report import RunReport
@@ -249,10 +249,6 @@ def provenance(
         f"autotune calibrate at {when.isoformat(timespec='seconds')}: refit of calibration '{start_name}' on "
         f"{len(cases)} user measurements{seeds}; GPUs: {listed}; from: {'; '.join(sources)}"
     )
-
-
-USER_STACK = "your runs"
-"""The stack name a recalibration gives the user's rows: they are one stack, and the calibration's reference."""
 
 
 def recalibrate(

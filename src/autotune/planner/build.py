@@ -28,7 +28,9 @@ def build_plan_file(request: PlanRequest, result: PlanResult) -> PlanFile:
         training=default_recipe(result.best.setting.method),
         objective=request.objective,
         calibration=request.calibration_name,
-        alternatives=[Alternative(setting=a.setting, prediction=a.estimate) for a in result.alternatives],
+        alternatives=[
+            Alternative(setting=a.setting, prediction=a.estimate, why_not_chosen=a.why) for a in result.alternatives
+        ],
         rejected=[Rejection(family=family, reason=reason) for family, reason in result.rejected],
     )
 

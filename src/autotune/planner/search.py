@@ -1,11 +1,13 @@
-"""Search: estimate every candidate, keep those that fit, rank them by the objective, explain the rest.
+"""Search: estimate every candidate, keep those that fit, choose by one rule (``choice_key``), explain the rest.
 
-Ranking (``rank_key``): ``quality`` prefers full fine-tuning over LoRA over QLoRA (more trained
+Objectives (``rank_key``): ``quality`` prefers full fine-tuning over LoRA over QLoRA (more trained
 parameters, no quantization error: Hu et al. 2021; Dettmers et al. 2023 report QLoRA matching 16-bit
 LoRA, so the order between them is the conservative one), then the shortest run; ``speed`` takes the
 shortest run whatever the method; ``memory`` the lowest peak, then the shortest run. The run length is
 the whole dataset when its size is known, else ``DEFAULT_RUN_STEPS`` optimizer steps, and includes
 torch.compile's one-off compile time, so compile is chosen exactly when its saving over the run outweighs it.
+``choice_key`` adds, around the objective, the reserved-memory test and the 2 %-per-moving-part tie band; the
+chosen setting, the runner-ups, forced ``--method`` / ``--sharding`` and ``autotune sweep`` all take its minimum.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class PlanResult:
     """The chosen setting, the runner-ups (best of each other family), and why families were rejected."""
 
     best: Scored
-    alternatives: list[Scored]
+    alternatives: list[RunnerUp]
     rejected: list[tuple[str, str]]
     searched: int
 
@@ -54,28 +56,37 @@ def run_time_s(estimate: Estimate) -> float:
 
 
 TIE_TOLERANCE = 0.02
-"""Settings whose predicted run time is within this fraction of the fastest fitting one are ties: among them the
-planner takes the one with the fewest extra moving parts (``complexity``), then the fewest micro-steps per
-sequence (the largest micro batch: the costs the model leaves out — per-micro-step Python, kernel tails — all
-favour it), then
-the lowest peak memory. Outside the tolerance the predicted-fastest setting wins; the tolerance is well inside
-the time error band, so a tie is a difference the model cannot resolve."""
+"""Fraction of run time each extra moving part (``complexity``) costs in the choice rule (``choice_key``): a
+setting with k more parts must be more than about 2·k % faster to win. The predicted time carries a band of tens of
+percent (``Estimate.time_uncertainty_fraction``), so a difference this small is one the model cannot resolve, while
+each part is a real cost it does not predict (a library path less travelled; CPU offload also depends on the host's
+load). 2 % is a judgement, not a fit: it is the margin the planner asks before it adds a part."""
 
 
 def complexity(setting: TrainingSetting) -> int:
-    """Weight of the non-default moving parts: 8-bit optimizer state (1), a chunked loss (1), FSDP reducing every
-    micro-step (1: not the Trainer's default), CPU offload (2: it also needs host RAM and pinned memory, and its
-    step time depends on the host's load)."""
-    return (
-        int(setting.optimizer != "adamw")
-        + int(setting.loss_impl == "chunked")
-        + int(setting.grad_sync != "last-micro-step")
-        + 2 * int(setting.offloads_to_cpu)
-    )
+    """Weight of the non-default moving parts (see ``moving_parts``)."""
+    return sum(weight for _, weight in moving_parts(setting))
+
+
+def moving_parts(setting: TrainingSetting) -> list[tuple[str, int]]:
+    """The non-default moving parts of a setting with their weights: 8-bit optimizer state (1), a chunked loss
+    (1), FSDP reducing every micro-step (1: not the Trainer's default), CPU offload (2: it also needs host RAM
+    and pinned memory, and its step time depends on the host's load)."""
+    parts = []
+    if setting.optimizer != "adamw":
+        parts.append(("8-bit optimizer", 1))
+    if setting.loss_impl == "chunked":
+        parts.append(("chunked loss", 1))
+    if setting.grad_sync != "last-micro-step":
+        parts.append(("FSDP sync every micro-step", 1))
+    if setting.offloads_to_cpu:
+        parts.append(("CPU offload", 2))
+    return parts
 
 
 def rank_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
-    """Sort key (smaller is better) for an objective; see the module docstring (ties: ``choose``)."""
+    """The objective's order (smaller is better), its last element the run time: see the module docstring.
+    ``choice_key`` is the whole rule."""
     run = scored.run_time_s
     if objective == "speed":
         return (run,)
@@ -94,29 +105,121 @@ def without_allocator_retries(estimate: Estimate) -> bool:
     return not estimate.reserved_at_capacity
 
 
+def adjusted_run_time_s(scored: Scored) -> float:
+    """The run time the rule compares: run time × (1 + ``TIE_TOLERANCE`` × ``complexity``), seconds."""
+    return scored.run_time_s * (1 + TIE_TOLERANCE * complexity(scored.setting))
+
+
+def choice_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
+    """The planner's one choice rule as a sort key (smaller is better), compared element by element:
+
+    1. settings whose reserved memory stays below the card (``without_allocator_retries``) before the others;
+    2. the objective's leading key (``rank_key`` without the run time): quality — full, then LoRA, then QLoRA;
+       memory — the lowest peak allocated memory; speed — nothing;
+    3. the adjusted run time (``adjusted_run_time_s``: 2 % per moving part);
+    4. then the largest micro batch, the lowest peak allocated memory, the shortest run time. These break exact
+       ties only: the per-micro-step costs a larger micro batch shares (kernel launch tails, micro-step overhead)
+       are terms of the predicted time, no longer a reason to trade time for a larger micro batch.
+
+    Because it is one key (a total order), the chosen setting, each runner-up (the first of its method /
+    sharding family), ``--method`` / ``--sharding`` forced and ``autotune sweep`` agree: the best of any subset
+    that contains the chosen setting is the chosen setting.
+    """
+    return (
+        float(not without_allocator_retries(scored.estimate)),
+        *rank_key(scored, objective)[:-1],
+        adjusted_run_time_s(scored),
+        -scored.setting.micro_batch_size,
+        scored.estimate.peak_memory_gib,
+        scored.run_time_s,
+    )
+
+
 def choose(fitting: list[Scored], objective: Objective) -> Scored:
-    """The planner's choice among fitting candidates: only those without allocator retries
-    (``without_allocator_retries``) when any is left, the best by ``rank_key``, then, among candidates of the
-    same leading key whose run time is within ``TIE_TOLERANCE`` of it, the fewest moving parts, then the largest
-    micro batch, then the lowest peak memory. The same rule serves ``search`` and ``benchmarks/plan_quality.py``.
+    """The planner's choice among fitting candidates: the smallest ``choice_key``. The same rule serves
+    ``search`` (the choice and each runner-up), ``autotune sweep`` and ``benchmarks/plan_quality.py``.
 
     Raises:
         ValueError: no candidates.
     """
     if not fitting:
         raise ValueError("choose: no fitting candidates")
-    fitting = [s for s in fitting if without_allocator_retries(s.estimate)] or fitting
-    best = min(fitting, key=lambda s: rank_key(s, objective))
-    lead = rank_key(best, objective)[:-1]
-    ties = [
-        s
-        for s in fitting
-        if rank_key(s, objective)[:-1] == lead and s.run_time_s <= best.run_time_s * (1 + TIE_TOLERANCE)
-    ]
-    return min(
-        ties,
-        key=lambda s: (complexity(s.setting), -s.setting.micro_batch_size, s.estimate.peak_memory_gib, s.run_time_s),
-    )
+    return min(fitting, key=lambda s: choice_key(s, objective))
+
+
+def why_not_chosen(candidate: Scored, chosen: Scored, objective: Objective) -> str:
+    """Why ``choice_key`` puts ``chosen`` before ``candidate``: the first element of the key where they differ,
+    in words with the numbers (reserved memory at the card; the objective; within the tie band; slower)."""
+    e, c = candidate.estimate, chosen.estimate
+    if without_allocator_retries(c) and not without_allocator_retries(e):
+        return (
+            f"reserved memory at the card: the allocator would hold {e.peak_reserved_gib:.1f} GiB + "
+            f"{e.cuda_context_gib:.1f} context of {e.gpu_memory_gib:.0f} GiB and free its cache to retry"
+        )
+    if rank_key(candidate, objective)[:-1] != rank_key(chosen, objective)[:-1]:
+        if objective == "memory":
+            return f"objective memory: higher peak ({e.peak_memory_gib:.1f} vs {c.peak_memory_gib:.1f} GiB)"
+        return f"objective quality prefers {chosen.setting.method} to {candidate.setting.method}"
+    longer = candidate.run_time_s / chosen.run_time_s - 1
+    if adjusted_run_time_s(candidate) != adjusted_run_time_s(chosen):
+        if longer < 0:
+            needed = 1 - (1 + TIE_TOLERANCE * complexity(chosen.setting)) / (
+                1 + TIE_TOLERANCE * complexity(candidate.setting)
+            )
+            return (
+                f"within the tie band: {-longer:.1%} faster, short of the {needed:.1%} that its moving parts "
+                f"({_parts_text(candidate.setting)}) need over the chosen setting's ({_parts_text(chosen.setting)}) "
+                f"at {TIE_TOLERANCE:.0%} each"
+            )
+        return f"slower: the run takes {longer:.1%} longer"
+    if candidate.setting.micro_batch_size != chosen.setting.micro_batch_size:
+        return "same adjusted run time, smaller micro batch"
+    return "same adjusted run time, higher peak memory"
+
+
+def _parts_text(setting: TrainingSetting) -> str:
+    parts = moving_parts(setting)
+    return ", ".join(f"{name}: {weight}" for name, weight in parts) if parts else "none"
+
+
+@dataclass(frozen=True)
+class RunnerUp:
+    """The best setting of one other method / sharding family and why the chosen setting beat it."""
+
+    scored: Scored
+    why: str
+
+    @property
+    def setting(self) -> TrainingSetting:
+        """The runner-up setting."""
+        return self.scored.setting
+
+    @property
+    def estimate(self) -> Estimate:
+        """Its estimate."""
+        return self.scored.estimate
+
+
+def runner_ups(fitting: list[Scored], chosen: Scored, objective: Objective) -> list[RunnerUp]:
+    """The best (``choose``) of each method / sharding family other than the chosen one's, in ``choice_key``
+    order: the best of each other method always, then the others up to ``MAX_ALTERNATIVES`` in all."""
+    winners: dict[str, Scored] = {}
+    for s in fitting:
+        family = _family(s.setting)
+        if family == _family(chosen.setting):
+            continue
+        if family not in winners or choice_key(s, objective) < choice_key(winners[family], objective):
+            winners[family] = s
+    ordered = sorted(winners.values(), key=lambda s: choice_key(s, objective))
+    methods_seen = {chosen.setting.method}
+    must = []
+    for s in ordered:
+        if s.setting.method not in methods_seen:
+            methods_seen.add(s.setting.method)
+            must.append(s)
+    rest = [s for s in ordered if s not in must][: max(0, MAX_ALTERNATIVES - len(must))]
+    kept = [s for s in ordered if s in must or s in rest]
+    return [RunnerUp(s, why_not_chosen(s, chosen, objective)) for s in kept]
 
 
 def _family(setting: TrainingSetting) -> str:
@@ -180,23 +283,12 @@ def search(request: PlanRequest, progress: Callable[[int], None] | None = None) 
             f"no candidate settings: --global-batch-size {request.workload.global_batch_size} cannot be split "
             f"into whole micro batches on {request.cluster.world_size} GPU(s) with the forced options"
         )
-    fitting = sorted((s for s in scored if s.estimate.fits), key=lambda s: rank_key(s, request.objective))
+    fitting = [s for s in scored if s.estimate.fits]
     rejected = _rejections(request, scored)
     if not fitting:
         raise InfeasibleError(_infeasible_message(request, scored))
     best = choose(fitting, request.objective)
-    fitting.remove(best)
-    fitting.insert(0, best)
-    alternatives: list[Scored] = []
-    seen = {_family(best.setting)}
-    for candidate in fitting[1:]:
-        family = _family(candidate.setting)
-        if family in seen:
-            continue
-        seen.add(family)
-        alternatives.append(candidate)
-        if len(alternatives) == MAX_ALTERNATIVES:
-            break
+    alternatives = runner_ups(fitting, best, request.objective)
     return PlanResult(best=best, alternatives=alternatives, rejected=rejected, searched=len(scored))
 
 

@@ -12,7 +12,7 @@ from pydantic import Field, ValidationError
 from autotune.errors import AutotuneError, ConfigError
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas._base import StrictModel
-from autotune.schemas.calibration import Measurement, MemoryKind
+from autotune.schemas.calibration import MeasuredMemoryGiB, MeasuredStepS, Measurement, MemoryKind
 from autotune.schemas.setting import (
     Method,
     Optimizer,
@@ -41,10 +41,11 @@ class CsvRow(StrictModel):
     optimizer: Optimizer = "adamw"
     precision: Precision | None = Field(default=None, description="Default: bf16 if the GPU has it, else fp16-mixed.")
     lora_rank: int = Field(default=16, ge=1)
-    peak_memory_gib: float | None = Field(default=None, gt=0)
+    # the measured figures' ranges are Measurement's (schemas/calibration.py), for every calibration input
+    peak_memory_gib: MeasuredMemoryGiB | None = None
     memory_kind: MemoryKind | None = Field(default=None, description="Required with peak_memory_gib.")
-    micro_step_time_s: float | None = Field(default=None, gt=0)
-    step_time_s: float | None = Field(default=None, gt=0)
+    micro_step_time_s: MeasuredStepS | None = None
+    step_time_s: MeasuredStepS | None = None
     oom: bool = False
 
 

@@ -96,18 +96,21 @@ def measurement_from_run_report(report: RunReport, run_dir: str | Path) -> Measu
     if device_key is not None and device_key != report.gpu:
         gpu = device_key
         notes += f"; planned for {report.gpu}, measured on {device_key}"
-    return Measurement(
-        id=run.resolve().name,
-        source=str(run.resolve()),
-        model=report.model,
-        gpu=gpu,
-        num_gpus_per_node=report.world_size,
-        setting=report.setting,
-        workload=report.workload,
-        oom=oom,
-        peak_memory_gib=memory,
-        memory_kind="allocated",
-        micro_step_time_s=micro,
-        step_time_s=step,
-        notes=notes,
-    )
+    try:
+        return Measurement(
+            id=run.resolve().name,
+            source=str(run.resolve()),
+            model=report.model,
+            gpu=gpu,
+            num_gpus_per_node=report.world_size,
+            setting=report.setting,
+            workload=report.workload,
+            oom=oom,
+            peak_memory_gib=memory,
+            memory_kind="allocated",
+            micro_step_time_s=micro,
+            step_time_s=step,
+            notes=notes,
+        )
+    except ValidationError as error:  # a hand-edited report: out-of-range figures are refused like any input
+        raise ConfigError(f"{run / 'run_report.json'}: {format_validation_error(error, Measurement)}") from None

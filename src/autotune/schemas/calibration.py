@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -35,12 +35,42 @@ def source_table(source: str) -> str:
     return re.split(r"[,:]", source, maxsplit=1)[0].strip()
 
 
+USER_STACK = "your runs"
+"""The stack name a recalibration (``autotune calibrate``) gives the user's rows: they are one stack, and the
+calibration's reference (``stack_time_factor`` 1)."""
+
+
 BANDWIDTH_EFFICIENCY_MIN = 0.5
 BANDWIDTH_EFFICIENCY_MAX = 0.95
 """Bounds of ``bandwidth_efficiency``: vectorised element-wise kernels stream at 70–90 % of DRAM bandwidth (NVIDIA
 BabelStream / STREAM results on A100 and H100; Deakin et al. 2018), reductions (softmax, norms) somewhat less, and
 no streaming kernel reaches the datasheet figure; below half, the number would stand for costs that are not
 memory traffic (it did: 0.24 before the fit had per-stack factors, ``time_fit``)."""
+
+
+MAX_MEASURED_MEMORY_GIB = 1024.0
+"""Upper bound of a measured memory figure per GPU, GiB: well above the largest GPU memory shipping today
+(288 GB: NVIDIA B300, AMD MI355X datasheets), so a larger value is a unit slip (MiB, bytes) or a typo. The
+calibration also checks each row against its own GPU's memory (``autotune.cli.refit.check_measured_ranges``)."""
+
+MIN_MEASURED_STEP_S = 1e-4
+MAX_MEASURED_STEP_S = 86_400.0
+"""Bounds of a measured micro-step or optimizer step, seconds. Below 100 µs: one forward + backward launches
+dozens of kernels at ~10 µs of launch cost each (the ``kernel_launch_s`` prior), so no training step is that
+short. Above one day: no micro batch takes that long on a GPU (the longest seed row: 300 s per optimizer step);
+1e30 is a typo, and fitting it would move every coefficient."""
+
+MAX_MEASURED_RUN_S = 365 * 86_400.0
+"""Upper bound of a measured whole-run wall time, seconds: one year (the longest seed row ran 40 hours)."""
+
+MeasuredMemoryGiB = Annotated[float, Field(gt=0, le=MAX_MEASURED_MEMORY_GIB)]
+"""A measured memory figure per GPU, GiB, in its range (every calibration input: YAML, CSV, run reports)."""
+MeasuredStepS = Annotated[float, Field(ge=MIN_MEASURED_STEP_S, le=MAX_MEASURED_STEP_S)]
+"""A measured micro-step or optimizer-step time, seconds, in its range."""
+
+MAX_NODE_GB_PER_S = 10_000.0
+"""Upper bound of a node's network bandwidth per direction, GB/s: more than ten times the fastest node fabric
+today (8 × 800 Gb/s NICs = 800 GB/s)."""
 
 
 class Measurement(StrictModel):
@@ -55,19 +85,26 @@ class Measurement(StrictModel):
     source: str = Field(description="Seed file and table/row, or run directory.")
     model: str = Field(description="Model catalog key.")
     gpu: str = Field(description="GPU catalog key.")
-    num_gpus_per_node: int = Field(default=1, ge=1)
-    num_nodes: int = Field(default=1, ge=1)
+    num_gpus_per_node: int = Field(default=1, ge=1, le=64, description="GPUs on each node (as ClusterChoice).")
+    num_nodes: int = Field(default=1, ge=1, le=4096, description="Nodes (as ClusterChoice).")
     setting: TrainingSetting
     workload: Workload
     oom: bool = False
-    peak_memory_gib: float | None = Field(default=None, gt=0, description="Measured peak, GiB per GPU.")
+    peak_memory_gib: MeasuredMemoryGiB | None = Field(default=None, description="Measured peak, GiB per GPU.")
     memory_kind: MemoryKind = Field(default="unknown", description="What the memory figure measures.")
-    micro_step_time_s: float | None = Field(default=None, gt=0)
-    step_time_s: float | None = Field(default=None, gt=0, description="One optimizer step, seconds.")
-    run_time_s: float | None = Field(default=None, gt=0, description="Wall time of the whole stated run.")
-    weights_memory_gib: float | None = Field(default=None, gt=0, description="Memory after model load, GiB.")
+    micro_step_time_s: MeasuredStepS | None = Field(
+        default=None, description="One forward + backward of one micro batch, seconds."
+    )
+    step_time_s: MeasuredStepS | None = Field(default=None, description="One optimizer step, seconds.")
+    run_time_s: float | None = Field(
+        default=None, gt=0, le=MAX_MEASURED_RUN_S, description="Wall time of the whole stated run, seconds."
+    )
+    weights_memory_gib: MeasuredMemoryGiB | None = Field(default=None, description="Memory after model load, GiB.")
     inter_node_gb_per_s: float | None = Field(
-        default=None, gt=0, description="Network bandwidth per node per direction, GB/s (multi-node rows)."
+        default=None,
+        gt=0,
+        le=MAX_NODE_GB_PER_S,
+        description="Network bandwidth per node per direction, GB/s (multi-node rows).",
     )
     unknown_tokens: bool = Field(
         default=False,
@@ -127,11 +164,13 @@ class CostCoefficients(StrictModel):
     adapter_time_factor: float = Field(
         default=1.0,
         gt=0,
-        description="Multiplier on LoRA/QLoRA micro-step time, 1 unless a user recalibration from run reports "
-        "moves it (the seed fit does not: adapter costs are derived).",
+        description="Multiplier on LoRA/QLoRA micro-step time; no fit moves it (adapter costs are derived terms, "
+        "costmodel/time_fit.py fits none of them), so it is 1 unless set by hand.",
     )
     qlora_time_factor: float = Field(
-        default=1.0, gt=0, description="Extra QLoRA multiplier, 1 unless a user recalibration moves it."
+        default=1.0,
+        gt=0,
+        description="Extra QLoRA multiplier; no fit moves it (dequantization is a derived term): 1 unless set by hand.",
     )
     kernel_launch_s: float = Field(
         default=1.0e-5,

@@ -44,6 +44,11 @@ class Alternative(StrictModel):
 
     setting: TrainingSetting = Field(description="The runner-up setting.")
     prediction: Estimate = Field(description="Its predicted memory and time.")
+    why_not_chosen: str | None = Field(
+        default=None,
+        description="Why the planner's rule put the chosen setting first: reserved memory at the card, the "
+        "objective, within the tie band (faster by less than 2 % per extra moving part) or slower.",
+    )
 
 
 class Rejection(StrictModel):

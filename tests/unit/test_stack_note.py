@@ -1,0 +1,50 @@
+"""Issue 19 item 9: a plan says whose speed its tokens/s are (the calibration's fastest training stack) and points
+to ``autotune calibrate``; a calibration of the user's own runs needs no such line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_runner import run
+
+from autotune.costmodel.calibration import default_coefficients, save_coefficients
+from autotune.schemas.calibration import USER_STACK
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty user config dir: the shipped calibration is used unless a test passes --calibration."""
+    path = tmp_path / "config"
+    monkeypatch.setenv("AUTOTUNE_CONFIG_DIR", str(path))
+    return path
+
+
+def _notes(capsys: pytest.CaptureFixture[str], *extra: str) -> list[str]:
+    code, out, err = run(capsys, "plan", "llama3-8b", "--gpu", "4090", "--json", *extra)
+    assert code == 0, err
+    return [note for note in json.loads(out)["notes"] if note.startswith("tokens/s")]
+
+
+def test_plan_says_its_speed_is_the_fastest_stack_in_the_shipped_calibration(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    factors = default_coefficients().stack_time_factor
+    reference = min(factors, key=lambda stack: factors[stack])
+    slowest = max(factors.values()) / factors[reference]
+    notes = _notes(capsys)
+    assert len(notes) == 1
+    assert f"fastest training stack's in calibration 'seeds' ({reference};" in notes[0]
+    assert f"{slowest:.2f}× slower" in notes[0] and "autotune calibrate" in notes[0]
+    code, out, _ = run(capsys, "plan", "llama3-8b", "--gpu", "4090")
+    assert code == 0 and "note: tokens/s and times are the fastest training stack's" in " ".join(out.split())
+
+
+def test_a_calibration_of_your_own_runs_has_no_such_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    mine = default_coefficients().model_copy(
+        update={"name": "mine", "stack_time_factor": {USER_STACK: 1.0, "llm-foundry-mpt.jsonl": 0.8}}
+    )
+    path = tmp_path / "mine.yaml"
+    save_coefficients(mine, path)
+    assert _notes(capsys, "--calibration", str(path)) == []
