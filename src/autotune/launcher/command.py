@@ -19,7 +19,7 @@ from autotune.launcher.options import (
     LaunchOptions,
 )
 from autotune.schemas.plan import PlanFile
-from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS, attention_run_error
+from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS, TrainingSetting, attention_run_error
 from autotune.schemas.trainer_options import option_flag
 
 RUN_ENV: Final[dict[str, str]] = {
@@ -101,6 +101,26 @@ def trainer_args(plan: PlanFile, options: LaunchOptions) -> list[str]:
     return args
 
 
+def cpu_run_error(setting: TrainingSetting) -> str | None:
+    """Why ``setting`` cannot run with ``--cpu``, or None.
+
+    FSDP: accelerate and the Trainer turn an FSDP request into DDP or one process without GPUs (the training
+    core's runtime guard would stop it after start-up); Liger kernels are Triton GPU kernels (no CPU backend).
+    DeepSpeed ZeRO runs on the CPU (gloo, DeepSpeed's CPU accelerator), and so does DDP.
+    """
+    if setting.uses_fsdp:
+        return (
+            f"--cpu cannot run sharding {setting.sharding}: FSDP needs GPUs (accelerate falls back to DDP "
+            "without them); re-plan with --sharding ddp, zero2, zero3 or none, or run it on GPUs"
+        )
+    if setting.kernels == "liger":
+        return (
+            "--cpu cannot run kernels liger: Liger kernels are Triton GPU kernels; re-plan with --kernels none "
+            "(or --set kernels=none), or run it on GPUs"
+        )
+    return None
+
+
 def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
     """Refuse what cannot be launched as asked (one line naming the fields and the fix).
 
@@ -110,6 +130,9 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
     attention_error = attention_run_error(plan.setting.attention_impl)
     if attention_error:
         raise InvalidRequestError(attention_error)
+    cpu_error = cpu_run_error(plan.setting) if options.cpu else None
+    if cpu_error:
+        raise InvalidRequestError(cpu_error)
     cluster = plan.cluster
     world_size = cluster.world_size
     if plan.setting.sharding == "none" and world_size > 1:
