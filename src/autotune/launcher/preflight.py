@@ -131,6 +131,10 @@ HUB_PROBE_TIMEOUT_S: Final[float] = 5.0
 a second; an unreachable one would make transformers retry for about a minute)."""
 
 
+PROXY_VARIABLES: Final[tuple[str, ...]] = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
+"""Proxy settings requests (and so huggingface_hub) honours; with one set, :func:`hub_reachable` does not probe."""
+
+
 def hub_offline() -> bool:
     """True when ``HF_HUB_OFFLINE`` (or transformers' older ``TRANSFORMERS_OFFLINE``) is set to a true value:
     then transformers loads from the local cache only."""
@@ -169,7 +173,12 @@ def cached_snapshot(repo_id: str, cache: Path | None = None) -> Path | None:
 
 def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> str | None:
     """None when a TCP connection to the hub (``$HF_ENDPOINT``, default https://huggingface.co) opens within
-    ``timeout_s``; else why not, in a few words. Nothing is sent: this asks the network, not the hub."""
+    ``timeout_s``; else why not, in a few words. Nothing is sent: this asks the network, not the hub.
+
+    Behind a proxy (``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``ALL_PROXY``, either case) a direct connection says
+    nothing about the hub: not probed (None)."""
+    if any(os.environ.get(name) for key in PROXY_VARIABLES for name in (key, key.lower())):
+        return None
     endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
     parts = urlsplit(endpoint)
     host = parts.hostname or endpoint

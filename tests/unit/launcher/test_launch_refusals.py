@@ -289,10 +289,15 @@ class TestHubModel:
             closed.bind(("127.0.0.1", 0))
             port = closed.getsockname()[1]
         monkeypatch.delenv("HF_HUB_OFFLINE")
+        for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+            monkeypatch.delenv(name.lower(), raising=False)
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
         plan = save_plan(make_plan(), tmp_path / "plan.yaml")
         code, err = _launch(capsys, plan, _data(tmp_path), tmp_path / "run", "--cpu", "--dry-run")
         assert code == 2 and "127.0.0.1 cannot be reached" in _one_error(err)
+        monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")  # behind a proxy: not probed
+        assert preflight.hub_reachable() is None
 
     def test_cache_location_follows_huggingface_hub(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         monkeypatch.delenv("HF_HUB_CACHE")
