@@ -187,3 +187,17 @@ def test_ctrl_c_while_loading_is_one_line(finished_run: dict[str, Path], tmp_pat
         assert not (out / "checkpoints").exists()
     else:  # a fast machine reached training: the signal callback saved and stopped
         assert read_report(out).status == "interrupted"
+
+
+@pytest.mark.slow
+def test_a_broken_json_line_is_one_line_naming_it(finished_run: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 19 item 6: three lines (one a datasets log line) naming row 1 for a break on line 2; now the core
+    reads the file line by line before datasets does."""
+    data = tmp_path / "broken.jsonl"
+    data.write_text('{"text": "a b c"}\n{"text": "d e f"\n{"text": "g h i"}\n')
+    out = tmp_path / "run"
+    proc = run_trainer(*core_args(finished_run["plan"], data, out, MAX_STEPS))
+    assert proc.returncode == 2
+    assert f"dataset {data} line 2: not valid JSON" in _one_line_error(proc.stderr)
+    assert [line for line in proc.stderr.splitlines() if line.strip()] == [_one_line_error(proc.stderr)]
+    assert not out.exists()

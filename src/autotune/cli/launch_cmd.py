@@ -22,7 +22,7 @@ from rich.text import Text
 from autotune import run_lock
 from autotune.cli._shared import plan_estimator
 from autotune.cli.console import console, err_console, note, warn
-from autotune.cli.plan_recheck import check_like_plan, recheck_plan_file
+from autotune.cli.plan_recheck import check_like_plan, recheck_plan_file, seq_len_warning
 from autotune.errors import ConfigError, InvalidRequestError
 from autotune.hostcpu import cpu_precision_note
 from autotune.launcher import (
@@ -148,7 +148,10 @@ def launch_command(
     if sets:
         estimate, resolve_gpu = plan_estimator(plan, calibration)
         plan = override_plan(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
-    warnings = recheck(plan, target, calibration) if target.endswith(_PLAN_SUFFIXES) and not sets else []
+    if sets:  # override_plan re-checked the new setting like plan and warned if it no longer fits
+        warnings = [f"--set: {text}" for text in [seq_len_warning(plan)] if text]
+    else:
+        warnings = recheck(plan, target, calibration) if target.endswith(_PLAN_SUFFIXES) else []
     # Every check that needs no directory runs before one is created, in a launch and a dry run alike.
     out = Path(options.output_dir)
     restart = check_run_directory(out, resume=resume)

@@ -204,6 +204,11 @@ def test_a_plan_edited_past_the_model_maximum_warns_as_plan_does(
     assert code == 0
     assert "--seq-len 100000 exceeds llama3-8b's max_position_embeddings 8192" in err
     assert "re-estimated, the plan does not fit" in err
+    plan = save_plan(make_plan(), tmp_path / "plain.yaml")
+    code, err = _launch(
+        capsys, plan, _data(tmp_path), tmp_path / "run", "--cpu", "--dry-run", "--set", "seq_len=100000"
+    )
+    assert code == 0 and "--set: --seq-len 100000 exceeds llama3-8b's max_position_embeddings 8192" in err
 
 
 @pytest.mark.parametrize(
