@@ -36,3 +36,18 @@ def _isolated_user_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: 
     directory = tmp_path_factory.mktemp("autotune-cache")
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(directory))
     return directory
+
+
+@pytest.fixture(autouse=True)
+def _offline_hub_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The hub is offline (``HF_HUB_OFFLINE=1``: nothing downloads at test time) and its cache is a directory of
+    this test holding :data:`tests.hub_cache.CACHED_MODELS` (empty weights, a tokenizer file), so a launch's
+    pre-flight check of a hub model id finds them without the network or the developer's cache."""
+    from tests.hub_cache import CACHED_MODELS, add_cached_model
+
+    cache = tmp_path_factory.mktemp("hf-hub")
+    for repo_id in CACHED_MODELS:
+        add_cached_model(cache, repo_id)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return cache

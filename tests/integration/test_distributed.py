@@ -1,4 +1,5 @@
-"""Two CPU processes under torchrun (gloo): DeepSpeed ZeRO-3 trains; FSDP is refused by the runtime guard."""
+"""Two CPU processes under torchrun (gloo): DeepSpeed ZeRO-3 trains; FSDP is stopped by the runtime guard (started
+without ``autotune launch``, which refuses ``--cpu`` with FSDP before anything starts)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def test_fsdp_on_cpu_is_stopped_by_the_guard(write_plan: PlanWriter, tmp_path: P
     assert errors, proc.stderr[-5000:]
     assert all("sharding=fsdp but FSDP is not active" in line for line in errors)
     assert "exitcode  : 2" in proc.stderr  # the trainer process exited with the user-error code
-    assert not (out / "run_report.json").exists()
+    report = read_report(out)  # the guard stops the run inside Trainer.train: a failed report (issue 19 item 5)
+    assert report.status == "failed" and "FSDP is not active" in report.message
     assert not list((out / "checkpoints").glob("checkpoint-*")) if (out / "checkpoints").exists() else True
 
 

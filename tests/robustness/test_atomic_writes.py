@@ -166,12 +166,11 @@ def test_launch_files_on_full_disk_keep_no_partial_file(monkeypatch: pytest.Monk
     ],
 )
 def test_trainer_recognises_a_full_disk(error: BaseException, full: bool) -> None:
-    pytest.importorskip("transformers")
-    from autotune.trainer.train import _out_of_space
+    from autotune.trainer.checkpoints import out_of_space
 
     wrapped = RuntimeError("while saving")
     wrapped.__cause__ = error
-    assert _out_of_space(error) is full and _out_of_space(wrapped) is full
+    assert out_of_space(error) is full and out_of_space(wrapped) is full
 
 
 def test_file_system_without_hard_links_still_exclusive(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

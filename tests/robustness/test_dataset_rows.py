@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from autotune.errors import ConfigError
+from autotune.schemas.dataset_rows import check_dataset_file
 from autotune.trainer.data_checks import check_rows
 
 GOOD = {
@@ -75,36 +76,52 @@ def test_good_rows_accepted(fmt: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "content",
+    ("content", "message"),
     [
-        b'{"text": "ok"}\n{"text": "\xff\xfe bad"}\n',
-        b'{"text": "ok"}\n{"text": 1}\n{"text": [1]}\n',
-        b'{"text": "ok"}\n{not json\n',
-        b"\x00\x00\x00\x00",
+        (b'{"text": "ok"}\n{"text": "\xff\xfe bad"}\n', "line 2: invalid UTF-8 (byte 10)"),
+        (b'{"text": "ok"}\n{"text": 1}\n{"text": [1]}\n', "line 2: 'text' must be a string, got int"),
+        (b'{"text": "ok"}\n{not json\n', "line 2: not valid JSON (Expecting property name"),
+        (b'{"text": "ok"}\n\n\n{"text": "a"\n', "line 4: not valid JSON"),
+        (b"\x00\x00\x00\x00", "line 1: not valid JSON"),
+        (b'{"text": "ok"}\n[1, 2]\n', "line 2: is not a JSON object"),
+        (b"\n\n", "has no rows"),
+        (b'{"text": " "}\n{"text": ""}\n', "every one of its 2 rows has nothing to learn"),
     ],
-    ids=["invalid-utf8", "mixed-types", "broken-json", "binary"],
+    ids=["invalid-utf8", "mixed-types", "broken-json", "blank-lines-counted", "binary", "array", "empty", "blank"],
 )
-def test_unreadable_dataset_file_is_one_line(tmp_path: Path, content: bytes) -> None:
-    pytest.importorskip("datasets")
-    from autotune.trainer.data import load_raw_dataset
-    from autotune.trainer.data_checks import check_encoding
-
+def test_dataset_file_is_checked_streamed_naming_the_line(tmp_path: Path, content: bytes, message: str) -> None:
+    """The whole file is read line by line before any library sees it; the error names the file's line."""
     file = tmp_path / "data.jsonl"
     file.write_bytes(content)
-    try:
-        check_encoding(str(file))
-        raw = load_raw_dataset(str(file))
-    except ConfigError as error:
-        assert "\n" not in str(error) and str(file) in str(error)
-        return
-    with pytest.raises(ConfigError):
-        check_rows(raw, "text", str(file))
+    with pytest.raises(ConfigError) as caught:
+        check_dataset_file(file, "auto")
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    assert str(file) in str(caught.value)
 
 
-def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
-    from autotune.trainer.data_checks import check_encoding
+def test_json_array_and_txt_files_are_checked(tmp_path: Path) -> None:
+    array = tmp_path / "data.json"
+    array.write_text('[{"instruction": "a", "output": "b"}, {"instruction": "a", "output": 3}]')
+    with pytest.raises(ConfigError, match="record 2: 'output' must be a string"):
+        check_dataset_file(array, "auto")
+    broken = tmp_path / "broken.json"
+    broken.write_text('[\n{"text": "a"},\n{"text": }\n]')
+    with pytest.raises(ConfigError, match="line 3: not valid JSON"):
+        check_dataset_file(broken, "auto")
+    text = tmp_path / "data.txt"
+    text.write_bytes(b"hello\n\xc3\x28\n")
+    with pytest.raises(ConfigError, match="line 2: invalid UTF-8"):
+        check_dataset_file(text, "auto")
+    text.write_text("hello\n\nworld\n")
+    summary = check_dataset_file(text, "auto")
+    assert summary is not None and (summary.fmt, summary.rows, summary.empty_rows) == ("text", 3, 1)
+
+
+def test_the_training_core_checks_a_local_file_before_loading_it(tmp_path: Path) -> None:
+    from autotune.trainer.data_checks import check_local_file
 
     file = tmp_path / "data.jsonl"
-    file.write_bytes(b'{"text": "ok"}\n{"text": "ok"}\n{"text": "\xc3\x28"}\n')
-    with pytest.raises(ConfigError, match="line 3: invalid UTF-8"):
-        check_encoding(str(file))
+    file.write_text('{"text": "ok"}\n{"text": "ok"\n')
+    with pytest.raises(ConfigError, match="line 2: not valid JSON"):
+        check_local_file(str(file), "auto")
+    assert check_local_file("org/hub-dataset", "auto") is False

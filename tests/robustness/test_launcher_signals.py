@@ -101,3 +101,25 @@ def test_ctrl_c_while_loading_is_one_line(
     err = capsys.readouterr().err
     assert code == 130
     assert err.count("\n") == 1 and err.startswith("error: interrupted before training started")
+
+
+EARLY_CHILD = (
+    "import os, signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "  # as before Python's handler
+    "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+)
+
+
+def test_ctrl_c_before_the_run_has_a_handler_is_one_line_and_130(tmp_path: Path) -> None:
+    """Issue 19 item 6: a run killed by the forwarded SIGINT while its interpreter starts (no handler yet) used
+    to end with -2 and no message. The child writes its pid once it is running (the marker), then SIGINT."""
+    pid_file = tmp_path / "child.pid"
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, EARLY_CHILD, str(pid_file)], stderr=subprocess.PIPE, text=True
+    )
+    child = _wait_for(pid_file)
+    launcher.send_signal(signal.SIGINT)
+    _, err = launcher.communicate(timeout=20)
+    assert launcher.returncode == 130
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: stopped by SIGINT while the run was starting"), err
+    assert _gone(child)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from trainer_helpers import (
@@ -143,13 +144,31 @@ def test_two_process_run_publishes_checkpoints_and_resumes(finished_run: dict[st
     assert report.status == "completed" and report.resumed_from_step == 2 and report.loss_steps == [3]
 
 
+def _wait_until_loading(proc: Any, library: str = "libtorch", timeout_s: float = 120) -> None:
+    """Wait for the marker "the trainer is loading the training stack": ``library`` mapped into the process
+    (``/proc/PID/maps``; torch is imported inside the entry point's Ctrl-C handling, long before training)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    maps = Path(f"/proc/{proc.pid}/maps")
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the trainer ended before it loaded the training stack"
+        try:
+            if library in maps.read_text():
+                return
+        except OSError:
+            pass
+        time.sleep(0.01)  # polling the marker, not a timed wait
+    raise AssertionError(f"{library} was never loaded")
+
+
 @pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="the marker is read from /proc")
 def test_ctrl_c_while_loading_is_one_line(finished_run: dict[str, Path], tmp_path: Path) -> None:
     """SIGINT during imports / model load: one line, exit 130, nothing left behind (no traceback)."""
     import signal
     import subprocess
     import sys
-    import time
 
     from trainer_helpers import trainer_env
 
@@ -158,7 +177,7 @@ def test_ctrl_c_while_loading_is_one_line(finished_run: dict[str, Path], tmp_pat
     proc = subprocess.Popen(
         [sys.executable, "-m", "autotune.trainer", *argv], stderr=subprocess.PIPE, text=True, env=trainer_env()
     )
-    time.sleep(1.5)
+    _wait_until_loading(proc)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert "Traceback" not in stderr, stderr
@@ -168,3 +187,17 @@ def test_ctrl_c_while_loading_is_one_line(finished_run: dict[str, Path], tmp_pat
         assert not (out / "checkpoints").exists()
     else:  # a fast machine reached training: the signal callback saved and stopped
         assert read_report(out).status == "interrupted"
+
+
+@pytest.mark.slow
+def test_a_broken_json_line_is_one_line_naming_it(finished_run: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 19 item 6: three lines (one a datasets log line) naming row 1 for a break on line 2; now the core
+    reads the file line by line before datasets does."""
+    data = tmp_path / "broken.jsonl"
+    data.write_text('{"text": "a b c"}\n{"text": "d e f"\n{"text": "g h i"}\n')
+    out = tmp_path / "run"
+    proc = run_trainer(*core_args(finished_run["plan"], data, out, MAX_STEPS))
+    assert proc.returncode == 2
+    assert f"dataset {data} line 2: not valid JSON" in _one_line_error(proc.stderr)
+    assert [line for line in proc.stderr.splitlines() if line.strip()] == [_one_line_error(proc.stderr)]
+    assert not out.exists()

@@ -177,6 +177,7 @@ def test_launch_model_plans_first_and_dry_run_writes_nothing(capsys, tmp_path: P
         "--output-dir",
         str(out),
         "--dry-run",
+        "--cpu",  # without it the dry run probes this machine's GPU (none here)
     )
     assert code == 0
     assert "planned:" in stdout and "autotune.trainer" in stdout
@@ -195,7 +196,7 @@ HEAVY_PACKAGES = ("torch", "transformers", "peft", "bitsandbytes", "accelerate",
         ["plan", "llama3-8b", "--gpu", "4090", "--json"],
         ["estimate", "llama3-8b", "--gpu", "4090", "--json"],
         ["sweep", "llama3-8b", "--gpu", "4090", "--seq-len", "1024", "--json"],
-        ["launch", "llama3.2-1b", "--gpu", "4090", "--dataset", "d", "--output-dir", "RUN", "--dry-run"],
+        ["launch", "llama3.2-1b", "--gpu", "4090", "--dataset", "d", "--output-dir", "RUN", "--dry-run", "--cpu"],
         ["gpus"],
         ["--help"],
     ],

@@ -57,6 +57,15 @@ def plan_file(capsys, tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def gpu_visible(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dry runs without --cpu probe the GPU: these describe a GPU machine (the probe is tested in
+    tests/unit/launcher/test_preflight.py)."""
+    from autotune.launcher import preflight
+
+    monkeypatch.setattr(preflight, "check_gpu_visible", lambda: None)
+
+
 def _launch(capsys, plan: Path, tmp_path: Path, *args: str) -> tuple[int, str]:
     data = tmp_path / "d.jsonl"
     data.write_text('{"text": "x"}\n')
@@ -107,7 +116,9 @@ def test_refit_that_cannot_reach_a_row_names_the_bound(tmp_path: Path) -> None:
     assert "matmul_efficiency" in line and "bound 1.0" in line and "rtx-4090" in line
 
 
-def test_dry_run_prints_the_command_and_file_list_not_the_files(capsys, plan_file: Path, tmp_path: Path) -> None:
+def test_dry_run_prints_the_command_and_file_list_not_the_files(
+    capsys, plan_file: Path, tmp_path: Path, gpu_visible: None
+) -> None:
     data = tmp_path / "d.jsonl"
     data.write_text('{"text": "x"}\n')
     args = ["launch", str(plan_file), "--dataset", str(data), "--output-dir", str(tmp_path / "r"), "--dry-run"]
@@ -121,7 +132,7 @@ def test_dry_run_prints_the_command_and_file_list_not_the_files(capsys, plan_fil
 
 
 def test_launch_verbose_exports_verbose_and_withdraws_the_quiet_switches(
-    capsys, plan_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    capsys, plan_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpu_visible: None
 ) -> None:
     import os
 
@@ -178,7 +189,9 @@ def test_progress_bars_drawn_with_tqdm_directly_are_quiet() -> None:
     assert "Converting" in loud.stderr
 
 
-def test_set_sharding_fsdp_on_one_gpu_is_refused_like_plan(capsys, plan_file: Path, tmp_path: Path) -> None:
+def test_set_sharding_fsdp_on_one_gpu_is_refused_like_plan(
+    capsys, plan_file: Path, tmp_path: Path, gpu_visible: None
+) -> None:
     code, _, plan_err = run(capsys, "plan", "llama3-8b", "--gpu", "4090", "--sharding", "fsdp")
     assert code == 2 and "needs more than one GPU" in plan_err
     code, err = _launch(capsys, plan_file, tmp_path, "--set", "sharding=fsdp")

@@ -67,7 +67,12 @@ def test_each_entry_plans_what_it_says(entry: object, tmp_path: Path, capsys: py
         )
 
 
-def test_the_fast_path_overrides_are_accepted_by_launch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_fast_path_overrides_are_accepted_by_launch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autotune.launcher import preflight
+
+    monkeypatch.setattr(preflight, "check_gpu_visible", lambda: None)  # the sweep runs on a GPU machine
     entry = gpu_sweep.SETTINGS[0]
     model = tmp_path / "model"  # what make_model.py writes, as far as the launch's pre-flight looks (file names)
     model.mkdir()

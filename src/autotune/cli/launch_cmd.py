@@ -22,20 +22,21 @@ from rich.text import Text
 from autotune import run_lock
 from autotune.cli._shared import plan_estimator
 from autotune.cli.console import console, err_console, note, warn
-from autotune.errors import InvalidRequestError
+from autotune.cli.plan_recheck import check_like_plan, recheck_plan_file, seq_len_warning
+from autotune.errors import ConfigError, InvalidRequestError
+from autotune.hostcpu import cpu_precision_note
 from autotune.launcher import (
     LaunchOptions,
     LaunchSpec,
     apply_overrides,
     build_launch_spec,
     changed_fields,
-    check_output_dir,
     run_launch,
 )
 from autotune.launcher.options import SLURM_SCRIPT_FILE
 from autotune.launcher.overrides import Estimator, GpuResolver
 from autotune.launcher.preflight import preflight
-from autotune.launcher.rundir import never_trained, set_aside_report
+from autotune.launcher.rundir import check_run_directory, set_aside_report
 from autotune.launcher.runner import differing_files, prepare_output_dir
 from autotune.planner.fit import fit_shortfall
 from autotune.quiet import quiet_third_party
@@ -48,7 +49,15 @@ _FIELDS = LaunchOptions.model_fields
 
 
 def _help(name: str) -> str:
-    return _FIELDS[name].description or ""
+    """The option's help: the schema field's description, and its default where the option shows none itself
+    (options whose typer default is None so that "not given" can be told apart; None defaults are described in
+    the text, e.g. the plan's learning rate)."""
+    field = _FIELDS[name]
+    text = field.description or ""
+    default = field.get_default()
+    if default is None or isinstance(default, bool) or "default" in text.lower():
+        return text
+    return f"{text} (default: {default})"
 
 
 def launch_command(
@@ -139,16 +148,18 @@ def launch_command(
     if sets:
         estimate, resolve_gpu = plan_estimator(plan, calibration)
         plan = override_plan(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
+    if sets:  # override_plan re-checked the new setting like plan and warned if it no longer fits
+        warnings = [f"--set: {text}" for text in [seq_len_warning(plan)] if text]
+    else:
+        warnings = recheck(plan, target, calibration) if target.endswith(_PLAN_SUFFIXES) else []
+    # Every check that needs no directory runs before one is created, in a launch and a dry run alike.
     out = Path(options.output_dir)
-    restart = out.is_dir() and never_trained(out)
+    restart = check_run_directory(out, resume=resume)
     if restart and options.resume:  # nothing to resume from: the core starts at step 0
         options = options.model_copy(update={"resume": False})
     spec = build_launch_spec(plan, options)
-    if not dry_run:
-        check_output_dir(out, resume=resume or restart)
-    for line in preflight(
-        plan, options.dataset, options.dataset_format, dry_run=dry_run, probe_gpu=not (dry_run or cpu or slurm)
-    ):
+    warnings += preflight(plan, options.dataset, options.dataset_format, dry_run=dry_run, probe_gpu=not (cpu or slurm))
+    for line in warnings:  # after every refusal: a refused launch prints one line
         warn(line)
     if restart:
         prepare_restart(spec, out, dry_run=dry_run)
@@ -157,6 +168,9 @@ def launch_command(
         return
     render_spec(spec, options, dry_run=dry_run, show_files=show_files)
     console().print(Text(training_line(plan, options)), soft_wrap=True)
+    precision_note = cpu_precision_note(plan.setting.precision) if cpu else None
+    if precision_note:  # the training core applies the same rule (autotune.hostcpu)
+        console().print(f"[yellow]note:[/] {precision_note}", highlight=False)
     code = run_launch(spec, out, resume=resume or restart, dry_run=dry_run, detach=detach)
     if code != 0:
         # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code from app(),
@@ -263,42 +277,18 @@ def override_plan(plan: PlanFile, sets: list[str], *, estimate: Estimator, resol
     return new_plan
 
 
-def check_like_plan(plan: PlanFile, resolve_gpu: GpuResolver) -> None:
-    """Refuse an overridden setting that ``autotune plan`` would refuse as forced options (same check:
-    :func:`autotune.planner.space.check_overrides_supported`), e.g. ``sharding=fsdp`` on one GPU.
+def recheck(plan: PlanFile, target: str, calibration: Path | None) -> list[str]:
+    """Re-validate a plan file with ``autotune plan``'s rules (:func:`autotune.cli.plan_recheck.recheck_plan_file`);
+    returns its warnings. A calibration that cannot be found leaves the fit unchecked (said in a warning)."""
+    from autotune.profiles.catalog import resolve_gpu
 
-    Raises:
-        InvalidRequestError: one line, prefixed ``--set:``.
-    """
-    from autotune.planner.request import Overrides, PlanRequest
-    from autotune.planner.space import check_overrides_supported
-    from autotune.schemas.hardware import ClusterSpec
-
-    setting = plan.setting
-    cluster = plan.cluster
-    forced = Overrides(
-        method=setting.method,
-        sharding=setting.sharding,
-        optimizer=setting.optimizer,
-        precision=setting.precision,
-        loss_impl=setting.loss_impl,
-    )
-    request = PlanRequest(
-        model=plan.model,
-        model_source=plan.model_source,
-        cluster=ClusterSpec(
-            gpu=resolve_gpu(cluster.gpu),
-            num_gpus_per_node=cluster.num_gpus_per_node,
-            num_nodes=cluster.num_nodes,
-            host_memory_gib_per_node=cluster.host_memory_gib_per_node,
-        ),
-        workload=plan.workload,
-        overrides=forced,
-    )
     try:
-        check_overrides_supported(request)
-    except InvalidRequestError as error:
-        raise InvalidRequestError(f"--set: {error} (autotune plan refuses the same)") from None
+        estimate, resolver = plan_estimator(plan, calibration)
+    except ConfigError as error:
+        return recheck_plan_file(
+            plan, target, resolve_gpu=lambda key: resolve_gpu(key)[0], estimate=None, estimator_error=str(error)
+        )
+    return recheck_plan_file(plan, target, resolve_gpu=resolver, estimate=estimate)
 
 
 def format_command(argv: list[str]) -> str:

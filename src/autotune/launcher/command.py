@@ -24,6 +24,7 @@ from autotune.schemas.setting import (
     FSDP_SHARDINGS,
     LIGER_PACKAGE,
     ZERO_SHARDINGS,
+    TrainingSetting,
     attention_run_error,
     kernels_run_error,
 )
@@ -109,6 +110,21 @@ def trainer_args(plan: PlanFile, options: LaunchOptions) -> list[str]:
     return args
 
 
+def cpu_run_error(setting: TrainingSetting) -> str | None:
+    """Why ``setting`` cannot run with ``--cpu``, or None.
+
+    FSDP: accelerate and the Trainer turn an FSDP request into DDP or one process without GPUs (the training
+    core's runtime guard would stop it after start-up). DeepSpeed ZeRO runs on the CPU (gloo, DeepSpeed's CPU
+    accelerator), and so does DDP. Fused kernels on the CPU are :func:`kernels_run_error`'s rule (the one home).
+    """
+    if setting.uses_fsdp:
+        return (
+            f"--cpu cannot run sharding {setting.sharding}: FSDP needs GPUs (accelerate falls back to DDP "
+            "without them); re-plan with --sharding ddp, zero2, zero3 or none, or run it on GPUs"
+        )
+    return None
+
+
 def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
     """Refuse what cannot be launched as asked (one line naming the fields and the fix).
 
@@ -123,6 +139,9 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
     attention_error = attention_run_error(plan.setting.attention_impl)
     if attention_error:
         raise InvalidRequestError(attention_error)
+    cpu_error = cpu_run_error(plan.setting) if options.cpu else None
+    if cpu_error:
+        raise InvalidRequestError(cpu_error)
     setting = plan.setting
     kernels_error = kernels_run_error(
         setting.kernels,

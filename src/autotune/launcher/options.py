@@ -19,14 +19,19 @@ DEEPSPEED_CONFIG_FILE: Final[str] = "deepspeed_config.json"
 SLURM_SCRIPT_FILE: Final[str] = "launch.sbatch"
 TRAINER_MODULE: Final[str] = "autotune.trainer"
 
+DISTRIBUTED_RUN_MODULE: Final[str] = "autotune.trainer.distributed_run"
+"""Runs ``torchrun`` / ``accelerate`` so that a failed worker ends in one line and its exit code, not a
+``ChildFailedError`` traceback (named here, not imported: the launcher never imports the training core)."""
+
 INTERPRETER_MODULES: Final[dict[str, list[str]]] = {
     "python": [],
-    "torchrun": ["-m", "torch.distributed.run"],
-    "accelerate": ["-m", "accelerate.commands.accelerate_cli"],
+    "torchrun": ["-m", DISTRIBUTED_RUN_MODULE, "torchrun"],
+    "accelerate": ["-m", DISTRIBUTED_RUN_MODULE, "accelerate"],
 }
 """The launcher programs a spec names, as modules of an interpreter: runs use the interpreter that planned them
-(``sys.executable``), so its environment, even when its ``bin`` directory is not on PATH (``torchrun`` is
-``torch.distributed.run``'s console script, ``accelerate`` is ``accelerate.commands.accelerate_cli``'s)."""
+(``sys.executable``), so its environment, even when its ``bin`` directory is not on PATH. ``torchrun`` is
+``torch.distributed.run``'s console script and ``accelerate`` is ``accelerate.commands.accelerate_cli``'s; both
+run through :data:`DISTRIBUTED_RUN_MODULE`, which calls those same ``main`` functions."""
 
 DEFAULT_MASTER_PORT: Final[int] = 29500
 """torchrun's and accelerate's default rendezvous port (``torch.distributed.run --master_port``)."""

@@ -3,11 +3,14 @@
 A launch that fails in the training core after the run directory exists leaves that directory behind; these
 checks catch the common first-launch mistakes before it is created, each as one line naming the fix:
 
-- the dataset: a local file exists, is a readable file of a supported type, and its first record has the
-  columns the format needs (:mod:`autotune.schemas.dataset_format`); a hub dataset name is not checked
-  (no network here);
+- the dataset: a local file exists, is a readable file of a supported type, and every row holds what the
+  format needs, streamed line by line (:func:`autotune.schemas.dataset_rows.check_dataset_file`: invalid UTF-8,
+  broken JSON, wrong types and all-empty data name the line); a hub dataset name is not checked;
 - the model: a local directory holds weights *and* a tokenizer (a directory with only ``config.json`` can be
-  planned but not launched); a ``.gguf`` file exists; a hub id is not checked;
+  planned but not launched); a ``.gguf`` file exists; a hub id is in the local Hugging Face cache with weights
+  and a tokenizer, or else the hub is allowed (``HF_HUB_OFFLINE`` unset) and reachable (:func:`check_hub_model`:
+  a TCP connection, nothing downloaded), so that an offline launch fails at once, not after the download's
+  retries;
 - the environment: the training stack the plan needs is installed (found on the path, not imported), and,
   for a launch on this machine without ``--cpu``, torch sees a GPU (:func:`check_gpu_visible`, a subprocess
   so that the CLI itself never imports torch);
@@ -20,23 +23,19 @@ checks catch the common first-launch mistakes before it is created, each as one 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Final
+from urllib.parse import urlsplit
 
 from autotune.errors import ConfigError, InvalidRequestError
-from autotune.schemas.dataset_format import DATASET_LOADERS, detect_format
+from autotune.schemas.dataset_format import DATASET_LOADERS
+from autotune.schemas.dataset_rows import check_dataset_file
 from autotune.schemas.plan import PlanFile
-
-FIRST_RECORD_MAX_BYTES: Final[int] = 1 << 20
-"""How much of a JSONL file is read to find its first record's columns (1 MiB)."""
-
-JSON_COLUMNS_MAX_BYTES: Final[int] = 64 << 20
-"""A ``.json`` dataset larger than this is not parsed here (the training core reads it; 64 MiB)."""
 
 WEIGHT_PATTERNS: Final[tuple[str, ...]] = ("*.safetensors", "pytorch_model*.bin", "model*.bin", "*.pt")
 """Weight files transformers' ``from_pretrained`` reads from a model directory."""
@@ -58,45 +57,12 @@ def _is_local(dataset: str) -> bool:
     return path.exists() or dataset.startswith(("/", ".", "~")) or path.suffix.lower() in DATASET_LOADERS
 
 
-def dataset_columns(path: Path) -> list[str] | None:
-    """The columns of a local dataset file's first record, or None where they are not read here (parquet,
-    a large ``.json``).
-
-    Raises:
-        ConfigError: the file cannot be read, or its first record is not a JSON object.
-    """
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".txt":
-            return ["text"]
-        if suffix == ".jsonl":
-            with path.open("rb") as handle:
-                head = handle.read(FIRST_RECORD_MAX_BYTES)
-            line = next((raw for raw in head.splitlines() if raw.strip()), None)
-            if line is None:
-                raise ConfigError(f"dataset {path} is empty")
-            record = json.loads(line)
-        elif suffix == ".json" and path.stat().st_size <= JSON_COLUMNS_MAX_BYTES:
-            data = json.loads(path.read_bytes())
-            record = data[0] if isinstance(data, list) and data else data
-            if isinstance(data, dict) and all(isinstance(value, list) for value in data.values()):
-                return list(data)  # columnar JSON: {"text": [...], ...}
-        else:
-            return None
-    except OSError as error:
-        raise ConfigError(f"dataset {path} cannot be read: {error.strerror or error}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ConfigError(f"dataset {path}: the first record is not valid JSON ({error})") from None
-    if not isinstance(record, dict):
-        raise ConfigError(f"dataset {path}: the first record is not a JSON object with named columns")
-    return list(record)
-
-
 def check_dataset(dataset: str, dataset_format: str) -> None:
-    """A local dataset exists, is readable, of a supported type, with the columns ``dataset_format`` needs.
+    """A local dataset exists, is readable, of a supported type, and every row holds what ``dataset_format``
+    needs (streamed: :func:`~autotune.schemas.dataset_rows.check_dataset_file`).
 
     Raises:
-        ConfigError: one line naming the file and what is wrong (the columns found and expected).
+        ConfigError: one line naming the file and what is wrong (the line, or the columns found and expected).
     """
     if not _is_local(dataset):
         return
@@ -111,9 +77,7 @@ def check_dataset(dataset: str, dataset_format: str) -> None:
         )
     if not os.access(path, os.R_OK):
         raise ConfigError(f"dataset {dataset} is not readable (check its permissions)")
-    columns = dataset_columns(path)
-    if columns is not None:
-        detect_format(columns, dataset_format, str(path))
+    check_dataset_file(path, dataset_format, str(path))
 
 
 def check_model(plan: PlanFile) -> None:
@@ -130,18 +94,122 @@ def check_model(plan: PlanFile) -> None:
             raise ConfigError(f"model file {source} not found")
         return
     if not path.is_dir():
-        return  # a hub id (or a path the training core reports): not checked without network
-    has_weights = any(next(path.glob(pattern), None) is not None for pattern in WEIGHT_PATTERNS)
-    if not has_weights:
+        if _looks_like_path(source):
+            raise ConfigError(f"model directory {source} not found")
+        check_hub_model(source)
+        return
+    if not _has_weights(path):
         raise ConfigError(
             f"model directory {source} has no weights (*.safetensors or pytorch_model*.bin): a config-only "
             "directory can be planned but not launched; put the weights next to its config.json"
         )
-    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+    if not _has_tokenizer(path):
         raise ConfigError(
             f"model directory {source} has weights but no tokenizer ({', '.join(TOKENIZER_FILES)}): "
             "copy the tokenizer files of the model next to the weights"
         )
+
+
+def _has_weights(path: Path) -> bool:
+    return any(next(path.glob(pattern), None) is not None for pattern in WEIGHT_PATTERNS)
+
+
+def _has_tokenizer(path: Path) -> bool:
+    return any((path / name).is_file() for name in TOKENIZER_FILES)
+
+
+def _looks_like_path(source: str) -> bool:
+    """A model source written as a path (absolute, relative or home), not a hub id ``org/name``."""
+    return source.startswith(("/", "./", "../", "~")) or source in (".", "..") or source.count("/") > 1
+
+
+_TRUE_VALUES: Final[frozenset[str]] = frozenset({"1", "on", "yes", "true"})
+"""What huggingface_hub's ``constants._is_true`` reads as true in ``HF_HUB_OFFLINE`` (huggingface_hub 0.3x)."""
+
+HUB_PROBE_TIMEOUT_S: Final[float] = 5.0
+"""How long :func:`hub_reachable` waits for a TCP connection to the hub (a reachable hub answers in well under
+a second; an unreachable one would make transformers retry for about a minute)."""
+
+
+PROXY_VARIABLES: Final[tuple[str, ...]] = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
+"""Proxy settings requests (and so huggingface_hub) honours; with one set, :func:`hub_reachable` does not probe."""
+
+
+def hub_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` (or transformers' older ``TRANSFORMERS_OFFLINE``) is set to a true value:
+    then transformers loads from the local cache only."""
+    return any(
+        os.environ.get(name, "").strip().lower() in _TRUE_VALUES for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache, resolved as huggingface_hub does (without importing it): ``$HF_HUB_CACHE``,
+    else ``$HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``
+    (default ``~/.cache/huggingface/hub``)."""
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(name):
+            return Path(os.environ[name]).expanduser()
+    home = os.environ.get("HF_HOME") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface"
+    )
+    return Path(home).expanduser() / "hub"
+
+
+def cached_snapshot(repo_id: str, cache: Path | None = None) -> Path | None:
+    """A snapshot of model ``repo_id`` in the hub cache that holds weights and a tokenizer, or None.
+
+    The cache layout is ``models--ORG--NAME/snapshots/REVISION/`` (huggingface_hub's ``file_download``); the
+    revision ``refs/main`` names is tried first, then any other.
+    """
+    root = (cache or hub_cache_dir()) / ("models--" + repo_id.replace("/", "--")) / "snapshots"
+    if not root.is_dir():
+        return None
+    main = root.parent / "refs" / "main"
+    preferred = main.read_text(encoding="utf-8").strip() if main.is_file() else ""
+    snapshots = sorted(root.iterdir(), key=lambda path: path.name != preferred)
+    return next((path for path in snapshots if _has_weights(path) and _has_tokenizer(path)), None)
+
+
+def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> str | None:
+    """None when a TCP connection to the hub (``$HF_ENDPOINT``, default https://huggingface.co) opens within
+    ``timeout_s``; else why not, in a few words. Nothing is sent: this asks the network, not the hub.
+
+    Behind a proxy (``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``ALL_PROXY``, either case) a direct connection says
+    nothing about the hub: not probed (None)."""
+    if any(os.environ.get(name) for key in PROXY_VARIABLES for name in (key, key.lower())):
+        return None
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    parts = urlsplit(endpoint)
+    host = parts.hostname or endpoint
+    try:
+        port = parts.port or (80 if parts.scheme == "http" else 443)
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except (OSError, ValueError) as error:
+        return f"{host} cannot be reached ({' '.join(str(error).split()) or type(error).__name__})"
+
+
+def check_hub_model(repo_id: str) -> None:
+    """A hub model the run will load is in the local cache, or can be downloaded: not offline, hub reachable.
+
+    Raises:
+        ConfigError: one line: the model is not cached and ``HF_HUB_OFFLINE`` is set or the hub cannot be
+            reached; names the cache directory and how to get the model.
+    """
+    if cached_snapshot(repo_id) is not None:
+        return
+    if hub_offline():
+        why = "HF_HUB_OFFLINE is set"
+    else:
+        unreachable = hub_reachable()
+        if unreachable is None:
+            return  # the training core downloads it
+        why = unreachable
+    raise ConfigError(
+        f"model {repo_id} is not in the Hugging Face cache ({hub_cache_dir()}) and {why}: download it first "
+        f"(huggingface-cli download {repo_id}) or give a local model directory (nothing was written)"
+    )
 
 
 def required_packages(plan: PlanFile) -> list[str]:

@@ -10,9 +10,12 @@ it is deleted — a previous report is kept under a new name (:func:`set_aside_r
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Final
 
+from autotune import run_lock
+from autotune.errors import InvalidRequestError
 from autotune.launcher.options import PLAN_FILE
 
 REPORT_FILE: Final[str] = "run_report.json"
@@ -57,3 +60,75 @@ def set_aside_report(out: Path) -> Path | None:
         index += 1
     report.rename(target)
     return target
+
+
+def check_run_directory(out: Path, *, resume: bool) -> bool:
+    """Decide from ``out``'s state, changing nothing, whether a launch (or ``--resume``) may use it.
+
+    - missing: a new run may create it (its nearest existing parent must be a writable directory);
+      ``--resume`` is refused (nothing to resume);
+    - a regular file (or anything but a directory): refused;
+    - a directory whose run lock is held by a live run (:func:`autotune.run_lock.probe`): refused;
+    - a run directory (``plan.yaml`` written by ``autotune launch``) that never trained (:func:`never_trained`):
+      allowed, with or without ``--resume`` (the run starts at step 0); returns True;
+    - a run directory that trained: ``--resume`` continues it, unless its report says ``completed``;
+      without ``--resume`` refused;
+    - any other directory (empty, or the user's files): refused, also with ``--resume``, so that a refused
+      resume never writes a ``plan.yaml`` into a directory that was not a run.
+
+    Returns:
+        True when ``out`` is a run directory that never trained (start it again from step 0).
+
+    Raises:
+        InvalidRequestError: one line naming the directory, its state and the fix (nothing was written).
+    """
+    if not out.exists():
+        if resume:
+            raise InvalidRequestError(
+                f"--resume: output directory {out} does not exist (nothing to resume; drop --resume to start)"
+            )
+        _check_creatable(out)
+        return False
+    if not out.is_dir():
+        raise InvalidRequestError(
+            f"--output-dir {out} is a file, not a directory: choose a new --output-dir (nothing was written)"
+        )
+    run_lock.probe(out)
+    if (out / PLAN_FILE).is_file():
+        if never_trained(out):
+            return True
+        if not resume:
+            raise InvalidRequestError(
+                f"output directory {out} already exists and holds a run; add --resume to continue it, "
+                "or choose a new --output-dir"
+            )
+        if _report_status(out) == "completed":
+            raise InvalidRequestError(
+                f"--resume: the run in {out} already completed (see {out / FINAL_DIR}); to train more, start a "
+                "new run with a new --output-dir"
+            )
+        return False
+    try:
+        empty = next(out.iterdir(), None) is None
+    except OSError as error:
+        raise InvalidRequestError(f"output directory {out} cannot be read: {error.strerror or error}") from None
+    what = "is empty" if empty else "holds files that are not an autotune run (no plan.yaml)"
+    if resume:
+        raise InvalidRequestError(
+            f"--resume: output directory {out} {what}: nothing to resume; choose a new --output-dir "
+            "(nothing was written)"
+        )
+    raise InvalidRequestError(
+        f"output directory {out} already exists and {what}; choose a new --output-dir (nothing was written)"
+    )
+
+
+def _check_creatable(out: Path) -> None:
+    """The nearest existing ancestor of ``out`` is a directory this process may create entries in."""
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InvalidRequestError(f"cannot create --output-dir {out}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidRequestError(f"cannot create --output-dir {out}: {parent} is not writable")

@@ -183,6 +183,13 @@ def run_command(argv: Sequence[str], env: dict[str, str]) -> int:
     finally:
         for restored, handler in previous.items():
             signal.signal(restored, handler)
+    if forwarded and code == -forwarded[0]:  # killed by it: the run had no handler yet, so it said nothing
+        print(
+            f"error: stopped by {signal.Signals(forwarded[0]).name} while the run was starting (before training: "
+            "no checkpoint was written); run the same command again to start it",
+            file=sys.stderr,
+            flush=True,
+        )
     return exit_code(code, forwarded[0] if forwarded else None)
 
 

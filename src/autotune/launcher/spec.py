@@ -18,8 +18,8 @@ runner (:mod:`autotune.launcher.runner`) does the rest. How each sharding is sta
   reachable node 0 (static rendezvous), no ssh / pdsh host file as the ``deepspeed`` launcher does,
   so the same command runs under ``srun``.
 - ``--cpu``: any multi-process run uses ``torchrun`` (``accelerate launch --cpu --num_processes 2``
-  silently starts one process). FSDP does not run on the CPU through accelerate and the Trainer
-  (they fall back to DDP); the training core's runtime guard stops such a run, and a note says so.
+  silently starts one process). A plan that cannot run on the CPU (FSDP, Liger kernels:
+  :func:`autotune.launcher.command.cpu_run_error`) is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -74,12 +74,6 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
             main_process_port=options.main_process_port,
         )
         files[ACCELERATE_CONFIG_FILE] = yaml.safe_dump(config, sort_keys=False)
-    if sharding in FSDP_SHARDINGS and options.cpu:
-        notes.append(
-            f"sharding={sharding} does not run on the CPU (accelerate and the Trainer fall back to DDP): "
-            "the training core's runtime guard will stop this run; for a CPU run use --set sharding=ddp "
-            "or --set sharding=zero3"
-        )
     argv = node_command(plan, options, node_rank=str(options.node_rank))
     cluster = plan.cluster
     if options.slurm:

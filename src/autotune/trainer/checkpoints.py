@@ -25,6 +25,7 @@ Standard library only (no torch): the checks are cheap and testable alone.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -285,3 +286,45 @@ def _check_safetensors(file: Path) -> str | None:
     if 8 + header_len + end != size:
         return f"truncated safetensors data ({size} bytes, {8 + header_len + end} expected)"
     return None
+
+
+NO_SPACE_MESSAGES: tuple[str, ...] = (
+    "No space left on device",  # strerror(ENOSPC), also in safetensors' "I/O error: ... (os error 28)"
+    "Disk quota exceeded",  # strerror(EDQUOT)
+    "file write failed",  # torch.save: PytorchStreamWriter "failed writing file ...: file write failed"
+    "unexpected pos",  # torch.save: caffe2 inline_container "[enforce fail ...] unexpected pos N vs M" (short write)
+)
+"""How a full disk shows in errors that carry no errno (torch 2.13 ``caffe2/serialize/inline_container.cc``)."""
+
+LOW_SPACE_BYTES: int = 16 << 20
+"""Free bytes under which a failed write is taken as a full disk whatever its message (16 MiB: less than one
+shard of any checkpoint a GPU run writes; file systems keep a reserve, so "full" rarely reads exactly 0)."""
+
+
+def free_bytes(directory: Path) -> int | None:
+    """Bytes available to this user on ``directory``'s file system (``statvfs``), or None if unknown."""
+    path = directory
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return None
+    return stats.f_bavail * stats.f_frsize
+
+
+def out_of_space(error: BaseException, directory: Path | None = None) -> bool:
+    """True when ``error``, or one it was raised from, reports a full disk: ``ENOSPC`` / ``EDQUOT``, one of
+    :data:`NO_SPACE_MESSAGES` (``torch.save`` raises ``RuntimeError`` without an errno), or any error while
+    ``directory``'s file system has less than :data:`LOW_SPACE_BYTES` free."""
+    seen: BaseException | None = error
+    for _ in range(10):
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(text in str(seen) for text in NO_SPACE_MESSAGES):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    available = free_bytes(directory) if directory is not None else None
+    return available is not None and available < LOW_SPACE_BYTES

@@ -20,6 +20,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from autotune.errors import ConfigError, first_line
+from autotune.hostcpu import cpu_precision_note
 from autotune.schemas.lora_targets import (
     adapted_parameters,
     effective_lora_dropout,
@@ -89,9 +90,13 @@ def choose_precision(setting: TrainingSetting, cpu: bool) -> PrecisionChoice:
     fp16-mixed → fp32 weights + fp16 autocast with loss scaling; fp32 → fp32, nothing else. For QLoRA
     the dtype of the unquantized parts (embeddings, norms, lm_head) is ``unquantized_dtype``.
     On the CPU, fp16 autocast is not supported by Trainer: it is replaced by bf16 autocast with a
-    logged warning.
+    logged warning; on a CPU without bf16 instructions a bf16 plan runs in fp32 (weights and compute), with a
+    logged warning (:func:`autotune.hostcpu.cpu_precision_note`).
     """
     precision = setting.precision
+    if cpu and cpu_precision_note(precision) is not None:  # no bf16 instructions: fp32 (autotune.hostcpu)
+        logger.warning("%s", cpu_precision_note(precision))
+        return PrecisionChoice(load_dtype=torch.float32, bf16=False, fp16=False)
     bf16, fp16 = trainer_precision_switches(precision, deepspeed=False, cpu=cpu)
     if precision == "fp16-mixed" and cpu:
         logger.warning("precision fp16-mixed is not supported on the CPU: using bf16-mixed instead")

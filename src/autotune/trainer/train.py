@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import signal
@@ -36,11 +35,11 @@ from autotune.trainer.callbacks import (
     StopOnNonFiniteLossCallback,
     StopOnSignalCallback,
 )
-from autotune.trainer.checkpoints import ResumePoint, resolve_start
+from autotune.trainer.checkpoints import ResumePoint, out_of_space, resolve_start
 from autotune.trainer.chunked_loss import ChunkedLossTrainer
 from autotune.trainer.consistency import check_model_matches_plan, check_resume_plan
 from autotune.trainer.data import build_collator, build_train_dataset, detect_format, load_raw_dataset
-from autotune.trainer.data_checks import check_encoding, check_rows
+from autotune.trainer.data_checks import check_local_file, check_rows
 from autotune.trainer.guard import check_runtime
 from autotune.trainer.hf_args import build_training_arguments
 from autotune.trainer.kernels import apply_kernels, check_kernels_runnable
@@ -147,7 +146,7 @@ def run(args: TrainerArgs) -> int:
     try:
         stopped_by = _run(args, plan)
     except Exception as error:
-        if not _out_of_space(error):
+        if not out_of_space(error, args.run_dir):
             raise
         raise ConfigError(  # one line saying what was kept, no traceback
             f"{' '.join(str(error).split())[:300]} — stopped; kept in {args.output_dir}: the plan, every "
@@ -163,23 +162,6 @@ def run(args: TrainerArgs) -> int:
     return 0 if stopped_by is None else 128 + stopped_by
 
 
-_NO_SPACE = ("No space left on device", "Disk quota exceeded", "file write failed")
-
-
-def _out_of_space(error: BaseException) -> bool:
-    """True when ``error`` or one it was raised from reports a full disk (torch.save raises RuntimeError)."""
-    seen: BaseException | None = error
-    for _ in range(10):
-        if seen is None:
-            return False
-        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if any(text in str(seen) for text in _NO_SPACE):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
 def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     setting = plan.setting
     start = check_output_dir(args)
@@ -189,10 +171,11 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
         check_resume_plan(start.checkpoint, plan)
         logger.info("resuming from %s (step %d)", start.checkpoint, start.step)
     resume_from = start.checkpoint
-    check_encoding(args.dataset)
+    checked = check_local_file(args.dataset, args.dataset_format)  # streamed, names the line; before loading
     raw = load_raw_dataset(args.dataset)
     fmt = detect_format(list(raw.column_names), args.dataset_format, args.dataset)
-    check_rows(raw, fmt, args.dataset)
+    if not checked:
+        check_rows(raw, fmt, args.dataset)
 
     source = resolve_source(plan.model_source)
     tokenizer = load_tokenizer(source)
@@ -247,10 +230,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     stopper.install()
     try:
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from is not None else None)
-    except AutotuneError:
-        _teardown()
-        raise
-    except BaseException as error:
+    except BaseException as error:  # the runtime guard (an AutotuneError) included: the report says failed
         status, message = "failed", f"{type(error).__name__}: {' '.join(str(error).split())[:500]}"
         try:
             _finish(trainer, plan, args, status, message, resumed_from_step, metrics, started_at)

@@ -107,7 +107,7 @@ def test_node_rank_out_of_range() -> None:
 
 
 def test_cpu_runs_multi_process_with_torchrun_and_only_the_files_used() -> None:
-    for sharding in ("ddp", "zero2", "zero3-offload", "fsdp"):
+    for sharding in ("ddp", "zero2", "zero3-offload"):  # FSDP is refused with --cpu (test_launch_refusals)
         spec = build_launch_spec(make_plan(sharding=sharding, gpus=2), options(cpu=True))
         assert spec.argv[:3] == ["torchrun", "--nproc_per_node", "2"]
         assert "--cpu" in spec.argv

@@ -72,10 +72,6 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"sharding": "zero3", "gpus": 2, "method": "full", "precision": "fp32"},
         {"output_dir": "/tmp/run-z3", "cpu": True, "resume": True},
     ),
-    "cpu-fsdp-2proc": (
-        {"sharding": "fsdp", "gpus": 2, "method": "lora"},
-        {"output_dir": "/tmp/run-fsdp", "cpu": True},
-    ),
 }
 
 

@@ -173,3 +173,16 @@ def test_a_plan_with_measurement_only_attention_is_refused(tmp_path: Path, capsy
     assert trainer_main(["--plan", str(path), "--dataset", "org/data", "--output-dir", str(out)]) == 2
     assert "attention_impl=eager-legacy" in _error_line(capsys)
     assert not out.exists()
+
+
+def test_help_shows_the_defaults(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 19 item 7: --seed, --learning-rate, --warmup-ratio and --save-steps said nothing of their defaults."""
+    monkeypatch.setenv("COLUMNS", "400")
+    assert run_cli("launch", "--help") == 0
+    lines = {
+        line.split()[1]: line for line in capsys.readouterr().out.splitlines() if line.strip(" │").startswith("--")
+    }
+    assert "(default: 42)" in lines["--seed"]
+    assert "(default: 50)" in lines["--save-steps"]
+    assert "default: the plan's training.learning_rate" in lines["--learning-rate"]
+    assert "default: the plan's training.warmup_ratio, 0.03" in lines["--warmup-ratio"]

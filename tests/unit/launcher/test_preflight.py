@@ -13,6 +13,8 @@ from tests.unit.cli_runner import run
 
 from autotune.launcher import preflight
 
+from .conftest import REAL_GPU_PROBE
+
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "configs" / "llama3.2-1b"
 
 
@@ -25,7 +27,8 @@ def _plan(capsys, tmp_path: Path, model: str = "llama3.2-1b") -> Path:
 
 def _chat(tmp_path: Path) -> Path:
     data = tmp_path / "chat.jsonl"
-    data.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    data.write_text(json.dumps({"messages": messages}) + "\n")
     return data
 
 
@@ -91,11 +94,16 @@ def _torch_sees_a_gpu() -> bool:
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="needs a machine without a GPU")
-def test_without_cpu_on_a_machine_without_gpu_the_launch_names_cpu(capsys, tmp_path: Path) -> None:
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "launch"])
+def test_without_cpu_on_a_machine_without_gpu_the_launch_names_cpu(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dry_run: bool
+) -> None:
+    monkeypatch.setattr(preflight, "check_gpu_visible", REAL_GPU_PROBE)
     if _torch_sees_a_gpu():
         pytest.skip("torch sees a GPU here")
     plan = _plan(capsys, tmp_path)
     out = tmp_path / "run"
-    code, _, err = run(capsys, "launch", str(plan), "--dataset", str(_chat(tmp_path)), "--output-dir", str(out))
+    extra = ["--dry-run"] if dry_run else []
+    code, _, err = run(capsys, "launch", str(plan), "--dataset", str(_chat(tmp_path)), "--output-dir", str(out), *extra)
     assert code == 2 and "--cpu" in err and "no GPU" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()

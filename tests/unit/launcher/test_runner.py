@@ -97,13 +97,9 @@ def test_resume_with_a_different_plan_is_refused_and_nothing_written(tmp_path: P
 
 def test_resolve_argv_uses_this_interpreter() -> None:
     assert resolve_argv(["python", "-m", "x"]) == [sys.executable, "-m", "x"]
-    assert resolve_argv(["torchrun", "--standalone"])[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    assert resolve_argv(["accelerate", "launch"])[:4] == [
-        sys.executable,
-        "-m",
-        "accelerate.commands.accelerate_cli",
-        "launch",
-    ]
+    wrapper = "autotune.trainer.distributed_run"
+    assert resolve_argv(["torchrun", "--standalone"])[:5] == [sys.executable, "-m", wrapper, "torchrun", "--standalone"]
+    assert resolve_argv(["accelerate", "launch"])[:5] == [sys.executable, "-m", wrapper, "accelerate", "launch"]
     assert resolve_argv(["sbatch", "x"]) == ["sbatch", "x"]
 
 

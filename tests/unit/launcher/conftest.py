@@ -1,0 +1,19 @@
+"""Launcher tests: launches without ``--cpu`` probe the GPU; these tests describe GPU machines.
+
+(The plans' hub model ids are in the test-wide offline hub cache: ``tests/conftest.py``.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.launcher import preflight
+
+REAL_GPU_PROBE = preflight.check_gpu_visible
+"""The real probe, for the tests of it (they set it back with monkeypatch)."""
+
+
+@pytest.fixture(autouse=True)
+def _a_gpu_is_visible(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU probe passes here (a subprocess importing torch per test would cost seconds). Tests of the probe
+    restore :data:`REAL_GPU_PROBE`."""
+    monkeypatch.setattr(preflight, "check_gpu_visible", lambda: None)
