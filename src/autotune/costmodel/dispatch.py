@@ -41,12 +41,26 @@ FOREACH_TENSORS_PER_LAUNCH = 48
 
 @dataclass(frozen=True)
 class LayerOps:
-    """One decoder layer's pass: kernel launches and element-wise bytes per token (bf16)."""
+    """One decoder layer's pass: kernel launches by class and element-wise bytes per token (bf16)."""
 
-    forward_kernels: int
-    backward_kernels: int
+    forward_gemm_kernels: int
+    forward_attention_kernels: int
+    forward_elementwise_kernels: int
+    backward_gemm_kernels: int
+    backward_attention_kernels: int
+    backward_elementwise_kernels: int
     forward_bytes_per_token: float
     backward_bytes_per_token: float
+
+    @property
+    def forward_kernels(self) -> int:
+        """Every kernel of the forward pass."""
+        return self.forward_gemm_kernels + self.forward_attention_kernels + self.forward_elementwise_kernels
+
+    @property
+    def backward_kernels(self) -> int:
+        """Every kernel of the backward pass."""
+        return self.backward_gemm_kernels + self.backward_attention_kernels + self.backward_elementwise_kernels
 
 
 @cache
@@ -85,8 +99,12 @@ def layer_ops(model: ModelSpec, trainable: bool) -> LayerOps:
     forward = entry["forward_kernels"]
     backward = entry["backward_kernels"]
     return LayerOps(
-        forward_kernels=int(sum(forward.values())),
-        backward_kernels=int(sum(backward.values())),
+        forward_gemm_kernels=int(forward.get("gemm", 0)),
+        forward_attention_kernels=int(forward.get("attention", 0)),
+        forward_elementwise_kernels=int(sum(v for k, v in forward.items() if k not in ("gemm", "attention"))),
+        backward_gemm_kernels=int(backward.get("gemm", 0)),
+        backward_attention_kernels=int(backward.get("attention", 0)),
+        backward_elementwise_kernels=int(sum(v for k, v in backward.items() if k not in ("gemm", "attention"))),
         forward_bytes_per_token=_bytes(entry["forward_elementwise_bytes_per_token"], model),
         backward_bytes_per_token=_bytes(entry["backward_elementwise_bytes_per_token"], model),
     )
