@@ -45,6 +45,7 @@ class AdapterOps:
     kernels: int
 
 
+@functools.lru_cache(maxsize=64)
 def lora_ops(adapter_bytes: float, compute_bytes: float, dropout: bool) -> tuple[AdapterOps, AdapterOps]:
     """(forward, backward) element-wise work of one peft LoRA target (module docstring), GEMMs excluded."""
     a, c = adapter_bytes, compute_bytes
@@ -83,8 +84,9 @@ def lora_gemm_s(
     return forward, backward
 
 
+@functools.lru_cache(maxsize=4096)
 def lora_elementwise(model: ModelSpec, targets: tuple[str, ...], ops: AdapterOps, tokens: float) -> tuple[float, int]:
-    """(bytes, kernels) of one layer's LoRA element-wise work in one pass of ``tokens`` tokens."""
+    """(bytes, kernels) of one layer's LoRA element-wise work in one pass of ``tokens`` tokens (cached)."""
     layers = model.num_hidden_layers
     moved = 0.0
     kernels = 0
@@ -95,6 +97,12 @@ def lora_elementwise(model: ModelSpec, targets: tuple[str, ...], ops: AdapterOps
         )
         kernels += per_layer * ops.kernels
     return moved, kernels
+
+
+@functools.lru_cache(maxsize=1024)
+def targets_per_layer(model: ModelSpec, targets: tuple[str, ...]) -> float:
+    """Adapted linears per decoder layer (cached)."""
+    return sum(m.count for m in lora_module_targets(model, targets)) / model.num_hidden_layers
 
 
 def dequant_per_layer_pass(

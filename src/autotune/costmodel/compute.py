@@ -37,7 +37,13 @@ import functools
 from dataclasses import dataclass
 
 from autotune.costmodel import activations as act
-from autotune.costmodel.adapter_time import dequant_per_layer_pass, lora_elementwise, lora_gemm_s, lora_ops
+from autotune.costmodel.adapter_time import (
+    dequant_per_layer_pass,
+    lora_elementwise,
+    lora_gemm_s,
+    lora_ops,
+    targets_per_layer,
+)
 from autotune.costmodel.collectives import (
     DDP_BUCKET_BYTES,
     ZERO_BUCKET_ELEMENTS,
@@ -59,7 +65,7 @@ from autotune.costmodel.gemm import (
 from autotune.costmodel.memory import base_weight_bytes
 from autotune.costmodel.optimizer_step import GPU_KERNEL_MIN_S, offload_traffic_s, optimizer_step_s
 from autotune.costmodel.param_adapters import wrapped_gemm_s
-from autotune.costmodel.params import linear_modules, lora_module_targets, lora_params
+from autotune.costmodel.params import linear_modules, lora_params
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
@@ -131,14 +137,6 @@ class TimeTerms:
         """The sum of the terms."""
         return sum(getattr(self, name) for name in TERM_LABELS)
 
-    def scaled(self, factor: float) -> TimeTerms:
-        """Every term × ``factor`` (a micro-step's terms × the accumulation steps)."""
-        return TimeTerms(**{name: getattr(self, name) * factor for name in TERM_LABELS})
-
-    def plus(self, other: TimeTerms) -> TimeTerms:
-        """Term-wise sum."""
-        return TimeTerms(**{name: getattr(self, name) + getattr(other, name) for name in TERM_LABELS})
-
     def labelled(self) -> dict[str, float]:
         """{label: seconds} in ``TERM_LABELS`` order."""
         return {label: getattr(self, name) for name, label in TERM_LABELS.items()}
@@ -171,7 +169,12 @@ class TimePrediction:
 def architecture_generation(gpu: GpuSpec) -> str:
     """'ampere', 'hopper', 'ada', 'blackwell', 'volta', 'turing', 'cdna', 'rdna' from the profile's
     ``architecture`` text (its first word, lower case)."""
-    return gpu.architecture.split()[0].strip(",").lower()
+    return _generation(gpu.architecture)
+
+
+@functools.lru_cache(maxsize=64)
+def _generation(architecture: str) -> str:
+    return architecture.split()[0].strip(",").lower()
 
 
 def efficiency(table: dict[str, float], gpu: GpuSpec) -> float:
@@ -326,8 +329,7 @@ def _layer_passes(context: SettingContext, coefficients: CostCoefficients) -> tu
         forward.kernels += fwd_lora_kernels
         backward.kernels += bwd_lora_kernels
         # peft's Python per target and forward pass (its backward is autograd's C++ engine)
-        targets_per_layer = sum(m.count for m in lora_module_targets(model, targets)) / layers
-        forward.python_cpu_s += targets_per_layer * coefficients.lora_target_cpu_s
+        forward.python_cpu_s += targets_per_layer(model, targets) * coefficients.lora_target_cpu_s
     if setting.method == "qlora":
         linears = sum(m.count for m in linear_modules(model))
         moved, kernels = dequant_per_layer_pass(
@@ -338,6 +340,19 @@ def _layer_passes(context: SettingContext, coefficients: CostCoefficients) -> tu
             one.kernels += kernels
             one.python_cpu_s += linears / layers * coefficients.qlora_linear_cpu_s
     return forward, backward
+
+
+@functools.lru_cache(maxsize=1024)
+def _head_gemm_s(
+    tokens: float, h: int, vocab: int, element: float, device: GemmDevice, chunked: bool, trained: bool
+) -> float:
+    """lm_head's GEMMs per micro-step: forward (twice for the chunked loss), input gradient, and the weight gradient
+    when the head trains. Cached per shape."""
+    seconds = linear_pass_time_s(tokens, h, vocab, element, device, "forward") * (1 + int(chunked))
+    seconds += linear_pass_time_s(tokens, h, vocab, element, device, "input-grad")
+    if trained:
+        seconds += linear_pass_time_s(tokens, h, vocab, element, device, "weight-grad")
+    return seconds
 
 
 def _head_s(context: SettingContext, coefficients: CostCoefficients) -> float:
@@ -351,13 +366,11 @@ def _head_s(context: SettingContext, coefficients: CostCoefficients) -> float:
         gpu, "fp32-simt" if fp32_head else dtypes.compute_dtype, coefficients, coefficients.matmul_efficiency
     )
     head_element = 4 if fp32_head else dtypes.compute_bytes
-    h, vocab = model.hidden_size, model.vocab_size
-    head_s = linear_pass_time_s(tokens, h, vocab, head_element, head_device, "forward") * (
-        1 + int(setting.loss_impl == "chunked")
-    )
-    head_s += linear_pass_time_s(tokens, h, vocab, head_element, head_device, "input-grad")
-    if not setting.uses_adapters:
-        head_s += linear_pass_time_s(tokens, h, vocab, head_element, head_device, "weight-grad")
+    head_s = _head_gemm_s(
+        tokens, model.hidden_size, model.vocab_size, head_element, head_device,
+        setting.loss_impl == "chunked", not setting.uses_adapters,
+    )  # fmt: skip
+    vocab = model.vocab_size
     logits_s = act.loss_bytes_per_logit(model, setting, dtypes) * tokens * vocab * 2 / bandwidth
     return head_s + logits_s + HEAD_KERNELS * GPU_KERNEL_MIN_S
 
@@ -439,28 +452,30 @@ def predict_time_in(context: SettingContext, coefficients: CostCoefficients) -> 
         micro["offload_s"] = max(0.0, traffic_s - compute_s)
     if setting.uses_deepspeed and setting.shards_parameters:
         micro["zero3_hooks_s"] = zero3_hooks_s(model, forward_passes + 1, coefficients)
-    micro_terms = TimeTerms(**micro)
-    micro_step_s = micro_terms.total_s()
+    micro_step_s = sum(micro.values())
 
     # --- optimizer step --------------------------------------------------------------------------------------
     trainable_per_rank = trainable / ranks if setting.sharding not in ("none", "ddp") else trainable
     optimizer_s = optimizer_step_s(
         model, setting, gpu, dtypes, trainable_per_rank, coefficients, ranks_per_node=cluster.num_gpus_per_node
     )
-    step_terms = TimeTerms(
-        optimizer_step_s=optimizer_s,
-        exposed_communication_s=step_comm_exposed,
-        fixed_overheads_s=coefficients.step_overhead_s,
-    )
-    terms = micro_terms.scaled(setting.grad_accum).plus(step_terms)
+    per_step = {
+        "optimizer_step_s": optimizer_s,
+        "exposed_communication_s": step_comm_exposed,
+        "fixed_overheads_s": coefficients.step_overhead_s,
+    }
+    optimizer_total = sum(per_step.values())
+    accum = setting.grad_accum
+    # one optimizer step: every micro-step term × the accumulation steps, plus the per-step terms
+    terms = TimeTerms(**{name: accum * micro.get(name, 0.0) + per_step.get(name, 0.0) for name in TERM_LABELS})
 
     model_flops = tokens * (
         6 * counts.matmul_params_per_token + 12 * layers * model.num_attention_heads * model.head_dim * seq
     )
     return TimePrediction(
         micro_step_time_s=micro_step_s,
-        optimizer_time_s=step_terms.total_s(),
-        step_time_s=terms.total_s(),
+        optimizer_time_s=optimizer_total,
+        step_time_s=accum * micro_step_s + optimizer_total,
         model_flops_per_micro_step=model_flops,
         terms=terms,
     )

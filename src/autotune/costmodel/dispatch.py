@@ -12,6 +12,7 @@ per token in bf16 as a linear form in the layer's widths (h, I, n_q·d, n_kv·d,
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from functools import cache
@@ -93,8 +94,10 @@ def _bytes(form: dict[str, float], model: ModelSpec) -> float:
     return max(0.0, sum(form.get(name, 0.0) * value for name, value in widths.items()))
 
 
+@functools.lru_cache(maxsize=256)
 def layer_ops(model: ModelSpec, trainable: bool) -> LayerOps:
-    """Kernels and element-wise bytes per token of one decoder layer (bf16 basis; see the module docstring)."""
+    """Kernels and element-wise bytes per token of one decoder layer (bf16 basis; see the module docstring).
+    Cached: every candidate of a search asks for the same model."""
     entry = op_counts()["families"][family_of(model)]["full" if trainable else "frozen"]
     forward = entry["forward_kernels"]
     backward = entry["backward_kernels"]

@@ -43,6 +43,14 @@ from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.units import nf4_bytes_per_param
 
+EMBEDDING_32BIT_STATE_BYTES = 8.0
+"""Bytes per embedding parameter of AdamW state under a bitsandbytes 8-bit optimizer in the HF Trainer: its
+``create_optimizer`` registers every ``nn.Embedding`` with ``GlobalOptimManager.register_module_override(module,
+'weight', {'optim_bits': 32})`` (transformers ``trainer.py``), so those two moments are fp32. Llama-3-8B: 525M
+embedding parameters, +2.9 GiB over 8-bit states (the core's compiled full run measured 65.50 GiB, 60.42 predicted
+without it). Paged 8-bit states live in managed memory, outside the allocated peak; sharded flat parameters do not
+match the module override."""
+
 FSDP_LIVE_UNITS = 2
 """Decoder-layer units gathered at once under FSDP / ZeRO-3 (current + prefetched)."""
 
@@ -138,6 +146,9 @@ def model_state_bytes(
     adapter_weights = trainable * dtypes.adapter_bytes if setting.uses_adapters else 0.0
     gradients = trainable * dtypes.grad_bytes
     optimizer = trainable * dtypes.optimizer_bytes
+    if setting.optimizer == "adamw-8bit" and not setting.uses_adapters and not setting.shards_states:
+        # the HF Trainer keeps the embedding's Adam states in 32 bits under a bitsandbytes 8-bit optimizer
+        optimizer += counts.embedding_params * (EMBEDDING_32BIT_STATE_BYTES - dtypes.optimizer_bytes)
     optimizer_temp = trainable * dtypes.optimizer_temp_bytes
 
     shard_params = setting.shards_parameters
