@@ -23,8 +23,9 @@ Assumptions (and why):
     nvidia-smi memory: peak allocated does not depend on it, so the fit's value would be arbitrary.
   * Without the seeds, the efficiencies every GPU shares (per architecture generation, 'default', DRAM) keep
     their starting values — a few user rows would move them for every GPU — and each measured GPU gets its own
-    ``matmul_efficiency`` (refit from its generation's value). A shared time factor (LoRA / QLoRA overhead)
-    that the user's rows cannot tell apart from their GPU's efficiency keeps its starting value
+    ``matmul_efficiency`` (refit from its generation's value). A shared per-call CPU cost (peft's per LoRA target,
+    bitsandbytes' per Linear4bit) that the user's rows cannot tell apart from their GPU's efficiency keeps its
+    starting value
     (:func:`unidentified_time_factors`).
 """
 
