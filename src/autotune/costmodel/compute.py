@@ -1,7 +1,10 @@
-"""Step time of one setting, term by term: GEMMs by shape, attention by kernel, element-wise traffic, exposed CPU
-dispatch, LoRA adapters, QLoRA dequantization, collectives, offload, the optimizer step and fixed overheads.
+"""Step time of one setting as a sum of named terms (:class:`TimeTerms`): GEMMs by shape, attention by kernel,
+element-wise traffic, LoRA adapters, QLoRA dequantization, lm_head + loss, exposed CPU dispatch, exposed
+communication, ZeRO-3 hooks, exposed offload, the optimizer step and fixed overheads. The setting's derived facts
+(dtypes, tokens, passes, the attention rule) come from :class:`~autotune.costmodel.context.SettingContext`, the
+same object the memory model reads.
 
-Each term (docs/cost-model.md §5 has the formulas and sources):
+Each term (docs/cost-model.md §5 has the formulas, sources and measured error):
 
 * **GEMMs** — every ``nn.Linear`` of a decoder layer (``params.linear_modules``) as its forward, input-gradient
   and (when the weight trains) weight-gradient GEMM, timed by ``gemm.gemm_time_s`` from its shape (M = tokens per
@@ -13,13 +16,14 @@ Each term (docs/cost-model.md §5 has the formulas and sources):
 * **element-wise** — the bytes the layer's non-GEMM kernels move, counted from the real module code
   (``dispatch.layer_ops``; bf16 basis, scaled by the residual dtype), at ``bandwidth × bandwidth_efficiency``;
   the logits/loss traffic (``activations.loss_bytes_per_logit``, forward and backward).
-* **dispatch** — each kernel costs ``kernel_launch_s`` of CPU time (eager PyTorch); per decoder-layer pass the
-  GPU hides it when its own work is longer, so a pass takes max(GPU time, CPU dispatch time). On the GPU each
-  kernel adds ``optimizer_step.GPU_KERNEL_MIN_S`` (launch latency, ramp and tail) to its FLOPs / bytes time. Small micro
-  batches (few tokens per kernel) become dispatch-bound; large ones hide it.
-* **LoRA** — per target: two fp32 GEMMs forward (peft upcasts the adapters and casts the input), four backward,
-  and the cast / dropout / scale / add traffic; **QLoRA** — per linear per pass: read the NF4 weight and write
-  its bf16 copy (``units.nf4_bytes_per_param``), one dequantization kernel (bitsandbytes ``dequantize_4bit``).
+* **dispatch** — each kernel costs ``kernel_launch_s`` of CPU time (eager PyTorch), each peft LoRA target
+  ``lora_target_cpu_s`` per forward pass and each bitsandbytes Linear4bit ``qlora_linear_cpu_s`` per pass; per
+  decoder-layer pass the GPU hides it when its own work is longer, so a pass takes max(GPU time, CPU time) and the
+  excess is the ``exposed cpu dispatch`` term. On the GPU each kernel adds ``optimizer_step.GPU_KERNEL_MIN_S``
+  (launch latency, ramp and tail) to its term. Small micro batches become dispatch-bound; large ones hide it.
+* **LoRA** and **QLoRA** — counted from what peft and bitsandbytes run (``adapter_time``): casts only when the
+  adapters' dtype differs from the input's, dropout only when p > 0, two skinny GEMMs at their own shape, scale
+  and add; the NF4 dequantization of every linear in every pass.
 * **communication** (``collectives``) — per layer, overlapped with that layer's compute only (FSDP / ZeRO-3
   prefetch one unit ahead); FSDP with ``grad_sync`` last-micro-step reduce-scatters in the last micro-step of a
   step only (``no_sync`` on the others; ``memory`` counts the unsharded gradients this keeps); DDP's all-reduce

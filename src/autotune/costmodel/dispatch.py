@@ -6,8 +6,9 @@ torch-free. When ``autotune trace`` reports the same counts, it can produce the 
 
 Per family and per training mode ('full': weights train; 'frozen': LoRA / QLoRA base), the file gives the
 kernels of one layer's forward and backward by class (element-wise, GEMM, attention) and the element-wise bytes
-per token in bf16 as a linear form in the layer's widths (h, I, n_q·d, n_kv·d, n_q, 1). One LoRA target adds
-``lora_target`` kernels; the optimizer step dispatches ``calls_per_step + calls_per_tensor × tensors`` calls.
+per token in bf16 as a linear form in the layer's widths (h, I, n_q·d, n_kv·d, n_q, 1). (The file's ``lora_target``
+count is not read: ``adapter_time`` counts a target's ops per dtype and dropout.) The optimizer step dispatches
+``calls_per_step + calls_per_tensor × tensors`` calls.
 """
 
 from __future__ import annotations
@@ -143,12 +144,6 @@ masked scores with ``torch.max(attn_weights, finfo.min)`` (4.28.1 ``modeling_lla
 ``maximum`` (read 2 + write 2 bytes per bf16 score); backward ``eq`` / ``where`` / ``lt`` / ``masked_fill_`` and a
 second ``div`` (22 bytes per score). Counted with a TorchDispatchMode over the copied 4.28 code against today's
 eager path (``tests/unit/test_legacy_attention.py``); bf16 basis, like ``eager_attention()``."""
-
-
-def lora_target_kernels() -> tuple[int, int]:
-    """(forward, backward) kernels one peft LoRA target adds to its base linear."""
-    entry = op_counts()["lora_target"]
-    return int(entry["forward_kernels"]), int(entry["backward_kernels"])
 
 
 def optimizer_launches(tensors: int, foreach: bool) -> tuple[float, float]:
