@@ -87,7 +87,7 @@ def test_low_precision_layernorm_saves_what_the_model_counts(residual: torch.dty
     hidden, tokens = 256, 128
     spec = model_spec_from_config(PHI2).model_copy(update={"norm_type": "low_precision_layernorm", "fused_qkv": True})
     residual_bytes = 2.0 if residual == torch.bfloat16 else 4.0
-    dtypes = DtypeBytes(4.0, 4.0, 8.0, 4.0, 2.0, residual_bytes, "bf16", True)
+    dtypes = DtypeBytes(4.0, 4.0, 8.0, 4.0, 2.0, residual_bytes, "bf16", True, 4.0)
     norm, projection = _LPLayerNorm(hidden), torch.nn.Linear(hidden, 3 * hidden)
     x = torch.randn(tokens, hidden, dtype=residual, requires_grad=True) * 1.0  # a non-leaf, like a residual sum
     saved: dict[int, int] = {}

@@ -123,7 +123,14 @@ def test_real_fit_on_a_small_subset_transfers_the_fitted_ratio_to_the_held_out_g
         assert efficiencies["default"] / prior["default"] == pytest.approx(efficiencies[other] / prior[other])
     summary = report.held_out_summary()
     assert summary.time_rows == len(subset)
-    assert set(summary.by_group) == {"gpu a100-80gb", "gpu h100-80gb", "method full", "method lora", "method qlora"}
+    assert set(summary.by_group) == {
+        "gpu a100-80gb",
+        "gpu h100-80gb",
+        "method full",
+        "method lora",
+        "method qlora",
+        "source 001_351ee1f9e626a6ae.txt",
+    }
 
 
 def _quantile_90(values: list[float]) -> float:

@@ -219,8 +219,9 @@ def test_recalibrate_without_seeds_matches_a_shifted_row_and_keeps_unmeasured_co
     # GPUs without rows keep their efficiency, and the prior for unknown GPUs stays the start's.
     assert fitted.matmul_efficiency["default"] == start.matmul_efficiency["default"]
     assert fitted.matmul_efficiency["ampere"] == start.matmul_efficiency["ampere"]  # a generation without rows
-    # One LoRA row on one GPU cannot tell LoRA overhead from the GPU's speed: only the GPU's efficiency moves.
-    assert fitted.adapter_time_factor == start.adapter_time_factor
+    # One LoRA row on one GPU cannot tell peft's per-call CPU cost from the GPU's speed: only the GPU's efficiency
+    # moves.
+    assert fitted.lora_target_cpu_s == start.lora_target_cpu_s
     assert fitted.matmul_efficiency["rtx-4090"] < start.matmul_efficiency["ada"]  # slower than its generation's
     # Only allocated memory was measured: the allocator overhead is not identified and stays.
     assert fitted.allocator_overhead_fraction == start.allocator_overhead_fraction
@@ -258,8 +259,8 @@ def test_shared_time_factor_is_identified_only_with_and_without_it_on_one_gpu(tm
     lora_case = case_from_run(make_report(lora), tmp_path / "a", lora)
     full_case = case_from_run(make_report(full), tmp_path / "b", full)
     h100_full = case_from_run(make_report(full, device="cuda:0 (NVIDIA H100 80GB HBM3)"), tmp_path / "c", full)
-    assert unidentified_time_factors([lora_case]) == ["adapter_time_factor"]
-    assert unidentified_time_factors([lora_case, h100_full]) == ["adapter_time_factor"]  # different GPUs
+    assert unidentified_time_factors([lora_case]) == ["lora_target_cpu_s"]
+    assert unidentified_time_factors([lora_case, h100_full]) == ["lora_target_cpu_s"]  # different GPUs
     assert unidentified_time_factors([lora_case, full_case]) == []
 
 

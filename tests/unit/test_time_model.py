@@ -41,7 +41,10 @@ def test_skinny_gemm_uses_a_narrow_tile_and_is_bandwidth_bound() -> None:
     # LoRA's rank-16 output: 2·M·N·K FLOPs are few, the bytes of the M×K input dominate.
     m, n, k = 4096, 16, 4096
     seconds = gemm.gemm_time_s(m, n, k, 2, DEVICE)
-    assert seconds == pytest.approx(2 * (m * k + k * n + m * n) / DEVICE.bytes_per_s)
+    slices = gemm.split_k_slices(m, n, k, DEVICE.sm_count)  # K split over the idle SMs: fp32 partials written + read
+    partials = 2 * gemm.FP32_PARTIAL_BYTES * slices * m * n
+    assert slices > 1
+    assert seconds == pytest.approx((2 * (m * k + k * n + m * n) + partials) / DEVICE.bytes_per_s)
 
 
 def test_gemm_efficiency_saturates_with_size() -> None:
@@ -49,7 +52,10 @@ def test_gemm_efficiency_saturates_with_size() -> None:
         return 2 * tokens * 4096 * 4096 / gemm.gemm_time_s(tokens, 4096, 4096, 2, DEVICE)
 
     rates = [achieved(t) for t in (16, 128, 1024, 8192, 65536)]
-    assert rates == sorted(rates)
+    # split-K lets a grid of fewer tiles than SMs (M = 128: 32 tiles on 100 SMs) beat a wave-quantized one (M = 1024:
+    # 2.56 waves run as 3), so the rate need not rise monotonically at small M; it saturates at large M
+    assert rates[0] < rates[1] and rates[2] < rates[3] < rates[4]
+    assert all(rate <= DEVICE.flops_per_s for rate in rates)
     assert rates[-1] > 0.95 * DEVICE.flops_per_s * 4096 / (4096 + gemm.K_HALF)
     assert rates[0] < 0.2 * DEVICE.flops_per_s  # M = 16: bandwidth-bound
 

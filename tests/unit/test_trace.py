@@ -141,6 +141,39 @@ def test_analytic_model_agrees_with_the_trace(
     assert abs(error) <= 0.03, message
 
 
+@pytest.mark.parametrize(
+    ("key", "method", "grad_ckpt", "dropout"),
+    [
+        ("llama3-8b", "lora", True, 0.0),
+        ("llama3-8b", "lora", False, 0.05),
+        ("phi3-mini", "qlora", True, 0.05),
+        ("qwen2.5-7b", "qlora", False, 0.0),
+    ],
+)
+def test_compute_dtype_adapters_agree_with_the_trace(
+    cluster: ClusterSpec, key: str, method: str, grad_ckpt: bool, dropout: float
+) -> None:
+    """adapter_dtype compute (peft ``autocast_adapter_dtype=False``): bf16 adapters, gradients and AdamW moments, and
+    no fp32 copy of the adapters' input (x itself, already saved by the base layer, unless dropout makes a new one)."""
+    spec = tiny(key)
+    setting = TrainingSetting(
+        method=method, micro_batch_size=2, grad_ckpt=grad_ckpt, adapter_dtype="compute", lora_dropout=dropout
+    )
+    traced = trace_training_step(spec, setting, SEQ_LEN, cluster)
+    workload = Workload(seq_len=SEQ_LEN, global_batch_size=2)
+    predicted = predict_memory(spec, setting, cluster, workload, CostCoefficients())
+    fp32 = predict_memory(
+        spec, setting.model_copy(update={"adapter_dtype": "fp32"}), cluster, workload, CostCoefficients()
+    )
+    error = (predicted.peak_allocated_bytes - traced.cuda_peak_allocated_bytes) / (
+        traced.cuda_peak_allocated_bytes - traced.cuda_workspace_bytes
+    )
+    assert abs(error) <= 0.03, (
+        f"analytic {predicted.peak_allocated_bytes:.0f} B vs traced {traced.cuda_peak_allocated_bytes} B"
+    )
+    assert predicted.breakdown_bytes["lora adapters"] == pytest.approx(fp32.breakdown_bytes["lora adapters"] / 2)
+
+
 @pytest.mark.parametrize("key", ["llama3-8b", "phi3-mini"])
 def test_mixed_precision_activations_agree_with_the_trace(cluster: ClusterSpec, key: str) -> None:
     """bf16-mixed full fine-tuning (fp32 residual stream under autocast): each projection saves its own 16-bit cast of

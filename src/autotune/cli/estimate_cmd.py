@@ -11,7 +11,7 @@ from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
 from autotune.cli.render import print_json, render_estimate
-from autotune.cli.resolve import host_memory_note, lora_dropout_notes
+from autotune.cli.resolve import host_memory_note, kernels_notes, lora_dropout_notes
 from autotune.cli.tracing import (
     AttentionOpt,
     render_predicted_vs_traced,
@@ -52,6 +52,9 @@ def estimate_command(
     num_samples: opt.NumSamplesOpt = None,
     dataset_tokens: opt.DatasetTokensOpt = None,
     attention_impl: AttentionOpt = "sdpa",
+    lora_dropout: opt.LoraDropoutOpt = None,
+    adapter_dtype: opt.AdapterDtypeOpt = None,
+    kernels: opt.KernelsOpt = None,
     epochs: opt.EpochsOpt = 1.0,
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
@@ -72,7 +75,8 @@ def estimate_command(
     inputs = setting_inputs(
         model, gpu, num_gpus, num_nodes, host_memory_gib, method, seq_len, micro_batch_size, grad_accum, grad_ckpt,
         optimizer, precision, sharding, lora_rank, lora_targets, compile_, loss_impl, attention_impl, num_samples,
-        dataset_tokens, epochs, grad_sync=grad_sync,
+        dataset_tokens, epochs, grad_sync=grad_sync, lora_dropout=lora_dropout, adapter_dtype=adapter_dtype,
+        kernels=kernels,
     )  # fmt: skip
     spec, cluster, notes, setting, workload = (
         inputs.spec, inputs.cluster, inputs.notes, inputs.setting, inputs.workload
@@ -84,6 +88,7 @@ def estimate_command(
     estimate = estimate_setting(spec, cluster, workload, setting, coefficients)
     notes += host_memory_note(cluster, host_memory_gib, [setting])
     notes += lora_dropout_notes(spec, [setting])
+    notes += kernels_notes([setting])
     if not estimate.fits:
         notes.append(_nearest_note(spec, cluster, workload, estimate, method, coefficients))
     traced = run_trace(inputs) if trace else None

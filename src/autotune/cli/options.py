@@ -45,6 +45,8 @@ PrecisionOpt = Annotated[str | None, typer.Option("--precision", help=DESCRIPTIO
 LoraRankOpt = Annotated[int | None, typer.Option("--lora-rank", help=DESCRIPTIONS["lora_rank"])]
 LoraAlphaOpt = Annotated[float | None, typer.Option("--lora-alpha", help=DESCRIPTIONS["lora_alpha"])]
 LoraDropoutOpt = Annotated[float | None, typer.Option("--lora-dropout", help=DESCRIPTIONS["lora_dropout"])]
+AdapterDtypeOpt = Annotated[str | None, typer.Option("--adapter-dtype", help=DESCRIPTIONS["adapter_dtype"])]
+KernelsOpt = Annotated[str | None, typer.Option("--kernels", help=DESCRIPTIONS["kernels"])]
 LoraTargetsOpt = Annotated[str | None, typer.Option("--lora-targets", help=DESCRIPTIONS["lora_targets"])]
 LossImplOpt = Annotated[str | None, typer.Option("--loss-impl", help=DESCRIPTIONS["loss_impl"])]
 GradSyncOpt = Annotated[str | None, typer.Option("--grad-sync", help=DESCRIPTIONS["grad_sync"])]

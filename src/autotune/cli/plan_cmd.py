@@ -35,6 +35,8 @@ def plan_command(
     lora_rank: opt.LoraRankOpt = None,
     lora_alpha: opt.LoraAlphaOpt = None,
     lora_dropout: opt.LoraDropoutOpt = None,
+    adapter_dtype: opt.AdapterDtypeOpt = None,
+    kernels: opt.KernelsOpt = None,
     lora_targets: opt.LoraTargetsOpt = None,
     loss_impl: opt.LossImplOpt = None,
     grad_sync: opt.GradSyncOpt = None,

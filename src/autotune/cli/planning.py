@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.cli._shared import coefficients_from_option, stack_note
-from autotune.cli.resolve import build_request, host_memory_note, lora_dropout_notes
+from autotune.cli.resolve import build_request, host_memory_note, kernels_notes, lora_dropout_notes
 from autotune.errors import InvalidRequestError
 from autotune.planner.build import build_plan_file
 from autotune.planner.request import PlanRequest
@@ -62,6 +62,7 @@ def plan_from_options(**options: Any) -> tuple[PlanFile, PlanResult, list[str]]:
     settings = [plan_file.setting, *(alt.setting for alt in plan_file.alternatives)]
     notes += host_memory_note(request.cluster, options.get("host_memory_gib"), settings)
     notes += lora_dropout_notes(request.model, [plan_file.setting])
+    notes += kernels_notes([plan_file.setting])
     speed = stack_note(request.coefficients)
     if speed is not None:
         notes.append(speed)

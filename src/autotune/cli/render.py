@@ -69,7 +69,8 @@ def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
         rows.append(
             (
                 "LoRA",
-                f"r {setting.lora_rank}, alpha {setting.lora_alpha:g}, targets {','.join(setting.lora_targets)}",
+                f"r {setting.lora_rank}, alpha {setting.lora_alpha:g}, targets {','.join(setting.lora_targets)}, "
+                f"dropout {setting.lora_dropout:g}, adapters {setting.adapter_dtype}",
             )
         )
     rows += [
@@ -86,6 +87,8 @@ def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
         ("precision", setting.precision),
         ("loss", setting.loss_impl),
     ]
+    if setting.kernels != "none":
+        rows.append(("fused kernels", setting.kernels))
     for name, value in rows:
         table.add_row(name, value)
     return table
@@ -130,9 +133,10 @@ def time_table(estimate: Estimate) -> Table:
     table.add_row("tokens/s (all GPUs)", f"{estimate.tokens_per_s:,.0f}")
     table.add_row("MFU", f"{estimate.mfu * 100:.1f}%")
     step = estimate.step_time_s
+    # the time terms (costmodel.compute.TimeTerms): every non-zero one; they add up to the optimizer step
     for name, seconds in sorted(estimate.time_breakdown_s.items(), key=lambda item: -item[1]):
-        if seconds > 0.0005 * step:
-            table.add_row(f"  of the step: {name}", f"{seconds:.3f} s ({seconds / step:.0%})")
+        if seconds > 0:
+            table.add_row(f"  of the step: {name}", f"{seconds:.3f} s ({seconds / step:.1%})")
     if estimate.compile_time_s:
         table.add_row("compile (once)", human_duration(estimate.compile_time_s))
     if estimate.total_time_s is not None:

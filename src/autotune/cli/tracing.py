@@ -79,8 +79,11 @@ def setting_inputs(
     dataset_tokens: int | None,
     epochs: float,
     grad_sync: str = "last-micro-step",
+    lora_dropout: float | None = None,
+    adapter_dtype: str | None = None,
+    kernels: str | None = None,
 ) -> SettingInputs:
-    """Validate the setting flags shared by ``estimate`` and ``trace``.
+    """Validate the setting flags shared by ``estimate`` and ``trace`` (None: the setting's default).
 
     Raises:
         AutotuneError: unknown model or GPU, or an invalid setting (one line each).
@@ -102,6 +105,11 @@ def setting_inputs(
         loss_impl=loss_impl,
         attention_impl=attention_impl,
         grad_sync=grad_sync,
+        **{
+            name: value
+            for name, value in (("lora_dropout", lora_dropout), ("adapter_dtype", adapter_dtype), ("kernels", kernels))
+            if value is not None
+        },
     )
     grad_sync_problem = grad_sync_error(setting.grad_sync, setting.sharding, cluster.world_size)
     if grad_sync_problem:

@@ -108,8 +108,7 @@ def layer_activation_bytes_per_token(
     adapters = 0.0
     qkv_adapters = 0.0
     if frozen:
-        mask = MASK_BYTES if effective_lora_dropout(model, setting) > 0 else 0.0
-        adapter_in_bytes = (m_b if dtypes.autocast else FP32_BYTES) + mask
+        adapter_in_bytes = adapter_input_bytes(model, setting, dtypes)
         for module in lora_module_targets(model, setting.lora_targets):
             module_bytes = adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
             adapters += module_bytes
@@ -308,6 +307,20 @@ def stored_activation_bytes_per_token(
     return model.num_hidden_layers * per_layer + outside
 
 
+def adapter_input_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
+    """Bytes per input feature per token that one peft LoRA target saves for ``lora_A``'s weight gradient beyond what
+    its base layer saves: under autocast the 16-bit copy autocast makes; with adapters in another dtype than x
+    (fp32 adapters) the cast copy (or the dropout output) in the adapter dtype; with adapters in x's dtype x itself,
+    already saved by the base layer — nothing — unless dropout makes a new tensor. Plus dropout's 1-byte mask."""
+    dropout = effective_lora_dropout(model, setting) > 0
+    mask = MASK_BYTES if dropout else 0.0
+    if dtypes.autocast:
+        return dtypes.compute_bytes + mask
+    if dtypes.adapter_bytes != dtypes.compute_bytes or dropout:
+        return dtypes.adapter_bytes + mask
+    return 0.0
+
+
 def recompute_transient_bytes_per_token(
     model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, layer: LayerActivationBytes
 ) -> float:
@@ -327,7 +340,8 @@ def recompute_transient_bytes_per_token(
     m_b = dtypes.compute_bytes
     targets = {module.name for module in lora_module_targets(model, setting.lora_targets)}
     down_adapted = "down_proj" in targets
-    adapter_copy = (0.0 if dtypes.autocast else FP32_BYTES) if down_adapted else 0.0
+    cast_copy = not dtypes.autocast and dtypes.adapter_bytes != m_b
+    adapter_copy = dtypes.adapter_bytes if down_adapted and cast_copy else 0.0
     widths_h = 6 if setting.method == "qlora" else 7
     end = (m_b + adapter_copy) * model.intermediate_size + widths_h * m_b * model.hidden_size
     return max(end, mlp_input_stage_bytes_per_token(model, setting, dtypes, layer) - layer.total)
@@ -351,8 +365,8 @@ def mlp_input_stage_bytes_per_token(
     if first is None:
         return 0.0
     m_b = dtypes.compute_bytes
-    adapter_bytes = m_b if dtypes.autocast else FP32_BYTES
-    in_bytes = adapter_bytes + (MASK_BYTES if effective_lora_dropout(model, setting) > 0 else 0.0)
+    adapter_bytes = m_b if dtypes.autocast else dtypes.adapter_bytes
+    in_bytes = adapter_input_bytes(model, setting, dtypes)
     per_layer = model.num_hidden_layers
     later = sum(
         in_bytes * module.in_features * module.count / per_layer

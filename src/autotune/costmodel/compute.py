@@ -1,7 +1,10 @@
-"""Step time of one setting, term by term: GEMMs by shape, attention by kernel, element-wise traffic, exposed CPU
-dispatch, LoRA adapters, QLoRA dequantization, collectives, offload, the optimizer step and fixed overheads.
+"""Step time of one setting as a sum of named terms (:class:`TimeTerms`): GEMMs by shape, attention by kernel,
+element-wise traffic, LoRA adapters, QLoRA dequantization, lm_head + loss, exposed CPU dispatch, exposed
+communication, ZeRO-3 hooks, exposed offload, the optimizer step and fixed overheads. The setting's derived facts
+(dtypes, tokens, passes, the attention rule) come from :class:`~autotune.costmodel.context.SettingContext`, the
+same object the memory model reads.
 
-Each term (docs/cost-model.md §5 has the formulas and sources):
+Each term (docs/cost-model.md §5 has the formulas, sources and measured error):
 
 * **GEMMs** — every ``nn.Linear`` of a decoder layer (``params.linear_modules``) as its forward, input-gradient
   and (when the weight trains) weight-gradient GEMM, timed by ``gemm.gemm_time_s`` from its shape (M = tokens per
@@ -13,13 +16,14 @@ Each term (docs/cost-model.md §5 has the formulas and sources):
 * **element-wise** — the bytes the layer's non-GEMM kernels move, counted from the real module code
   (``dispatch.layer_ops``; bf16 basis, scaled by the residual dtype), at ``bandwidth × bandwidth_efficiency``;
   the logits/loss traffic (``activations.loss_bytes_per_logit``, forward and backward).
-* **dispatch** — each kernel costs ``kernel_launch_s`` of CPU time (eager PyTorch); per decoder-layer pass the
-  GPU hides it when its own work is longer, so a pass takes max(GPU time, CPU dispatch time). On the GPU each
-  kernel adds ``optimizer_step.GPU_KERNEL_MIN_S`` (launch latency, ramp and tail) to its FLOPs / bytes time. Small micro
-  batches (few tokens per kernel) become dispatch-bound; large ones hide it.
-* **LoRA** — per target: two fp32 GEMMs forward (peft upcasts the adapters and casts the input), four backward,
-  and the cast / dropout / scale / add traffic; **QLoRA** — per linear per pass: read the NF4 weight and write
-  its bf16 copy (``units.nf4_bytes_per_param``), one dequantization kernel (bitsandbytes ``dequantize_4bit``).
+* **dispatch** — each kernel costs ``kernel_launch_s`` of CPU time (eager PyTorch), each peft LoRA target
+  ``lora_target_cpu_s`` per forward pass and each bitsandbytes Linear4bit ``qlora_linear_cpu_s`` per pass; per
+  decoder-layer pass the GPU hides it when its own work is longer, so a pass takes max(GPU time, CPU time) and the
+  excess is the ``exposed cpu dispatch`` term. On the GPU each kernel adds ``optimizer_step.GPU_KERNEL_MIN_S``
+  (launch latency, ramp and tail) to its term. Small micro batches become dispatch-bound; large ones hide it.
+* **LoRA** and **QLoRA** — counted from what peft and bitsandbytes run (``adapter_time``): casts only when the
+  adapters' dtype differs from the input's, dropout only when p > 0, two skinny GEMMs at their own shape, scale
+  and add; the NF4 dequantization of every linear in every pass.
 * **communication** (``collectives``) — per layer, overlapped with that layer's compute only (FSDP / ZeRO-3
   prefetch one unit ahead); FSDP with ``grad_sync`` last-micro-step reduce-scatters in the last micro-step of a
   step only (``no_sync`` on the others; ``memory`` counts the unsharded gradients this keeps); DDP's all-reduce
@@ -37,6 +41,13 @@ import functools
 from dataclasses import dataclass
 
 from autotune.costmodel import activations as act
+from autotune.costmodel.adapter_time import (
+    dequant_per_layer_pass,
+    lora_elementwise,
+    lora_gemm_s,
+    lora_ops,
+    targets_per_layer,
+)
 from autotune.costmodel.collectives import (
     DDP_BUCKET_BYTES,
     ZERO_BUCKET_ELEMENTS,
@@ -44,7 +55,8 @@ from autotune.costmodel.collectives import (
     collective_time_s,
     zero3_hooks_s,
 )
-from autotune.costmodel.dispatch import LEGACY_CLAMP, eager_attention, layer_ops, lora_target_kernels
+from autotune.costmodel.context import SettingContext, setting_context
+from autotune.costmodel.dispatch import LEGACY_CLAMP, eager_attention, layer_ops
 from autotune.costmodel.gemm import (
     DEFAULT_SM_COUNT,
     FLASH_BACKWARD_FACTOR,
@@ -57,51 +69,116 @@ from autotune.costmodel.gemm import (
 from autotune.costmodel.memory import base_weight_bytes
 from autotune.costmodel.optimizer_step import GPU_KERNEL_MIN_S, offload_traffic_s, optimizer_step_s
 from autotune.costmodel.param_adapters import wrapped_gemm_s
-from autotune.costmodel.params import count_params, linear_modules, lora_module_targets, lora_params
-from autotune.costmodel.precision import DtypeBytes, dtype_bytes
+from autotune.costmodel.params import linear_modules, lora_params
+from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import SCORE_ATTENTION_IMPLS, TrainingSetting, Workload
-from autotune.units import GB, TERA, nf4_bytes_per_param
+from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.units import GB, TERA
 
 HEAD_KERNELS = 40
 """Kernels outside the decoder layers per micro-step (embedding, final norm, lm_head, shift + cross-entropy
 and its backward): a stated prior; the layer counts dominate (≥ 30 layers × 40+ kernels)."""
 
-LORA_BYTES_PER_TOKEN_IN = 15.0
-LORA_BYTES_PER_TOKEN_OUT = 14.0
-"""Element-wise bytes per token per input / output feature of one peft LoRA target, forward (peft
-``lora.Linear.forward``: bf16→fp32 cast of x (2 + 4), dropout (4 + 4 + 1 mask), then the fp32 result scaled and
-added to the bf16 output (4 + 4 + 2 + 2 + 2)); the backward moves twice that."""
-
 MATH_ATTENTION_BACKWARD_FACTOR = 2.0
 """Math (eager) attention backward: two GEMMs per forward GEMM (input gradients of QKᵀ and PV)."""
 
 
+TERM_LABELS: dict[str, str] = {
+    "gemm_s": "gemm",
+    "attention_s": "attention",
+    "elementwise_s": "element-wise",
+    "lora_adapters_s": "lora adapters",
+    "qlora_dequant_s": "qlora dequant",
+    "lm_head_loss_s": "lm_head + loss",
+    "exposed_dispatch_s": "exposed cpu dispatch",
+    "exposed_communication_s": "exposed communication",
+    "zero3_hooks_s": "zero-3 module hooks",
+    "offload_s": "exposed offload",
+    "optimizer_step_s": "optimizer step",
+    "fixed_overheads_s": "fixed overheads",
+}
+"""Each :class:`TimeTerms` field and its name in ``Estimate.time_breakdown_s``, the table and docs/cost-model.md §5."""
+
+
+@dataclass(frozen=True)
+class TimeTerms:
+    """Seconds of one optimizer step on one rank, term by term; :meth:`total_s` is the step time.
+
+    Every GPU term includes its kernels' per-kernel GPU cost (``GPU_KERNEL_MIN_S`` each). Terms (docs §5):
+        gemm_s: the decoder layers' ``nn.Linear`` GEMMs by shape (forward, recompute, backward).
+        attention_s: the attention kernel (flash or math, ``context.uses_flash_attention``).
+        elementwise_s: the layers' non-GEMM kernels (norms, rotary, activation, residual adds, casts, math
+            attention's softmax), counted from the module code.
+        lora_adapters_s: the LoRA targets' skinny GEMMs and element-wise work (``adapter_time``); parameter
+            adapters' merge GEMMs (``param_adapters``).
+        qlora_dequant_s: bitsandbytes' dequantization of every NF4 linear per pass (``adapter_time``).
+        lm_head_loss_s: the output projection and the logits / cross-entropy traffic.
+        exposed_dispatch_s: CPU dispatch time the GPU cannot hide (a pass whose kernels take longer to launch
+            than to run waits for the CPU).
+        exposed_communication_s: collectives not hidden behind compute (per micro-step and per step).
+        zero3_hooks_s: DeepSpeed ZeRO-3's per-module fetch / release hooks.
+        offload_s: host-link traffic not hidden behind the micro-step's compute.
+        optimizer_step_s: the optimizer (GPU AdamW or CPU Adam).
+        fixed_overheads_s: the trainer's per-micro-step and per-step Python overheads.
+    """
+
+    gemm_s: float = 0.0
+    attention_s: float = 0.0
+    elementwise_s: float = 0.0
+    lora_adapters_s: float = 0.0
+    qlora_dequant_s: float = 0.0
+    lm_head_loss_s: float = 0.0
+    exposed_dispatch_s: float = 0.0
+    exposed_communication_s: float = 0.0
+    zero3_hooks_s: float = 0.0
+    offload_s: float = 0.0
+    optimizer_step_s: float = 0.0
+    fixed_overheads_s: float = 0.0
+
+    def total_s(self) -> float:
+        """The sum of the terms."""
+        return sum(getattr(self, name) for name in TERM_LABELS)
+
+    def labelled(self) -> dict[str, float]:
+        """{label: seconds} in ``TERM_LABELS`` order."""
+        return {label: getattr(self, name) for name, label in TERM_LABELS.items()}
+
+
 @dataclass(frozen=True)
 class TimePrediction:
-    """Predicted times in seconds for one GPU rank, with a breakdown.
+    """Predicted times in seconds for one GPU rank, with its terms.
 
     Attributes:
         micro_step_time_s: forward + backward of one micro batch, including exposed communication and offload.
-        optimizer_time_s: optimizer step incl. CPU Adam, step overheads and exposed per-step communication.
-        step_time_s: ``grad_accum × micro_step_time_s + optimizer_time_s``.
+        optimizer_time_s: optimizer step incl. CPU Adam, the step overhead and exposed per-step communication.
+        step_time_s: ``grad_accum × micro_step_time_s + optimizer_time_s`` (= ``terms.total_s()``).
         model_flops_per_micro_step: PaLM-style model FLOPs (Chowdhery et al. 2022, appendix B) for MFU.
-        breakdown_s: seconds per term of one optimizer step (they add up to ``step_time_s``).
+        terms: the seconds of one optimizer step, term by term (:class:`TimeTerms`).
     """
 
     micro_step_time_s: float
     optimizer_time_s: float
     step_time_s: float
     model_flops_per_micro_step: float
-    breakdown_s: dict[str, float]
+    terms: TimeTerms
+
+    @property
+    def breakdown_s(self) -> dict[str, float]:
+        """The terms by label (``TERM_LABELS``); they add up to ``step_time_s``."""
+        return self.terms.labelled()
 
 
 def architecture_generation(gpu: GpuSpec) -> str:
     """'ampere', 'hopper', 'ada', 'blackwell', 'volta', 'turing', 'cdna', 'rdna' from the profile's
     ``architecture`` text (its first word, lower case)."""
-    return gpu.architecture.split()[0].strip(",").lower()
+    return _generation(gpu.architecture)
+
+
+@functools.lru_cache(maxsize=64)
+def _generation(architecture: str) -> str:
+    return architecture.split()[0].strip(",").lower()
 
 
 def efficiency(table: dict[str, float], gpu: GpuSpec) -> float:
@@ -144,26 +221,6 @@ def layer_gemm_s(
     return forward, backward
 
 
-@functools.lru_cache(maxsize=4096)
-def adapter_gemm_s(
-    model: ModelSpec, targets: tuple[str, ...], rank: int, tokens: float, fp32_device: GemmDevice
-) -> tuple[float, float]:
-    """(forward, backward) seconds of one layer's LoRA GEMMs: per target x·Aᵀ (T × r × in) and ·Bᵀ (T × out × r)
-    in fp32 forward; their input and weight gradients backward."""
-    layers = model.num_hidden_layers
-    forward = backward = 0.0
-    for m in lora_module_targets(model, targets):
-        per_layer = m.count // layers
-        pairs = ((m.in_features, rank), (rank, m.out_features))
-        forward += per_layer * sum(linear_pass_time_s(tokens, i, o, 4, fp32_device, "forward") for i, o in pairs)
-        backward += per_layer * sum(
-            linear_pass_time_s(tokens, i, o, 4, fp32_device, kind)
-            for i, o in pairs
-            for kind in ("input-grad", "weight-grad")
-        )
-    return forward, backward
-
-
 def predict_time(
     model: ModelSpec,
     setting: TrainingSetting,
@@ -171,28 +228,42 @@ def predict_time(
     workload: Workload,
     coefficients: CostCoefficients,
 ) -> TimePrediction:
-    """Micro-step, optimizer-step and step times for one rank (terms in the module docstring)."""
-    gpu = cluster.gpu
-    dtypes = dtype_bytes(setting, gpu)
-    counts = count_params(model)
-    ranks = cluster.world_size
-    layers = model.num_hidden_layers
-    seq = workload.tokens_per_sequence
-    tokens = setting.micro_batch_size * seq
+    """Micro-step, optimizer-step and step times for one rank: :func:`predict_time_in` of its context."""
+    return predict_time_in(setting_context(model, setting, cluster, workload), coefficients)
+
+
+@dataclass
+class _Pass:
+    """One decoder layer's pass (forward or backward): GPU seconds per term, kernels dispatched and the CPU seconds
+    of Python calls beyond their kernels (peft's LoRA targets, bitsandbytes' Linear4bit)."""
+
+    gpu_s: dict[str, float]
+    kernels: float
+    python_cpu_s: float = 0.0
+
+    def gpu_total_s(self) -> float:
+        return sum(self.gpu_s.values())
+
+
+def _layer_passes(context: SettingContext, coefficients: CostCoefficients) -> tuple[_Pass, _Pass]:
+    """(forward, backward) of one decoder layer: GEMMs, attention, element-wise, adapters, dequantization; each
+    term's GPU seconds include its kernels' ``GPU_KERNEL_MIN_S``."""
+    model, setting, gpu, dtypes = context.model, context.setting, context.gpu, context.dtypes
+    tokens, seq = context.tokens, context.seq_tokens
     adapters = setting.uses_adapters
-    trainable_base = not adapters
-    flash = setting.attention_impl not in SCORE_ATTENTION_IMPLS and gpu.supports_flash_attention
+    flash = context.flash_attention
     bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
-    launch = coefficients.kernel_launch_s
     compile_keep = 1 - coefficients.compile_speedup if setting.compile else 1.0
     device = _device(gpu, dtypes.compute_dtype, coefficients, coefficients.matmul_efficiency)
-    element = dtypes.compute_bytes
-    forward_passes = 1 + int(setting.grad_ckpt)
+    tail = GPU_KERNEL_MIN_S
+    layers = model.num_hidden_layers
 
-    # --- GEMMs of one decoder layer, by shape ------------------------------------------------------------
-    fwd_gemm, bwd_gemm = layer_gemm_s(model, tokens, element, device, trainable_base)
+    fwd_gemm, bwd_gemm = layer_gemm_s(model, tokens, dtypes.compute_bytes, device, not adapters)
+    # GEMM and attention kernels are not fused by compile; the op counts' classes give how many
+    ops = layer_ops(model, not adapters)
+    fwd_gemm_kernels, bwd_gemm_kernels = ops.forward_gemm_kernels, ops.backward_gemm_kernels
+    fwd_attention_kernels, bwd_attention_kernels = ops.forward_attention_kernels, ops.backward_attention_kernels
 
-    # --- attention ------------------------------------------------------------------------------------------
     attention_device = _device(gpu, _attention_dtype(dtypes), coefficients, coefficients.attention_efficiency)
     attention_fwd_flops = attention_flops_forward(
         tokens, seq, model.num_attention_heads, model.head_dim, causal_skipped=flash
@@ -202,78 +273,146 @@ def predict_time(
         fwd_attention *= TRITON_FLASH_ATTENTION_SLOWDOWN
     bwd_attention = fwd_attention * (FLASH_BACKWARD_FACTOR if flash else MATH_ATTENTION_BACKWARD_FACTOR)
 
-    # --- element-wise traffic and kernels, counted from the module code -------------------------------------
-    ops = layer_ops(model, trainable_base)
     traffic_scale = (dtypes.residual_bytes / 2 + dtypes.compute_bytes / 2) / 2 * compile_keep
     fwd_elementwise = ops.forward_bytes_per_token * tokens * traffic_scale / bandwidth
     bwd_elementwise = ops.backward_bytes_per_token * tokens * traffic_scale / bandwidth
-    fwd_kernels = ops.forward_kernels * compile_keep
-    bwd_kernels = ops.backward_kernels * compile_keep
+    fwd_elementwise_kernels = ops.forward_elementwise_kernels * compile_keep
+    bwd_elementwise_kernels = ops.backward_elementwise_kernels * compile_keep
     if not flash:  # the math path materializes n_q·s scores per token: mask, fp32 softmax, casts
         scores = tokens * model.num_attention_heads * seq * traffic_scale / bandwidth
         extras = [eager_attention()] + ([LEGACY_CLAMP] if setting.attention_impl == "eager-legacy" else [])
         for extra in extras:
             fwd_elementwise += extra.forward_bytes_per_score * scores
             bwd_elementwise += extra.backward_bytes_per_score * scores
-            fwd_kernels += extra.forward_kernels * compile_keep
-            bwd_kernels += extra.backward_kernels * compile_keep
+            fwd_elementwise_kernels += extra.forward_kernels * compile_keep
+            bwd_elementwise_kernels += extra.backward_kernels * compile_keep
 
-    # --- LoRA adapters and QLoRA dequantization, per layer --------------------------------------------------
-    fwd_adapter = bwd_adapter = fwd_dequant = 0.0
+    forward = _Pass(
+        gpu_s={
+            "gemm_s": fwd_gemm + fwd_gemm_kernels * tail,
+            "attention_s": fwd_attention + fwd_attention_kernels * tail,
+            "elementwise_s": fwd_elementwise + fwd_elementwise_kernels * tail,
+        },
+        kernels=fwd_gemm_kernels + fwd_attention_kernels + fwd_elementwise_kernels,
+    )
+    backward = _Pass(
+        gpu_s={
+            "gemm_s": bwd_gemm + bwd_gemm_kernels * tail,
+            "attention_s": bwd_attention + bwd_attention_kernels * tail,
+            "elementwise_s": bwd_elementwise + bwd_elementwise_kernels * tail,
+        },
+        kernels=bwd_gemm_kernels + bwd_attention_kernels + bwd_elementwise_kernels,
+    )
+
     if adapters:
-        fp32_device = _device(gpu, "fp32-simt", coefficients, coefficients.matmul_efficiency)
-        lora_fwd_kernels, lora_bwd_kernels = lora_target_kernels()
-        adapter_fwd_gemm, adapter_bwd_gemm = adapter_gemm_s(
-            model, setting.lora_targets, setting.lora_rank, tokens, fp32_device
+        targets = setting.lora_targets
+        a, c = dtypes.adapter_bytes, dtypes.compute_bytes
+        # fp32 adapters multiply on CUDA cores (peft casts x to fp32) unless autocast runs them in 16 bits
+        adapter_device = (
+            _device(gpu, "fp32-simt", coefficients, coefficients.matmul_efficiency)
+            if a == 4 and not dtypes.autocast
+            else device
         )
-        for m in lora_module_targets(model, setting.lora_targets):
-            per_layer = m.count // layers
-            traffic = (LORA_BYTES_PER_TOKEN_IN * m.in_features + LORA_BYTES_PER_TOKEN_OUT * m.out_features) * tokens
-            fwd_adapter += per_layer * traffic * compile_keep / bandwidth
-            bwd_adapter += per_layer * 2 * traffic * compile_keep / bandwidth
-            fwd_kernels += per_layer * lora_fwd_kernels * compile_keep
-            bwd_kernels += per_layer * lora_bwd_kernels * compile_keep
-        fwd_adapter += adapter_fwd_gemm
-        bwd_adapter += adapter_bwd_gemm
+        gemm_bytes = a if not dtypes.autocast else c
+        lora_fwd_gemm, lora_bwd_gemm = lora_gemm_s(
+            model, targets, setting.lora_rank, tokens, gemm_bytes, adapter_device
+        )
+        fwd_ops, bwd_ops = lora_ops(a, c, context.lora_dropout > 0)
+        fwd_bytes, fwd_kernels = lora_elementwise(model, targets, fwd_ops, tokens)
+        bwd_bytes, bwd_kernels = lora_elementwise(model, targets, bwd_ops, tokens)
         # LoRA folded into an MoE's expert stacks (peft ParamWrapper): merge GEMMs and the experts' weight gradients
-        wrapped_fwd, wrapped_bwd = wrapped_gemm_s(model, setting, tokens, element, device)
-        fwd_adapter += wrapped_fwd
-        bwd_adapter += wrapped_bwd
+        wrapped_fwd, wrapped_bwd = wrapped_gemm_s(model, setting, tokens, dtypes.compute_bytes, device)
+        fwd_lora_kernels = fwd_kernels * compile_keep
+        bwd_lora_kernels = bwd_kernels * compile_keep
+        forward.gpu_s["lora_adapters_s"] = (
+            lora_fwd_gemm + wrapped_fwd + fwd_bytes * compile_keep / bandwidth + fwd_lora_kernels * tail
+        )
+        backward.gpu_s["lora_adapters_s"] = (
+            lora_bwd_gemm + wrapped_bwd + bwd_bytes * compile_keep / bandwidth + bwd_lora_kernels * tail
+        )
+        forward.kernels += fwd_lora_kernels
+        backward.kernels += bwd_lora_kernels
+        # peft's Python per target and forward pass (its backward is autograd's C++ engine)
+        forward.python_cpu_s += targets_per_layer(model, targets) * coefficients.lora_target_cpu_s
     if setting.method == "qlora":
-        per_param = nf4_bytes_per_param(setting.qlora_double_quant) + dtypes.compute_bytes
-        fwd_dequant = counts.decoder_linear_params / layers * per_param / bandwidth
-        dequant_kernels = sum(m.count for m in linear_modules(model)) / layers
-        fwd_kernels += dequant_kernels
-        bwd_kernels += dequant_kernels
+        linears = sum(m.count for m in linear_modules(model))
+        moved, kernels = dequant_per_layer_pass(
+            context.counts.decoder_linear_params, linears, layers, setting.qlora_double_quant, dtypes.compute_bytes
+        )
+        for one in (forward, backward):  # the backward's input gradient dequantizes again
+            one.gpu_s["qlora_dequant_s"] = moved / bandwidth + kernels * tail
+            one.kernels += kernels
+            one.python_cpu_s += linears / layers * coefficients.qlora_linear_cpu_s
+    return forward, backward
 
-    # --- one layer's passes: GPU work vs CPU dispatch ---------------------------------------------------------
-    # Every kernel also occupies the GPU for its launch latency and ramp / tail (``GPU_KERNEL_MIN_S``) beyond
-    # its FLOPs and bytes: a cost per kernel, not per token, which larger micro batches share.
-    fwd_tails = fwd_kernels * GPU_KERNEL_MIN_S
-    bwd_tails = bwd_kernels * GPU_KERNEL_MIN_S
-    gpu_fwd = fwd_gemm + fwd_attention + fwd_elementwise + fwd_adapter + fwd_dequant + fwd_tails
-    gpu_bwd = bwd_gemm + bwd_attention + bwd_elementwise + bwd_adapter + fwd_dequant + bwd_tails
-    layer_fwd = max(gpu_fwd, fwd_kernels * launch)
-    layer_bwd = max(gpu_bwd, bwd_kernels * launch)
-    layers_s = layers * (forward_passes * layer_fwd + layer_bwd)
-    dispatch_exposed = layers * (
-        forward_passes * max(0.0, fwd_kernels * launch - gpu_fwd) + max(0.0, bwd_kernels * launch - gpu_bwd)
-    )
 
-    # --- lm_head and loss -----------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1024)
+def _head_gemm_s(
+    tokens: float, h: int, vocab: int, element: float, device: GemmDevice, chunked: bool, trained: bool
+) -> float:
+    """lm_head's GEMMs per micro-step: forward (twice for the chunked loss), input gradient, and the weight gradient
+    when the head trains. Cached per shape."""
+    seconds = linear_pass_time_s(tokens, h, vocab, element, device, "forward") * (1 + int(chunked))
+    seconds += linear_pass_time_s(tokens, h, vocab, element, device, "input-grad")
+    if trained:
+        seconds += linear_pass_time_s(tokens, h, vocab, element, device, "weight-grad")
+    return seconds
+
+
+def _head_s(context: SettingContext, coefficients: CostCoefficients) -> float:
+    """GPU seconds of lm_head (forward, backward; a chunked loss recomputes the forward) and the logits / loss
+    element-wise traffic, per micro-step."""
+    model, setting, gpu, dtypes = context.model, context.setting, context.gpu, context.dtypes
+    tokens = context.tokens
+    bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
     fp32_head = act.logits_dtype_bytes(setting, dtypes) == 4 and not dtypes.autocast
-    head_device = _device(gpu, "fp32-simt", coefficients, coefficients.matmul_efficiency) if fp32_head else device
-    head_element = 4 if fp32_head else element
-    h, vocab = model.hidden_size, model.vocab_size
-    head_s = linear_pass_time_s(tokens, h, vocab, head_element, head_device, "forward") * (
-        1 + int(setting.loss_impl == "chunked")
+    head_device = _device(
+        gpu, "fp32-simt" if fp32_head else dtypes.compute_dtype, coefficients, coefficients.matmul_efficiency
     )
-    head_s += linear_pass_time_s(tokens, h, vocab, head_element, head_device, "input-grad")
-    if trainable_base:
-        head_s += linear_pass_time_s(tokens, h, vocab, head_element, head_device, "weight-grad")
+    head_element = 4 if fp32_head else dtypes.compute_bytes
+    head_s = _head_gemm_s(
+        tokens, model.hidden_size, model.vocab_size, head_element, head_device,
+        setting.loss_impl == "chunked", not setting.uses_adapters,
+    )  # fmt: skip
+    vocab = model.vocab_size
     logits_s = act.loss_bytes_per_logit(model, setting, dtypes) * tokens * vocab * 2 / bandwidth
-    head_total = max(head_s + logits_s, HEAD_KERNELS * launch)
-    compute_s = layers_s + head_total + coefficients.micro_step_overhead_s
+    return head_s + logits_s + HEAD_KERNELS * GPU_KERNEL_MIN_S
+
+
+def predict_time_in(context: SettingContext, coefficients: CostCoefficients) -> TimePrediction:
+    """Micro-step, optimizer-step and step times for one rank, as :class:`TimeTerms` (module docstring).
+
+    A layer's pass takes its GPU work or its CPU dispatch (kernels × ``kernel_launch_s``), whichever is longer: the
+    GPU terms plus ``exposed_dispatch_s`` = max(0, CPU − GPU). Collectives overlap the layer compute they can hide
+    behind; what is left is ``exposed_communication_s``.
+    """
+    model, setting, cluster, dtypes = context.model, context.setting, context.cluster, context.dtypes
+    gpu, counts = cluster.gpu, context.counts
+    ranks = cluster.world_size
+    layers = model.num_hidden_layers
+    seq = context.seq_tokens
+    tokens = context.tokens
+    adapters = setting.uses_adapters
+    forward_passes = context.forward_passes
+    launch = coefficients.kernel_launch_s
+
+    # --- the decoder layers: GPU work per term, CPU dispatch exposed where it is longer -----------------------
+    forward, backward = _layer_passes(context, coefficients)
+    layer_fwd_gpu, layer_bwd_gpu = forward.gpu_total_s(), backward.gpu_total_s()
+    fwd_exposed = max(0.0, forward.kernels * launch + forward.python_cpu_s - layer_fwd_gpu)
+    bwd_exposed = max(0.0, backward.kernels * launch + backward.python_cpu_s - layer_bwd_gpu)
+    layer_fwd = layer_fwd_gpu + fwd_exposed
+    layer_bwd = layer_bwd_gpu + bwd_exposed
+    micro: dict[str, float] = {}
+    for one, passes in ((forward, forward_passes), (backward, 1)):
+        for name, seconds in one.gpu_s.items():
+            micro[name] = micro.get(name, 0.0) + layers * passes * seconds
+    head_gpu = _head_s(context, coefficients)
+    head_exposed = max(0.0, HEAD_KERNELS * launch - head_gpu)
+    micro["lm_head_loss_s"] = head_gpu
+    micro["exposed_dispatch_s"] = layers * (forward_passes * fwd_exposed + bwd_exposed) + head_exposed
+    micro["fixed_overheads_s"] = coefficients.micro_step_overhead_s
+    compute_s = sum(micro.values())
 
     # --- communication, overlapped layer by layer -----------------------------------------------------------
     full_weight_bytes = base_weight_bytes(model, counts, setting, dtypes)
@@ -309,72 +448,38 @@ def predict_time(
         reduce_s = bucketed_time_s("all-reduce", grad_bytes, DDP_BUCKET_BYTES, cluster, coefficients)
         last_bucket = collective_time_s("all-reduce", min(grad_bytes, DDP_BUCKET_BYTES), cluster, coefficients)
         step_comm_exposed = max(last_bucket, reduce_s - layers * layer_bwd)
+    micro["exposed_communication_s"] = comm_exposed
 
     # --- offload: host-link traffic hidden only behind this micro-step's compute ----------------------------
-    offload_exposed = 0.0
     if setting.offloads_to_cpu:
         traffic_s = offload_traffic_s(full_weight_bytes / ranks, grad_bytes / ranks, gpu, coefficients)
-        offload_exposed = max(0.0, traffic_s - compute_s)
-    hooks_s = 0.0
+        micro["offload_s"] = max(0.0, traffic_s - compute_s)
     if setting.uses_deepspeed and setting.shards_parameters:
-        hooks_s = zero3_hooks_s(model, forward_passes + 1, coefficients)
-    micro_step_s = compute_s + comm_exposed + offload_exposed + hooks_s
-    if adapters:
-        micro_step_s *= coefficients.adapter_time_factor
-    if setting.method == "qlora":
-        micro_step_s *= coefficients.qlora_time_factor
+        micro["zero3_hooks_s"] = zero3_hooks_s(model, forward_passes + 1, coefficients)
+    micro_step_s = sum(micro.values())
 
     # --- optimizer step --------------------------------------------------------------------------------------
     trainable_per_rank = trainable / ranks if setting.sharding not in ("none", "ddp") else trainable
     optimizer_s = optimizer_step_s(
         model, setting, gpu, dtypes, trainable_per_rank, coefficients, ranks_per_node=cluster.num_gpus_per_node
     )
-    optimizer_total = optimizer_s + coefficients.step_overhead_s + step_comm_exposed
-    step_s = setting.grad_accum * micro_step_s + optimizer_total
+    per_step = {
+        "optimizer_step_s": optimizer_s,
+        "exposed_communication_s": step_comm_exposed,
+        "fixed_overheads_s": coefficients.step_overhead_s,
+    }
+    optimizer_total = sum(per_step.values())
+    accum = setting.grad_accum
+    # one optimizer step: every micro-step term × the accumulation steps, plus the per-step terms
+    terms = TimeTerms(**{name: accum * micro.get(name, 0.0) + per_step.get(name, 0.0) for name in TERM_LABELS})
 
     model_flops = tokens * (
         6 * counts.matmul_params_per_token + 12 * layers * model.num_attention_heads * model.head_dim * seq
     )
-    accum = setting.grad_accum
-    layer_gpu = forward_passes * gpu_fwd + gpu_bwd
-    share = layers_s - dispatch_exposed
     return TimePrediction(
         micro_step_time_s=micro_step_s,
         optimizer_time_s=optimizer_total,
-        step_time_s=step_s,
+        step_time_s=accum * micro_step_s + optimizer_total,
         model_flops_per_micro_step=model_flops,
-        breakdown_s={
-            "gemm": accum * layers * (forward_passes * fwd_gemm + bwd_gemm) * share / max(layers * layer_gpu, 1e-30),
-            "attention": accum
-            * layers
-            * (forward_passes * fwd_attention + bwd_attention)
-            * share
-            / max(layers * layer_gpu, 1e-30),
-            "element-wise": accum
-            * layers
-            * (forward_passes * fwd_elementwise + bwd_elementwise)
-            * share
-            / max(layers * layer_gpu, 1e-30),
-            "lora adapters + qlora dequant": accum
-            * layers
-            * (forward_passes * (fwd_adapter + fwd_dequant) + bwd_adapter + fwd_dequant)
-            * share
-            / max(layers * layer_gpu, 1e-30),
-            "kernel launch tails": accum
-            * layers
-            * (forward_passes * fwd_tails + bwd_tails)
-            * share
-            / max(layers * layer_gpu, 1e-30),
-            "exposed cpu dispatch": accum * dispatch_exposed,
-            "lm_head + loss": accum * head_total,
-            "micro-step overhead": accum * coefficients.micro_step_overhead_s,
-            "exposed communication": accum * comm_exposed + step_comm_exposed,
-            "exposed offload": accum * offload_exposed,
-            "zero-3 module hooks": accum * hooks_s,
-            "optimizer step": optimizer_s,
-            "step overhead": coefficients.step_overhead_s,
-            "user-recalibrated adapter/qlora factor": step_s
-            - accum * (compute_s + comm_exposed + offload_exposed + hooks_s)
-            - optimizer_total,
-        },
+        terms=terms,
     )

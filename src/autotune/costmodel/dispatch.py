@@ -6,12 +6,14 @@ torch-free. When ``autotune trace`` reports the same counts, it can produce the 
 
 Per family and per training mode ('full': weights train; 'frozen': LoRA / QLoRA base), the file gives the
 kernels of one layer's forward and backward by class (element-wise, GEMM, attention) and the element-wise bytes
-per token in bf16 as a linear form in the layer's widths (h, I, n_q·d, n_kv·d, n_q, 1). One LoRA target adds
-``lora_target`` kernels; the optimizer step dispatches ``calls_per_step + calls_per_tensor × tensors`` calls.
+per token in bf16 as a linear form in the layer's widths (h, I, n_q·d, n_kv·d, n_q, 1). (The file's ``lora_target``
+count is not read: ``adapter_time`` counts a target's ops per dtype and dropout.) The optimizer step dispatches
+``calls_per_step + calls_per_tensor × tensors`` calls.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from functools import cache
@@ -41,12 +43,26 @@ FOREACH_TENSORS_PER_LAUNCH = 48
 
 @dataclass(frozen=True)
 class LayerOps:
-    """One decoder layer's pass: kernel launches and element-wise bytes per token (bf16)."""
+    """One decoder layer's pass: kernel launches by class and element-wise bytes per token (bf16)."""
 
-    forward_kernels: int
-    backward_kernels: int
+    forward_gemm_kernels: int
+    forward_attention_kernels: int
+    forward_elementwise_kernels: int
+    backward_gemm_kernels: int
+    backward_attention_kernels: int
+    backward_elementwise_kernels: int
     forward_bytes_per_token: float
     backward_bytes_per_token: float
+
+    @property
+    def forward_kernels(self) -> int:
+        """Every kernel of the forward pass."""
+        return self.forward_gemm_kernels + self.forward_attention_kernels + self.forward_elementwise_kernels
+
+    @property
+    def backward_kernels(self) -> int:
+        """Every kernel of the backward pass."""
+        return self.backward_gemm_kernels + self.backward_attention_kernels + self.backward_elementwise_kernels
 
 
 @cache
@@ -79,14 +95,20 @@ def _bytes(form: dict[str, float], model: ModelSpec) -> float:
     return max(0.0, sum(form.get(name, 0.0) * value for name, value in widths.items()))
 
 
+@functools.lru_cache(maxsize=256)
 def layer_ops(model: ModelSpec, trainable: bool) -> LayerOps:
-    """Kernels and element-wise bytes per token of one decoder layer (bf16 basis; see the module docstring)."""
+    """Kernels and element-wise bytes per token of one decoder layer (bf16 basis; see the module docstring).
+    Cached: every candidate of a search asks for the same model."""
     entry = op_counts()["families"][family_of(model)]["full" if trainable else "frozen"]
     forward = entry["forward_kernels"]
     backward = entry["backward_kernels"]
     return LayerOps(
-        forward_kernels=int(sum(forward.values())),
-        backward_kernels=int(sum(backward.values())),
+        forward_gemm_kernels=int(forward.get("gemm", 0)),
+        forward_attention_kernels=int(forward.get("attention", 0)),
+        forward_elementwise_kernels=int(sum(v for k, v in forward.items() if k not in ("gemm", "attention"))),
+        backward_gemm_kernels=int(backward.get("gemm", 0)),
+        backward_attention_kernels=int(backward.get("attention", 0)),
+        backward_elementwise_kernels=int(sum(v for k, v in backward.items() if k not in ("gemm", "attention"))),
         forward_bytes_per_token=_bytes(entry["forward_elementwise_bytes_per_token"], model),
         backward_bytes_per_token=_bytes(entry["backward_elementwise_bytes_per_token"], model),
     )
@@ -122,12 +144,6 @@ masked scores with ``torch.max(attn_weights, finfo.min)`` (4.28.1 ``modeling_lla
 ``maximum`` (read 2 + write 2 bytes per bf16 score); backward ``eq`` / ``where`` / ``lt`` / ``masked_fill_`` and a
 second ``div`` (22 bytes per score). Counted with a TorchDispatchMode over the copied 4.28 code against today's
 eager path (``tests/unit/test_legacy_attention.py``); bf16 basis, like ``eager_attention()``."""
-
-
-def lora_target_kernels() -> tuple[int, int]:
-    """(forward, backward) kernels one peft LoRA target adds to its base linear."""
-    entry = op_counts()["lora_target"]
-    return int(entry["forward_kernels"]), int(entry["backward_kernels"])
 
 
 def optimizer_launches(tensors: int, foreach: bool) -> tuple[float, float]:

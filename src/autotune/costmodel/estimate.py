@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 
 from autotune.costmodel.calibration import default_coefficients, error_band
-from autotune.costmodel.compute import predict_time
-from autotune.costmodel.memory import CUDA_CONTEXT_BYTES, predict_memory
+from autotune.costmodel.compute import predict_time_in
+from autotune.costmodel.context import setting_context
+from autotune.costmodel.memory import CUDA_CONTEXT_BYTES, predict_memory_in
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
@@ -73,8 +74,9 @@ def estimate_setting(
         fit); offload also needs the host RAM.
     """
     coefficients = coefficients or default_coefficients()
-    memory = predict_memory(model, setting, cluster, workload, coefficients)
-    timing = predict_time(model, setting, cluster, workload, coefficients)
+    context = setting_context(model, setting, cluster, workload)  # one set of derived facts for memory and time
+    memory = predict_memory_in(context, coefficients)
+    timing = predict_time_in(context, coefficients)
     family = memory_family(setting)
     memory_band = error_band(coefficients.memory_error_band, family)
     headroom_band = error_band(coefficients.memory_headroom_band, family)

@@ -9,6 +9,10 @@ computed by one SM (NVIDIA, "Matrix Multiplication Background User's Guide", sec
   picks for large fp16/bf16 GEMMs in the guide's examples); partial tiles cost whole tiles;
 * **wave quantization** — tiles run in waves of one tile per SM; ⌈tiles / SMs⌉ waves take as long as full
   waves, so useful work / issued work = M·N / (waves · SMs · t²);
+* **split-K** — a grid of fewer tiles than SMs with a long K (LoRA's x·Aᵀ: M = tokens, N = rank 16,
+  K = 4096) is split along K over otherwise idle SMs, each slice writing an fp32 partial product that a second
+  pass reduces (cuBLAS's split-K heuristics; CUTLASS ``GemmSplitKParallel`` and Hopper's stream-K schedule):
+  ``split_k_slices`` slices of at least ``SPLIT_K_MIN_SLICE``, the partials' bytes added to the roofline;
 * **K saturation** — each tile streams K through a pipelined main loop; its fixed prologue/epilogue is about
   ``K_HALF`` elements of K, so the main-loop share is K / (K + K_HALF) (saturating in K);
 * **roofline** (Williams et al. 2009) — the kernel takes at least its operand and result bytes at the achievable
@@ -37,6 +41,13 @@ TILE = 128
 K_HALF = 32
 """K at which a tile's main loop is half of its time (prologue + epilogue ≈ one 32-wide K slice of the
 multistage main loop, CUTLASS's K tile for 16-bit GEMMs). Stated prior, not fitted."""
+
+FP32_PARTIAL_BYTES = 4
+"""Bytes per element of a split-K slice's partial product (accumulated in fp32)."""
+
+SPLIT_K_MIN_SLICE = 256
+"""Shortest K slice a split-K GEMM gives one tile (8 of CUTLASS's 32-wide K steps: below it the fp32 partial
+product costs more traffic than the slice saves). Stated prior, not fitted."""
 
 DEFAULT_SM_COUNT = 108
 """SMs assumed for a GPU whose profile does not state them (an A100)."""
@@ -69,8 +80,18 @@ def tile_edge(dim: float, tile: int = TILE) -> int:
     return max(16, 2 ** math.ceil(math.log2(max(dim, 1))))
 
 
-def quantization_efficiency(m: float, n: float, sm_count: int, tile: int = TILE) -> float:
-    """Useful fraction of the issued tile-waves for an M×N output (tile × wave quantization), in (0, 1].
+def split_k_slices(m: float, n: float, k: float, sm_count: int, tile: int = TILE) -> int:
+    """K slices of a GEMM whose output tiles do not fill the SMs (module docstring, split-K): as many as idle SMs
+    allow, each at least ``SPLIT_K_MIN_SLICE`` long; 1 when the tiles fill a wave."""
+    tiles = math.ceil(m / tile_edge(m, tile)) * math.ceil(n / tile_edge(n, tile))
+    if tiles >= sm_count:
+        return 1
+    return max(1, min(sm_count // tiles, int(k // SPLIT_K_MIN_SLICE)))
+
+
+def quantization_efficiency(m: float, n: float, sm_count: int, tile: int = TILE, slices: int = 1) -> float:
+    """Useful fraction of the issued tile-waves for an M×N output (tile × wave quantization) computed in
+    ``slices`` K slices (split-K), in (0, 1].
 
     Raises:
         ValueError: a non-positive dimension or SM count.
@@ -78,9 +99,9 @@ def quantization_efficiency(m: float, n: float, sm_count: int, tile: int = TILE)
     if m <= 0 or n <= 0 or sm_count <= 0:
         raise ValueError(f"GEMM output {m}×{n} on {sm_count} SMs: dimensions must be positive")
     tile_m, tile_n = tile_edge(m, tile), tile_edge(n, tile)
-    tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n)
+    tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n) * slices
     waves = math.ceil(tiles / sm_count)
-    return (m * n) / (waves * sm_count * tile_m * tile_n)
+    return (m * n * slices) / (waves * sm_count * tile_m * tile_n)
 
 
 def gemm_time_s(m: float, n: float, k: float, element_bytes: float, device: GemmDevice) -> float:
@@ -92,9 +113,13 @@ def gemm_time_s(m: float, n: float, k: float, element_bytes: float, device: Gemm
     """
     if m <= 0 or n <= 0 or k <= 0:
         return 0.0
-    compute_rate = device.flops_per_s * quantization_efficiency(m, n, device.sm_count) * (k / (k + K_HALF))
+    slices = split_k_slices(m, n, k, device.sm_count)
+    slice_k = k / slices
+    quantization = quantization_efficiency(m, n, device.sm_count, slices=slices)
+    compute_rate = device.flops_per_s * quantization * (slice_k / (slice_k + K_HALF))
     flops_s = 2.0 * m * n * k / compute_rate
-    bytes_s = element_bytes * (m * k + k * n + m * n) / device.bytes_per_s
+    partials = 2 * FP32_PARTIAL_BYTES * slices * m * n if slices > 1 else 0.0  # written, then read by the reduction
+    bytes_s = (element_bytes * (m * k + k * n + m * n) + partials) / device.bytes_per_s
     return max(flops_s, bytes_s)
 
 

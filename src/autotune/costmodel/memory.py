@@ -33,14 +33,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autotune.costmodel import activations as act
+from autotune.costmodel.context import SettingContext, setting_context
 from autotune.costmodel.param_adapters import merged_gradient_bytes, merged_weight_bytes_per_layer
 from autotune.costmodel.params import ParamCounts, count_params, lora_params
-from autotune.costmodel.precision import DtypeBytes, dtype_bytes
+from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import SCORE_ATTENTION_IMPLS, TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.units import nf4_bytes_per_param
+
+EMBEDDING_32BIT_STATE_BYTES = 8.0
+"""Bytes per embedding parameter of AdamW state under a bitsandbytes 8-bit optimizer in the HF Trainer: its
+``create_optimizer`` registers every ``nn.Embedding`` with ``GlobalOptimManager.register_module_override(module,
+'weight', {'optim_bits': 32})`` (transformers ``trainer.py``), so those two moments are fp32. Llama-3-8B: 525M
+embedding parameters, +2.9 GiB over 8-bit states (the core's compiled full run measured 65.50 GiB, 60.42 predicted
+without it). Paged 8-bit states live in managed memory, outside the allocated peak; sharded flat parameters do not
+match the module override."""
 
 FSDP_LIVE_UNITS = 2
 """Decoder-layer units gathered at once under FSDP / ZeRO-3 (current + prefetched)."""
@@ -74,7 +83,7 @@ class ModelStateBytes:
 
     Attributes:
         weights: base (or full) weights resident on the GPU (quantized for QLoRA).
-        adapter_weights: LoRA adapter weights (fp32).
+        adapter_weights: LoRA adapter weights (``DtypeBytes.adapter_bytes`` each).
         gathered_weights: transient unsharded units under FSDP / ZeRO-3 (two layers + root unit).
         gradients: gradients of trainable parameters.
         optimizer_states: optimizer state (moments, and a master copy where one exists).
@@ -134,9 +143,12 @@ def model_state_bytes(
     trainable = (
         lora_params(model, setting.lora_rank, setting.lora_targets) if setting.uses_adapters else counts.total_params
     )
-    adapter_weights = trainable * 4.0 if setting.uses_adapters else 0.0
+    adapter_weights = trainable * dtypes.adapter_bytes if setting.uses_adapters else 0.0
     gradients = trainable * dtypes.grad_bytes
     optimizer = trainable * dtypes.optimizer_bytes
+    if setting.optimizer == "adamw-8bit" and not setting.uses_adapters and not setting.shards_states:
+        # the HF Trainer keeps the embedding's Adam states in 32 bits under a bitsandbytes 8-bit optimizer
+        optimizer += counts.embedding_params * (EMBEDDING_32BIT_STATE_BYTES - dtypes.optimizer_bytes)
     optimizer_temp = trainable * dtypes.optimizer_temp_bytes
 
     shard_params = setting.shards_parameters
@@ -195,19 +207,25 @@ def predict_memory(
     workload: Workload,
     coefficients: CostCoefficients,
 ) -> MemoryPrediction:
+    """Peak allocated bytes per GPU for one setting: :func:`predict_memory_in` of its :class:`SettingContext`."""
+    return predict_memory_in(setting_context(model, setting, cluster, workload), coefficients)
+
+
+def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -> MemoryPrediction:
     """Peak allocated bytes per GPU (max of phases A, B, C in the module docstring), with its breakdown.
 
     Activation and logits terms are derived (no fitted multiplier; ``benchmarks/trace_agreement.py`` compares
     them with the traced training step); the cuBLAS workspaces are added to every phase; reserved =
-    allocated × (1 + ``allocator_overhead_fraction``), the one fitted memory term.
+    allocated × (1 + ``allocator_overhead_fraction``), the one fitted memory term. Whether attention
+    materialises the scores is the context's ``flash_attention`` (the rule the time model uses too).
     """
+    model, setting, cluster = context.model, context.setting, context.cluster
     gpu = cluster.gpu
-    dtypes = dtype_bytes(setting, gpu)
+    dtypes = context.dtypes
     states = model_state_bytes(model, setting, cluster, dtypes)
-    seq_tokens = workload.tokens_per_sequence
-    tokens = setting.micro_batch_size * seq_tokens
-    # SDPA runs flash or memory-efficient kernels (no s×s scores); eager and eager-legacy materialise them
-    flash = setting.attention_impl not in SCORE_ATTENTION_IMPLS
+    seq_tokens = context.seq_tokens
+    tokens = context.tokens
+    flash = context.flash_attention
     layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash)
     stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes) * tokens
     working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash) * tokens

@@ -36,6 +36,9 @@ class DtypeBytes:
             keeps the unquantized embeddings/norms in fp32 without autocast).
         compute_dtype: 'bf16', 'fp16' or 'fp32' — which tensor-core rate matmuls run at.
         autocast: True when autocast inserts casts (AMP).
+        adapter_bytes: per LoRA adapter element (``TrainingSetting.adapter_dtype``): 4 for fp32 adapters (peft's
+            ``autocast_adapter_dtype=True``, or an fp32 run), else the base weights' 16-bit dtype (peft
+            ``autocast_adapter_dtype=False`` leaves the adapters in the dtype of the layer they wrap).
     """
 
     weight_bytes: float
@@ -46,6 +49,7 @@ class DtypeBytes:
     residual_bytes: float
     compute_dtype: str
     autocast: bool
+    adapter_bytes: float
 
 
 def dtype_bytes(setting: TrainingSetting, gpu: GpuSpec) -> DtypeBytes:
@@ -54,7 +58,9 @@ def dtype_bytes(setting: TrainingSetting, gpu: GpuSpec) -> DtypeBytes:
     Full fine-tuning: ``bf16`` = pure bf16 (2/2/4 bytes for weights/grads/AdamW states);
     ``*-mixed`` = fp32 parameters with autocast (4/4/8); ``fp32`` = 4/4/8. DeepSpeed ZeRO with a
     16-bit precision holds 16-bit parameters and gradients and 12 bytes of fp32 optimizer state
-    (master copy + two moments). Adapter methods train fp32 adapters (4/4/8) on a 16-bit base.
+    (master copy + two moments). Adapter methods train adapters on a 16-bit base: fp32 (4/4/8, peft's default
+    ``autocast_adapter_dtype=True``) or, with ``adapter_dtype`` compute, in the compute dtype (2/2/4: torch AdamW
+    keeps its moments in the parameter's dtype).
     """
     compute_dtype = "fp32"
     if setting.precision in ("bf16", "bf16-mixed"):
@@ -67,9 +73,11 @@ def dtype_bytes(setting: TrainingSetting, gpu: GpuSpec) -> DtypeBytes:
     # optimizer: no autocast. torch AMP ("*-mixed" without DeepSpeed) keeps fp32 weights and autocasts.
     autocast = setting.precision.endswith("-mixed") and not deepspeed
 
+    adapter_bytes = 4.0 if setting.adapter_dtype == "fp32" or setting.precision == "fp32" else compute_bytes
     if setting.uses_adapters:
+        # the base in 16 bits (fp32 runs: fp32); gradients and AdamW moments in the adapters' dtype
         weight_bytes = 4.0 if setting.precision == "fp32" else 2.0
-        grad_bytes, moment_bytes = 4.0, 4.0
+        grad_bytes, moment_bytes = adapter_bytes, adapter_bytes
     elif deepspeed and setting.precision != "fp32":
         weight_bytes, grad_bytes, moment_bytes = 2.0, 2.0, 4.0
     elif setting.precision == "bf16":
@@ -105,4 +113,5 @@ def dtype_bytes(setting: TrainingSetting, gpu: GpuSpec) -> DtypeBytes:
         residual_bytes=residual_bytes,
         compute_dtype=compute_dtype,
         autocast=autocast,
+        adapter_bytes=adapter_bytes,
     )

@@ -23,8 +23,9 @@ Assumptions (and why):
     nvidia-smi memory: peak allocated does not depend on it, so the fit's value would be arbitrary.
   * Without the seeds, the efficiencies every GPU shares (per architecture generation, 'default', DRAM) keep
     their starting values — a few user rows would move them for every GPU — and each measured GPU gets its own
-    ``matmul_efficiency`` (refit from its generation's value). A shared time factor (LoRA / QLoRA overhead)
-    that the user's rows cannot tell apart from their GPU's efficiency keeps its starting value
+    ``matmul_efficiency`` (refit from its generation's value). A shared per-call CPU cost (peft's per LoRA target,
+    bitsandbytes' per Linear4bit) that the user's rows cannot tell apart from their GPU's efficiency keeps its
+    starting value
     (:func:`unidentified_time_factors`).
 """
 
@@ -193,18 +194,20 @@ def widest_bands(start: dict[str, float], fitted: dict[str, float]) -> dict[str,
 
 
 SHARED_TIME_FACTORS: dict[str, Callable[[TrainingSetting], bool]] = {
-    "adapter_time_factor": lambda setting: setting.uses_adapters,
-    "qlora_time_factor": lambda setting: setting.method == "qlora",
+    "lora_target_cpu_s": lambda setting: setting.uses_adapters,
+    "qlora_linear_cpu_s": lambda setting: setting.method == "qlora",
 }
-"""Time multipliers shared by every GPU, and the settings they apply to."""
+"""Time coefficients shared by every GPU that only some settings exercise (peft's and bitsandbytes' per-call CPU
+costs), and the settings they apply to."""
 
 
 def unidentified_time_factors(cases: Sequence[Case]) -> list[str]:
-    """Shared time factors that the timed rows cannot tell apart from the GPUs' matmul efficiencies.
+    """Shared time coefficients (``SHARED_TIME_FACTORS``) that the timed rows cannot tell apart from the GPUs'
+    matmul efficiencies.
 
-    A factor is identified when some GPU has timed rows with and without it (e.g. LoRA and full fine-tuning on
-    one card); when every row it applies to is alone on its GPU, the GPU's efficiency explains the same times,
-    and a fit would move the factor for every GPU on the strength of one card.
+    A coefficient is identified when some GPU has timed rows with and without it (e.g. LoRA and full fine-tuning
+    on one card); when every row it applies to is alone on its GPU, the GPU's efficiency explains the same times,
+    and a fit would move it for every GPU on the strength of one card.
     """
     timed = [c for c in cases if c.measurement.micro_step_time_s or c.measurement.step_time_s]
     names = []

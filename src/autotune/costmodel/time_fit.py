@@ -34,9 +34,12 @@ from dataclasses import dataclass
 from autotune.costmodel._optimize import nelder_mead
 from autotune.costmodel.compute import architecture_generation, predict_time
 from autotune.costmodel.estimate import compile_time_s
+from autotune.profiles.measurements import CORE_SOURCE
 from autotune.schemas.calibration import (
     BANDWIDTH_EFFICIENCY_MAX,
     BANDWIDTH_EFFICIENCY_MIN,
+    LORA_TARGET_CPU_S_MAX,
+    LORA_TARGET_CPU_S_MIN,
     CostCoefficients,
     source_table,
 )
@@ -44,18 +47,36 @@ from autotune.schemas.calibration import (
 PRIOR_LOG_SIGMA = 0.5
 """One standard deviation of each efficiency's prior, in natural-log units (a factor of 1.65)."""
 
+PRIOR_LOG_SIGMA_BY_FIELD: dict[str, float] = {"lora_target_cpu_s": 1.2, "qlora_linear_cpu_s": 1.2}
+"""Wider priors for the per-call CPU costs: no datasheet gives them; the prior (0.3 ms) only says "between 0.1 and
+1 ms" (one σ = a factor 3.3 each way)."""
+
 MAX_EVALUATIONS = 1200
 """Nelder–Mead budget (≈ 40 s on 170 rows on one core; the stack factors add one dimension per source)."""
 
 
-UNBOUNDED_ABOVE_ONE = ("cpu_adam_params_per_s", "zero3_module_fetch_s")
+UNBOUNDED_ABOVE_ONE = ("cpu_adam_params_per_s", "zero3_module_fetch_s", "lora_target_cpu_s", "qlora_linear_cpu_s")
 """Fitted fields that are rates or times, not fractions of a peak (the others are capped at 1)."""
+
+CORE_ROW_LOG_SIGMA = 0.05
+"""Expected log error of a prediction on the core's own runs: the 1–2 % step-to-step spread of the runs plus the
+model error issue 18 aims at (≤ 10 %, halved). The foreign tables' rows keep σ = 1 (the fit's original scale, with
+their stack factors): a handful of the core's runs thus outweighs the priors, as 170 foreign rows do."""
+
+SHARED_FIT_FIELDS = ("attention_efficiency",)
+"""Coefficients the core's runs do not fix on their own: every core run is at seq 2048, where attention is ~5 % of a
+step, so the attention efficiency is left to all the rows."""
+
+CORE_FIRST_STEP = 1.0
+"""Nelder–Mead's first step (log units, a factor e) on the core's own rows (few rows, few coefficients)."""
 
 STACK_LOG_SIGMA = 0.5
 """Half-normal prior scale of a stack's slowness factor over the fastest stack, in natural-log units."""
 
 BOUNDS: dict[str, tuple[float, float]] = {
     "zero3_module_fetch_s": (1e-5, 1e-2),
+    "lora_target_cpu_s": (LORA_TARGET_CPU_S_MIN, LORA_TARGET_CPU_S_MAX),
+    "qlora_linear_cpu_s": (LORA_TARGET_CPU_S_MIN, LORA_TARGET_CPU_S_MAX),
     "bandwidth_efficiency": (BANDWIDTH_EFFICIENCY_MIN, BANDWIDTH_EFFICIENCY_MAX),
 }
 """Schema bounds (``CostCoefficients``) the fit keeps to."""
@@ -100,73 +121,121 @@ def time_rows(cases: Sequence[object]) -> list[TimeRow]:
     return rows
 
 
+Name = tuple[str, str | None]
+"""A fitted coefficient: (CostCoefficients field, key in its per-GPU table or None)."""
+
+
+def _fitted_names(rows: Sequence[TimeRow]) -> list[Name]:
+    """The coefficients ``rows`` can identify (module docstring), in a fixed order."""
+    settings = [r.case.measurement.setting for r in rows]  # type: ignore[attr-defined]
+    generations = sorted({architecture_generation(r.case.cluster.gpu) for r in rows})  # type: ignore[attr-defined]
+    names: list[Name] = [("matmul_efficiency", g) for g in generations]
+    names += [("attention_efficiency", g) for g in generations]
+    names.append(("bandwidth_efficiency", None))
+    if any(s.offloads_to_cpu for s in settings):
+        names.append(("cpu_adam_params_per_s", None))
+    if any(s.uses_deepspeed and s.shards_parameters for s in settings):
+        names.append(("zero3_module_fetch_s", None))
+    # the per-call CPU costs of peft and bitsandbytes: only where the rows run them
+    if any(s.uses_adapters for s in settings):
+        names.append(("lora_target_cpu_s", None))
+    if any(s.method == "qlora" for s in settings):
+        names.append(("qlora_linear_cpu_s", None))
+    return names
+
+
+def _unpack(start: CostCoefficients, names: Sequence[Name], point: Sequence[float]) -> CostCoefficients:
+    updates: dict[str, object] = {
+        "matmul_efficiency": dict(start.matmul_efficiency),
+        "attention_efficiency": dict(start.attention_efficiency),
+    }
+    for (field, key), value in zip(names, point, strict=True):
+        number = math.exp(value)
+        if field in BOUNDS:
+            number = min(max(number, BOUNDS[field][0]), BOUNDS[field][1])
+        elif field not in UNBOUNDED_ABOVE_ONE:
+            number = min(1.0, number)
+        if key is None:
+            updates[field] = number
+        else:
+            updates[field][key] = number  # type: ignore[index]
+    return start.model_copy(update=updates)
+
+
+def _map_fit(
+    rows: Sequence[TimeRow],
+    start: CostCoefficients,
+    names: Sequence[Name],
+    reference_stack: str | None,
+    step: float = 0.3,
+    row_log_sigma: float = 1.0,
+) -> tuple[CostCoefficients, dict[str, float]]:
+    """One MAP fit of ``names`` on ``rows`` with one slowness factor per source (module docstring); ``step``: the
+    Nelder–Mead simplex's first step in log units; ``row_log_sigma``: the rows' expected log error (their squared
+    errors are divided by its square against the priors' penalty)."""
+
+    def prior(table: dict[str, float], key: str) -> float:
+        return table.get(key, table["default"])
+
+    origin = []
+    for field, key in names:
+        value = getattr(start, field)
+        origin.append(math.log(prior(value, key) if key is not None else value))
+    tables = [source_table(r.case.measurement.source) for r in rows]  # type: ignore[attr-defined]
+    sources = sorted(set(tables))
+    row_stack = [sources.index(table) for table in tables]
+    reference = sources.index(reference_stack) if reference_stack in sources else None
+    fitted_count = len(names)
+    sigmas = [PRIOR_LOG_SIGMA_BY_FIELD.get(field, PRIOR_LOG_SIGMA) for field, _ in names]
+
+    def loss(point: Sequence[float]) -> float:
+        coefficients = _unpack(start, names, point[:fitted_count])
+        slowness = stack_slowness(point[fitted_count:], reference)
+        errors = [
+            ((math.log(predicted_time_s(r, coefficients) / r.measured_s) + slowness[stack]) / row_log_sigma) ** 2
+            for r, stack in zip(rows, row_stack, strict=True)
+        ]
+        penalty = sum(((p - o) / sigma) ** 2 for p, o, sigma in zip(point[:fitted_count], origin, sigmas, strict=True))
+        penalty += sum((u / STACK_LOG_SIGMA) ** 2 for u in slowness)
+        return (sum(errors) + penalty) / len(rows)
+
+    best, _ = nelder_mead(loss, origin + [0.0] * len(sources), step=step, max_evaluations=MAX_EVALUATIONS)
+    slowness = stack_slowness(best[fitted_count:], reference)
+    return _unpack(start, names, best[:fitted_count]), dict(zip(sources, map(math.exp, slowness), strict=True))
+
+
 def fit_time_coefficients(
     cases: Sequence[object], start: CostCoefficients, reference_stack: str | None = None
 ) -> CostCoefficients:
     """MAP fit of the time coefficients on ``cases`` from ``start`` (the priors); see the module docstring.
 
     ``reference_stack``: the source table whose stack the coefficients describe (its factor is 1; a user
-    recalibration names its own runs); None = the fastest stack in the fit. A reference without rows is ignored.
+    recalibration names its own runs); None = the project's own core (``CORE_SOURCE``) when its rows are in the
+    fit, else the fastest stack. A reference without rows is ignored.
+
+    The core's own runs first: when the fit has ``CORE_SOURCE`` rows and describes that stack (``reference_stack``
+    None or ``CORE_SOURCE``), the coefficients those rows identify (``_fitted_names`` of them but
+    ``SHARED_FIT_FIELDS``: their generation's matmul efficiency, the DRAM efficiency, the per-call CPU costs) are
+    fitted on them alone, each row's log error scaled by ``CORE_ROW_LOG_SIGMA``, then held while every row fits the
+    rest with one slowness factor per stack (the fastest stack, the core in the shipped fit, at 1). Another stack's
+    speed thus never moves what the core measured.
     """
     rows = time_rows(cases)
     if not rows:
         return start
     generations = sorted({architecture_generation(r.case.cluster.gpu) for r in rows})  # type: ignore[attr-defined]
-    offload = any(r.case.measurement.setting.offloads_to_cpu for r in rows)  # type: ignore[attr-defined]
-
-    def prior(table: dict[str, float], key: str) -> float:
-        return table.get(key, table["default"])
-
-    names: list[tuple[str, str | None]] = [("matmul_efficiency", g) for g in generations]
-    names += [("attention_efficiency", g) for g in generations]
-    names.append(("bandwidth_efficiency", None))
-    if offload:
-        names.append(("cpu_adam_params_per_s", None))
-    if any(r.case.measurement.setting.uses_deepspeed and r.case.measurement.setting.shards_parameters for r in rows):  # type: ignore[attr-defined]
-        names.append(("zero3_module_fetch_s", None))
-    origin = []
-    for field, key in names:
-        value = getattr(start, field)
-        origin.append(math.log(prior(value, key) if key is not None else value))
-
-    def unpack(point: Sequence[float]) -> CostCoefficients:
-        updates: dict[str, object] = {
-            "matmul_efficiency": dict(start.matmul_efficiency),
-            "attention_efficiency": dict(start.attention_efficiency),
-        }
-        for (field, key), value in zip(names, point, strict=True):
-            number = math.exp(value)
-            if field in BOUNDS:
-                number = min(max(number, BOUNDS[field][0]), BOUNDS[field][1])
-            elif field not in UNBOUNDED_ABOVE_ONE:
-                number = min(1.0, number)
-            if key is None:
-                updates[field] = number
-            else:
-                updates[field][key] = number  # type: ignore[index]
-        return start.model_copy(update=updates)
-
-    tables = [source_table(r.case.measurement.source) for r in rows]  # type: ignore[attr-defined]
-    sources = sorted(set(tables))
-    row_stack = [sources.index(table) for table in tables]
-    reference = sources.index(reference_stack) if reference_stack in sources else None
-    fitted_count = len(names)
-
-    def loss(point: Sequence[float]) -> float:
-        coefficients = unpack(point[:fitted_count])
-        slowness = stack_slowness(point[fitted_count:], reference)
-        errors = [
-            (math.log(predicted_time_s(r, coefficients) / r.measured_s) + slowness[stack]) ** 2
-            for r, stack in zip(rows, row_stack, strict=True)
-        ]
-        penalty = sum(((p - o) / PRIOR_LOG_SIGMA) ** 2 for p, o in zip(point[:fitted_count], origin, strict=True))
-        penalty += sum((u / STACK_LOG_SIGMA) ** 2 for u in slowness)
-        return (sum(errors) + penalty) / len(rows)
-
-    best, _ = nelder_mead(loss, origin + [0.0] * len(sources), step=0.3, max_evaluations=MAX_EVALUATIONS)
-    fitted = unpack(best[:fitted_count])
-    slowness = stack_slowness(best[fitted_count:], reference)
-    factors = {name: math.exp(u) for name, u in zip(sources, slowness, strict=True)}
+    sources = {source_table(r.case.measurement.source) for r in rows}  # type: ignore[attr-defined]
+    names = _fitted_names(rows)
+    fitted = start
+    if reference_stack in (None, CORE_SOURCE) and CORE_SOURCE in sources:
+        core_rows = [r for r in rows if source_table(r.case.measurement.source) == CORE_SOURCE]  # type: ignore[attr-defined]
+        core_names = [name for name in _fitted_names(core_rows) if name[0] not in SHARED_FIT_FIELDS]
+        # a wide first step: a per-call CPU cost changes the loss only once a pass turns dispatch-bound
+        fitted, _ = _map_fit(
+            core_rows, start, core_names, CORE_SOURCE, step=CORE_FIRST_STEP, row_log_sigma=CORE_ROW_LOG_SIGMA
+        )
+        names = [name for name in names if name not in core_names]
+    fitted, factors = _map_fit(rows, fitted, names, reference_stack)
     return _transfer_to_unfitted(fitted, start, generations).model_copy(update={"stack_time_factor": factors})
 
 

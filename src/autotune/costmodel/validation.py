@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from autotune.costmodel.fitting import CaseResult
+from autotune.schemas.calibration import source_table
 
 
 @dataclass(frozen=True)
@@ -119,10 +120,12 @@ def row_report(result: CaseResult) -> RowReport:
 
 
 def summarize(results: Sequence[CaseResult]) -> ErrorSummary:
-    """Summarize results: MAPE overall, by GPU and by method, verdict accuracy."""
+    """Summarize results: MAPE overall, by GPU, by method and by source (one training stack each: the project's own
+    core, ``autotune-core-h100``, reports apart from other stacks' tables), verdict accuracy."""
     rows = [row_report(r) for r in results]
     groups: dict[str, list[RowReport]] = {}
     for row in rows:
+        groups.setdefault(f"source {source_table(row.source)}", []).append(row)
         groups.setdefault(f"gpu {row.gpu}", []).append(row)
         groups.setdefault(f"method {row.method}", []).append(row)
     by_group: dict[str, dict[str, float | int | None]] = {}

@@ -11,7 +11,9 @@ from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import (
+    AdapterDtype,
     GradSync,
+    Kernels,
     LossImpl,
     Method,
     Optimizer,
@@ -38,6 +40,8 @@ class Overrides(FrozenModel):
     lora_rank: int | None = Field(default=None, ge=1, le=4096)
     lora_alpha: float | None = Field(default=None, gt=0)
     lora_dropout: float | None = Field(default=None, ge=0, lt=1)
+    adapter_dtype: AdapterDtype | None = None
+    kernels: Kernels | None = None
     lora_targets: tuple[str, ...] | None = None
     loss_impl: LossImpl | None = None
     grad_sync: GradSync | None = None

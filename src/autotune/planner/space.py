@@ -187,6 +187,9 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
         o.lora_dropout if o.lora_dropout is not None else TrainingSetting.model_fields["lora_dropout"].default
     )
     dropout = effective_lora_dropout(request.model.model_type, targets, asked_dropout)
+    # one value each: the default unless forced (liger only when asked: its speed on the core is not measured)
+    adapter_dtype = o.adapter_dtype or TrainingSetting.model_fields["adapter_dtype"].default
+    kernels = o.kernels or TrainingSetting.model_fields["kernels"].default
     if o.grad_sync == "every-micro-step":
         shardings = tuple(s for s in shardings if s in FSDP_SHARDINGS)
     for method in methods:
@@ -214,6 +217,8 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
                                         lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
                                         lora_targets=targets,
                                         lora_dropout=dropout,
+                                        adapter_dtype=adapter_dtype,
+                                        kernels=kernels,
                                         loss_impl=loss_impl,
                                         attention_impl=attention_impl,
                                         grad_sync=grad_sync,

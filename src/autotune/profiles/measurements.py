@@ -16,6 +16,11 @@ from autotune import yamlio
 from autotune.schemas.calibration import Measurement, MeasurementSet
 from autotune.schemas.model import ModelSpec
 
+CORE_SOURCE = "autotune-core-h100"
+"""The project's own training core measured on one H100 (``autotune launch`` run directories in
+``measurements/autotune-core-h100/``, transcribed by ``benchmarks/ingest_core_runs.py``): the source the shipped
+time fit describes and weights first (``time_fit``)."""
+
 _PACKAGE = "autotune.profiles"
 _DIRECTORY = "measurements"
 

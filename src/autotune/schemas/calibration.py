@@ -72,6 +72,16 @@ MAX_NODE_GB_PER_S = 10_000.0
 """Upper bound of a node's network bandwidth per direction, GB/s: more than ten times the fastest node fabric
 today (8 × 800 Gb/s NICs = 800 GB/s)."""
 
+LORA_TARGET_CPU_S_MIN = 1e-5
+LORA_TARGET_CPU_S_MAX = 2e-3
+"""Bounds of the per-call CPU costs (``lora_target_cpu_s``, ``qlora_linear_cpu_s``): at least one Python module
+call (~10 µs), at most 2 ms (twenty times the prior: beyond it the number would stand for something other than
+Python per call)."""
+
+RETIRED_TIME_FACTORS = ("adapter_time_factor", "qlora_time_factor")
+"""Calibration keys of the fitted LoRA / QLoRA multipliers that counted adapter and dequantization work replaced
+(issue 18). A file that still holds them at 1 (what every fit wrote) loads; another value is refused."""
+
 
 class Measurement(StrictModel):
     """One measured run (a seed table row or a user run report), with its conditions.
@@ -142,6 +152,22 @@ class CostCoefficients(StrictModel):
     see docs/cost-model.md. Defaults are the physics priors used before any fit.
     """
 
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_factors(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        kept = dict(data)
+        for key in RETIRED_TIME_FACTORS:
+            if key in kept:
+                value = kept.pop(key)
+                if value != 1 and value != 1.0:
+                    raise ValueError(
+                        f"{key} {value} is no longer used (LoRA / QLoRA time is counted per call): recalibrate "
+                        "with autotune calibrate, or remove the key to use the counted terms"
+                    )
+        return kept
+
     schema_version: Literal[1] = 1
     name: str = Field(default="prior", description="Calibration name (file name without .yaml).")
     source: str = Field(default="physics priors, not fitted", description="Provenance: data, date, command.")
@@ -161,16 +187,22 @@ class CostCoefficients(StrictModel):
         description="Fraction of DRAM bandwidth element-wise kernels reach (STREAM-like); bounded to what such "
         "kernels reach on a GPU (BANDWIDTH_EFFICIENCY_MIN/MAX).",
     )
-    adapter_time_factor: float = Field(
-        default=1.0,
-        gt=0,
-        description="Multiplier on LoRA/QLoRA micro-step time; no fit moves it (adapter costs are derived terms, "
-        "costmodel/time_fit.py fits none of them), so it is 1 unless set by hand.",
+    lora_target_cpu_s: float = Field(
+        default=3e-4,
+        ge=LORA_TARGET_CPU_S_MIN,
+        le=LORA_TARGET_CPU_S_MAX,
+        description="CPU seconds peft's Python spends per LoRA target per forward pass (and recompute) beyond its "
+        "kernels' dispatch: the lora.Linear module call, its adapter loop, the dropout / A / B module calls. It "
+        "counts only where a pass is dispatch-bound (small micro batches). Prior 0.3 ms, wide (time_fit: 0.1-1 ms "
+        "within one σ; no public figure), bounded LORA_TARGET_CPU_S_MIN..MAX; fitted on the runs with adapters.",
     )
-    qlora_time_factor: float = Field(
-        default=1.0,
-        gt=0,
-        description="Extra QLoRA multiplier; no fit moves it (dequantization is a derived term): 1 unless set by hand.",
+    qlora_linear_cpu_s: float = Field(
+        default=3e-4,
+        ge=LORA_TARGET_CPU_S_MIN,
+        le=LORA_TARGET_CPU_S_MAX,
+        description="CPU seconds bitsandbytes' Python spends per Linear4bit per pass (forward, recompute, backward: "
+        "Linear4bit.forward, the MatMul4Bit autograd function, the quant state and the dequantization custom "
+        "ops) beyond its kernels' dispatch. Prior 0.3 ms, wide, same bounds; fitted on the QLoRA runs.",
     )
     kernel_launch_s: float = Field(
         default=1.0e-5,

@@ -46,7 +46,12 @@ class Estimate(FrozenModel):
     compile_time_s: float = Field(default=0.0, description="One-off torch.compile time, seconds.")
     total_time_s: float | None = Field(default=None, description="Whole run (dataset × epochs), seconds.")
     num_optimizer_steps: int | None = Field(default=None, description="Optimizer steps in the whole run.")
-    time_breakdown_s: dict[str, float] = Field(default_factory=dict, description="Parts of one micro-step, s.")
+    time_breakdown_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="The time terms of one optimizer step, s (costmodel.compute.TimeTerms: gemm, attention, "
+        "element-wise, lora adapters, qlora dequant, lm_head + loss, exposed cpu dispatch, exposed communication, "
+        "zero-3 module hooks, exposed offload, optimizer step, fixed overheads); they add up to step_time_s.",
+    )
 
     @property
     def reserved_at_capacity(self) -> bool:

@@ -37,7 +37,8 @@ def user_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     mine = shipped.model_copy(
         update={
             "name": "mine",
-            "adapter_time_factor": shipped.adapter_time_factor * 2,
+            "lora_target_cpu_s": shipped.lora_target_cpu_s * 2,
+            "bandwidth_efficiency": 0.5,
             "memory_headroom_band": {key: value * 2 + 0.1 for key, value in shipped.memory_headroom_band.items()},
         }
     )

@@ -1,0 +1,90 @@
+"""The derived facts of one setting, built once and read by the memory and the time model alike.
+
+A setting's dtypes, token counts, recompute passes and — the one decision both models used to make on their own —
+whether attention runs a flash / memory-efficient kernel (no s×s scores in memory, the causal half skipped in time)
+or the math path (scores materialised, every score computed). Memory and time take the answer from here, so they
+cannot disagree (issue 18: on the RX 7900 XTX the time model ran math attention while memory assumed flash).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autotune.costmodel.params import ParamCounts, count_params
+from autotune.costmodel.precision import DtypeBytes, dtype_bytes
+from autotune.schemas.hardware import ClusterSpec, GpuSpec
+from autotune.schemas.lora_targets import effective_lora_dropout
+from autotune.schemas.model import ModelSpec
+from autotune.schemas.setting import SCORE_ATTENTION_IMPLS, TrainingSetting, Workload
+
+
+def uses_flash_attention(setting: TrainingSetting, gpu: GpuSpec) -> bool:
+    """True when attention runs a flash / memory-efficient kernel: SDPA, flash-attn or llm-foundry's Triton kernel
+    on a GPU that has one (``GpuSpec.supports_flash_attention``); eager attention, or SDPA on a GPU without such a
+    kernel (PyTorch's SDPA then falls back to the math path, ``sdp_utils``' backend selection), materialises the
+    n_q·s scores per token."""
+    return setting.attention_impl not in SCORE_ATTENTION_IMPLS and gpu.supports_flash_attention
+
+
+@dataclass(frozen=True)
+class SettingContext:
+    """One setting on one cluster, with the facts derived from it (every field is read by memory, time or both).
+
+    Attributes:
+        model, setting, cluster, workload: the inputs.
+        dtypes: bytes per element (``precision.dtype_bytes``).
+        counts: parameter counts (``params.count_params``).
+        flash_attention: :func:`uses_flash_attention`.
+        seq_tokens: tokens per sequence (``Workload.tokens_per_sequence``).
+        tokens: tokens per micro batch (micro batch × ``seq_tokens``).
+        forward_passes: forward passes per micro-step (2 with activation checkpointing: the recompute).
+        lora_dropout: the dropout peft applies to the adapters (0 when a parameter target forces it off;
+            :func:`autotune.schemas.lora_targets.effective_lora_dropout`); 0 without adapters.
+    """
+
+    model: ModelSpec
+    setting: TrainingSetting
+    cluster: ClusterSpec
+    workload: Workload
+    dtypes: DtypeBytes
+    counts: ParamCounts
+    flash_attention: bool
+    seq_tokens: float
+    tokens: float
+    forward_passes: int
+    lora_dropout: float
+
+    @property
+    def gpu(self) -> GpuSpec:
+        """The cluster's GPU."""
+        return self.cluster.gpu
+
+    @property
+    def layers(self) -> int:
+        """Decoder layers."""
+        return self.model.num_hidden_layers
+
+
+def setting_context(
+    model: ModelSpec, setting: TrainingSetting, cluster: ClusterSpec, workload: Workload
+) -> SettingContext:
+    """Derive a :class:`SettingContext` (pure; no I/O)."""
+    seq = workload.tokens_per_sequence
+    dropout = (
+        effective_lora_dropout(model.model_type, setting.lora_targets, setting.lora_dropout)
+        if setting.uses_adapters
+        else 0.0
+    )
+    return SettingContext(
+        model=model,
+        setting=setting,
+        cluster=cluster,
+        workload=workload,
+        dtypes=dtype_bytes(setting, cluster.gpu),
+        counts=count_params(model),
+        flash_attention=uses_flash_attention(setting, cluster.gpu),
+        seq_tokens=seq,
+        tokens=setting.micro_batch_size * seq,
+        forward_passes=1 + int(setting.grad_ckpt),
+        lora_dropout=dropout,
+    )
