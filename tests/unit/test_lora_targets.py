@@ -123,7 +123,8 @@ def test_dropout_note_says_what_the_trainer_runs(caplog: pytest.LogCaptureFixtur
     assert "lora_dropout 0.10 -> 0" in caplog.text
 
 
-def test_wrapped_expert_memory_is_what_the_trace_keeps() -> None:
+@pytest.mark.parametrize("adapter_dtype", ["fp32", "compute"])
+def test_wrapped_expert_memory_is_what_the_trace_keeps(adapter_dtype: str) -> None:
     """Saved activations of LoRA on all-linear minus on the attention projections only: the merged expert
     weights, factor copies and newly saved inputs (``autotune.costmodel.param_adapters``), traced."""
     pytest.importorskip("torch")
@@ -138,10 +139,12 @@ def test_wrapped_expert_memory_is_what_the_trace_keeps() -> None:
     seq_len = 256
     traced: list[float] = []
     for targets in (("all-linear",), ("q_proj", "k_proj", "v_proj", "o_proj")):
-        setting = TrainingSetting(method="lora", grad_ckpt=False, lora_targets=targets, lora_dropout=0.0)
+        setting = TrainingSetting(
+            method="lora", grad_ckpt=False, lora_targets=targets, lora_dropout=0.0, adapter_dtype=adapter_dtype
+        )
         report = trace_training_step(spec, setting, seq_len, cluster)
         traced.append(report.phases[0].categories_bytes["saved activations"])
-    wrapped = TrainingSetting(method="lora", grad_ckpt=False, lora_dropout=0.0)
+    wrapped = TrainingSetting(method="lora", grad_ckpt=False, lora_dropout=0.0, adapter_dtype=adapter_dtype)
     dtypes = dtype_bytes(wrapped, cluster.gpu)
     per_layer = merged_weight_bytes_per_layer(spec, wrapped, dtypes)
     per_layer += wrapped_input_bytes_per_token(spec, wrapped, dtypes) * seq_len

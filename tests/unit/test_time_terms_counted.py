@@ -112,7 +112,8 @@ def test_lora_element_wise_work_is_counted_from_what_peft_runs() -> None:
         setting = TrainingSetting(method="lora", micro_batch_size=4, **fields)  # type: ignore[arg-type]
         return predict_time(LLAMA, setting, cluster, workload, PRIORS).breakdown_s["lora adapters"]
 
-    assert lora_s(lora_dropout=0.0, adapter_dtype="compute") < lora_s(lora_dropout=0.0) < lora_s(lora_dropout=0.1)
+    compute_s = lora_s(lora_dropout=0.0, adapter_dtype="compute")
+    assert compute_s < lora_s(lora_dropout=0.0, adapter_dtype="fp32") < lora_s(lora_dropout=0.1, adapter_dtype="fp32")
 
 
 def test_qlora_dequantizes_every_linear_in_every_pass() -> None:
@@ -142,15 +143,19 @@ def test_skinny_gemms_split_k_over_idle_sms() -> None:
 
 
 def test_micro_batch_1_to_4_gains_what_the_h100_measured() -> None:
-    """`autotune estimate llama3-8b --gpu h100 --method lora --seq-len 2048 --grad-ckpt`: the measured rise from
-    micro batch 1 to 4 is +42 % (3,803 → 5,387 tokens/s, the core's runs); issue 18 asks for +32 %..+52 %."""
+    """`autotune estimate llama3-8b --gpu h100 --method lora --seq-len 2048 --grad-ckpt` at the settings the core's
+    runs measured (fp32 adapters, dropout 0.05: peft's defaults then): the measured rise from micro batch 1 to 4 is
+    +42 % (3,803 → 5,387 tokens/s); issue 18 asks for +32 %..+52 %. (Today's defaults, compute-dtype adapters and
+    no dropout, are not measured on a GPU yet.)"""
     cluster = _cluster("h100")
     rates = [
         estimate_setting(
             LLAMA,
             cluster,
             Workload(seq_len=2048, global_batch_size=micro),
-            TrainingSetting(method="lora", micro_batch_size=micro, grad_ckpt=True),
+            TrainingSetting(
+                method="lora", micro_batch_size=micro, grad_ckpt=True, adapter_dtype="fp32", lora_dropout=0.05
+            ),
         ).tokens_per_s
         for micro in (1, 4)
     ]
@@ -192,7 +197,7 @@ def test_estimate_takes_adapter_dtype_kernels_and_dropout_and_shows_the_terms(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     base = ("estimate", "llama3-8b", "--gpu", "h100", "--method", "lora", "--micro-batch-size", "4", "--json")
-    code, out, _ = run(capsys, *base)
+    code, out, _ = run(capsys, *base, "--adapter-dtype", "fp32")
     assert code == 0
     fp32 = json.loads(out)
     code, out, _ = run(capsys, *base, "--adapter-dtype", "compute", "--lora-dropout", "0.1", "--kernels", "liger")

@@ -190,7 +190,7 @@ class TrainingSetting(FrozenModel):
     lora_rank: int = Field(default=16, ge=1, le=4096, description=DESCRIPTIONS["lora_rank"])
     lora_alpha: float = Field(default=32.0, gt=0, description=DESCRIPTIONS["lora_alpha"])
     lora_dropout: float = Field(default=0.0, ge=0, lt=1, description=DESCRIPTIONS["lora_dropout"])
-    adapter_dtype: AdapterDtype = Field(default="fp32", description=DESCRIPTIONS["adapter_dtype"])
+    adapter_dtype: AdapterDtype = Field(default="compute", description=DESCRIPTIONS["adapter_dtype"])
     lora_targets: tuple[str, ...] = Field(default=(ALL_LINEAR,), description=DESCRIPTIONS["lora_targets"])
     loss_impl: LossImpl = Field(default="fp32-upcast", description=DESCRIPTIONS["loss_impl"])
     attention_impl: AttentionImpl = Field(default="sdpa", description=DESCRIPTIONS["attention_impl"])
