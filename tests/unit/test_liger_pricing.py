@@ -14,12 +14,15 @@ from autotune.costmodel.activations import logits_peak_bytes
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.compute import predict_time_in
 from autotune.costmodel.context import setting_context
+from autotune.costmodel.dispatch import layer_ops
 from autotune.costmodel.fused_kernels import (
     EAGER_RMSNORM_BACKWARD,
     EAGER_RMSNORM_FORWARD,
     EAGER_ROPE,
     EAGER_SWIGLU,
     NO_FUSED_KERNELS,
+    eager_replaced_traffic,
+    fused_kernels,
     liger_chunk_rows,
 )
 from autotune.costmodel.memory import predict_memory_in
@@ -152,6 +155,22 @@ def test_nothing_but_the_head_is_fused_on_a_layernorm_block() -> None:
     eager_t, liger_t = predict_time_in(none, COEFFICIENTS), predict_time_in(liger, COEFFICIENTS)
     assert liger_t.terms.elementwise_s == eager_t.terms.elementwise_s
     assert liger_t.terms.lm_head_loss_s != eager_t.terms.lm_head_loss_s
+
+
+@pytest.mark.parametrize("name", ["llama3-8b", "llama2-7b", "mistral-7b", "qwen2.5-7b", "gemma-7b", "phi3-mini"])
+def test_the_replaced_ops_are_part_of_the_counted_layer(name: str) -> None:
+    # what Liger removes comes out of op_counts.yaml's whole-layer count: for a Llama / Qwen2 layer exactly the two
+    # residual adds are left of the forward's element-wise kernels; bytes stay positive for every family
+    model = resolve_model_profile(name)
+    for method in ("lora", "full"):
+        trained = method == "full"
+        fused = fused_kernels(model, TrainingSetting(method=method, kernels="liger"))
+        ops, eager = layer_ops(model, trained), eager_replaced_traffic(model, fused, trained)
+        assert ops.forward_bytes_per_token - eager.forward_bytes_per_token > 0
+        assert ops.backward_bytes_per_token - eager.backward_bytes_per_token > 0
+        assert ops.backward_elementwise_kernels - eager.backward_kernels > 0
+        if fused.swiglu:
+            assert ops.forward_elementwise_kernels - eager.forward_kernels == 2
 
 
 def _counting_mode():

@@ -38,7 +38,8 @@ cross_entropy=False, fused_linear_cross_entropy=True)`` (``autotune.trainer.kern
 The eager side is counted like ``benchmarks/count_ops.py`` counts a layer (every element-wise aten op moves its
 tensor inputs and outputs, bf16): transformers 5.23.0 ``LlamaRMSNorm``, ``act_fn(gate) * up`` and
 ``apply_rotary_pos_emb`` run alone under that script's ``CountingMode`` (``tests/unit/test_liger_pricing.py``
-recounts them when torch is installed). Not priced (kept as without Liger): GeGLU MLPs (Gemma), a fused gate_up
+recounts them when torch is installed); other families' RMSNorm and rotary code (Gemma's ``1 + weight``, Qwen2,
+Phi-3) are taken as Llama's. Not priced (kept as without Liger): GeGLU MLPs (Gemma), a fused gate_up
 projection (Phi-3), MoE experts, LayerNorm blocks and ALiBi models; the host sync of
 ``target_mask.sum().item()`` once per micro-step. Unmeasured on a GPU.
 """
