@@ -205,7 +205,7 @@ def test_estimate_takes_adapter_dtype_kernels_and_dropout_and_shows_the_terms(
     compute = json.loads(out)
     assert (compute["setting"]["adapter_dtype"], compute["setting"]["lora_dropout"]) == ("compute", 0.1)
     assert compute["setting"]["kernels"] == "liger"
-    assert any("liger: not priced" in note for note in compute["notes"])
+    assert any("liger: priced from Liger Kernel's source" in note for note in compute["notes"])
     assert compute["memory_breakdown_gib"]["lora adapters"] < fp32["memory_breakdown_gib"]["lora adapters"]
     assert set(compute["time_breakdown_s"]) == set(TERM_LABELS.values())
     code, out, _ = run(capsys, *base[:-1])

@@ -127,11 +127,11 @@ def lora_dropout_notes(model: ModelSpec, settings: Iterable[TrainingSetting]) ->
 
 
 def kernels_notes(settings: Iterable[TrainingSetting]) -> list[str]:
-    """``[note]`` when a setting asks for fused kernels (``kernels: liger``), which the cost model does not price
-    yet: its memory and time are predicted as without them."""
+    """``[note]`` when a setting asks for fused kernels (``kernels: liger``): the cost model prices them from Liger
+    Kernel's source (``costmodel.fused_kernels``), but no GPU run of the core has measured them yet."""
     if any(setting.kernels != "none" for setting in settings):
-        return ["kernels liger: not priced by the cost model yet (predicted as kernels none); its speed on the core "
-                "is not measured"]  # fmt: skip
+        return ["kernels liger: priced from Liger Kernel's source (memory and traffic of its fused kernels), not yet "
+                "measured on the core"]  # fmt: skip
     return []
 
 

@@ -13,6 +13,11 @@ Frozen weights change what is saved: a linear layer whose weight does not requir
 its input, nor does a norm's weight multiplication. LoRA adapters (peft) cast their input to the fp32
 adapter dtype, apply dropout (saving a 1-byte mask) and save the fp32 result for ``lora_A``.
 
+Fused kernels (``kernels: liger``; the ``fused`` argument, from the setting's context): Liger's RMSNorm saves its
+input and an fp32 rstd per token instead of the fp32 copy and the normalized copy, its SwiGLU saves gate and up
+outputs (no activation output), and its fused linear cross-entropy keeps one chunk of logits and the gradients it
+computed in forward instead of the logits and the loss's copies (``autotune.costmodel.fused_kernels``).
+
 Assumptions: residual stream and matmul dtypes come from ``precision.dtype_bytes``; activation
 checkpointing checkpoints every decoder layer (transformers' ``gradient_checkpointing_enable``), so only
 each layer's input stays alive and one layer's activations are recomputed at a time. All results are
@@ -23,6 +28,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.costmodel.fused_kernels import (
+    NO_FUSED_KERNELS,
+    FusedKernels,
+    liger_loss_peak_bytes,
+    liger_norm_saved_bytes,
+    liger_swiglu_saved_bytes,
+)
 from autotune.costmodel.param_adapters import wrapped_input_bytes_per_token
 from autotune.costmodel.params import lora_module_targets
 from autotune.costmodel.precision import DtypeBytes
@@ -71,13 +83,19 @@ class LayerActivationBytes:
 
 
 def layer_activation_bytes_per_token(
-    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, seq_len: float, flash_attention: bool
+    model: ModelSpec,
+    setting: TrainingSetting,
+    dtypes: DtypeBytes,
+    seq_len: float,
+    flash_attention: bool,
+    fused: FusedKernels = NO_FUSED_KERNELS,
 ) -> LayerActivationBytes:
     """Bytes one decoder layer saves for backward, per token (derivation in the module docstring).
 
     Args:
         seq_len: tokens per sequence (only the math-attention score term depends on it).
         flash_attention: True when SDPA runs a flash / memory-efficient kernel.
+        fused: the modules that run fused kernels (``SettingContext.fused``).
     """
     h, q_dim, inter = model.hidden_size, model.q_dim, model.intermediate_size
     m_b = dtypes.compute_bytes
@@ -85,7 +103,13 @@ def layer_activation_bytes_per_token(
     num_norms = model.norms_per_layer
 
     casts = autocast_input_casts(model, dtypes)
-    norms = num_norms * norm_saved_bytes(model, dtypes, frozen, casts > 0) * h
+    if fused.rms_norm:
+        # Liger: X (residual dtype) + fp32 rstd; the output is still saved by trained projections reading it
+        per_h, per_token = liger_norm_saved_bytes(dtypes)
+        output = 0.0 if frozen or casts > 0 else dtypes.residual_bytes
+        norms = num_norms * ((per_h + output) * h + per_token)
+    else:
+        norms = num_norms * norm_saved_bytes(model, dtypes, frozen, casts > 0) * h
     if not frozen:
         norms += casts * m_b * h
     clamp = legacy_clamp_bytes_per_score(setting, dtypes) if not flash_attention else 0.0
@@ -97,7 +121,9 @@ def layer_activation_bytes_per_token(
     # The activation saves its input (several tensors for a composed one: activation_saved_bytes); gated MLP: mul
     # saves act output and up output; down saves its input when it trains.
     mlp = activation_saved_bytes(model, dtypes) * inter + (0.0 if frozen else m_b * inter)
-    if model.mlp_gated:
+    if fused.swiglu:  # Liger's SiLU·mul saves gate and up outputs and recomputes silu
+        mlp = liger_swiglu_saved_bytes(dtypes) * inter + (0.0 if frozen else m_b * inter)
+    elif model.mlp_gated:
         mlp += 2 * m_b * inter
     if model.mlp_bias or model.num_experts > 1:
         mlp *= model.num_experts_per_token
@@ -272,7 +298,12 @@ def _attention_bytes(
 
 
 def backward_workspace_bytes_per_token(
-    model: ModelSpec, dtypes: DtypeBytes, seq_len: float, flash_attention: bool, layer: LayerActivationBytes
+    model: ModelSpec,
+    dtypes: DtypeBytes,
+    seq_len: float,
+    flash_attention: bool,
+    layer: LayerActivationBytes,
+    fused: FusedKernels = NO_FUSED_KERNELS,
 ) -> float:
     """Transient gradient buffers while one layer runs backward, beyond its saved set, per token.
 
@@ -284,9 +315,12 @@ def backward_workspace_bytes_per_token(
         by the probabilities·v matmul's backward), the fp32 upcast of their gradient and the fp32 softmax
         gradient: (2·4 − d) bytes per score on top of the saved scores (``eager_attention_forward``:
         ``softmax(..., dtype=float32).to(query.dtype)``).
+    With Liger's SwiGLU (``fused.swiglu``) the kernel writes d(gate) and d(up) over the saved gate and up outputs
+    (``_swiglu_backward_kernel``): the MLP stage holds the product's gradient (width I) and d(input) instead.
     Returns the larger stage minus ``layer.total`` (the caller adds the saved set).
     """
-    mlp_stage = dtypes.compute_bytes * (2 * model.intermediate_size + model.hidden_size)
+    mlp_widths = 1 if fused.swiglu else 2
+    mlp_stage = dtypes.compute_bytes * (mlp_widths * model.intermediate_size + model.hidden_size)
     if flash_attention:
         return mlp_stage
     score_workspace = (2 * FP32_BYTES - dtypes.compute_bytes) * model.num_attention_heads * seq_len
@@ -294,16 +328,26 @@ def backward_workspace_bytes_per_token(
 
 
 def stored_activation_bytes_per_token(
-    model: ModelSpec, setting: TrainingSetting, layer: LayerActivationBytes, dtypes: DtypeBytes
+    model: ModelSpec,
+    setting: TrainingSetting,
+    layer: LayerActivationBytes,
+    dtypes: DtypeBytes,
+    fused: FusedKernels = NO_FUSED_KERNELS,
 ) -> float:
     """Activations kept alive between forward and backward for all layers, per token.
 
     With activation checkpointing only each layer's input (one residual-stream vector) is kept;
     without it every layer's saved tensors are. Adds the embedding output and the final norm (an RMSNorm's fp32
-    upcast, normalized value and output; a LayerNorm's input and output: ``norm_saved_bytes``).
+    upcast, normalized value and output; a LayerNorm's input and output: ``norm_saved_bytes``). With Liger the
+    final norm saves its input and rstd, and the fused linear cross-entropy saves none of its input.
     """
     per_layer = dtypes.residual_bytes * model.hidden_size if setting.grad_ckpt else layer.total
-    outside = norm_saved_bytes(model, dtypes, frozen=False, cast_for_projections=False) * model.hidden_size
+    if fused.rms_norm:
+        per_h, per_token = liger_norm_saved_bytes(dtypes)
+        output = 0.0 if fused.linear_cross_entropy else dtypes.residual_bytes
+        outside = (per_h + output) * model.hidden_size + per_token
+    else:
+        outside = norm_saved_bytes(model, dtypes, frozen=False, cast_for_projections=False) * model.hidden_size
     return model.num_hidden_layers * per_layer + outside
 
 
@@ -386,6 +430,7 @@ def working_activation_bytes_per_token(
     dtypes: DtypeBytes,
     seq_len: float,
     flash_attention: bool,
+    fused: FusedKernels = NO_FUSED_KERNELS,
 ) -> float:
     """Activations alive only while one layer runs backward, per token.
 
@@ -393,7 +438,7 @@ def working_activation_bytes_per_token(
     recomputation its transients (``recompute_transient_bytes_per_token``) are alive, afterwards the backward
     workspace is: the larger of the two counts. Without checkpointing only the workspace is added.
     """
-    workspace = backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention, layer)
+    workspace = backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention, layer, fused)
     if not setting.grad_ckpt:
         return workspace
     return layer.total + max(workspace, recompute_transient_bytes_per_token(model, setting, dtypes, layer))
@@ -407,7 +452,13 @@ def logits_dtype_bytes(setting: TrainingSetting, dtypes: DtypeBytes) -> float:
     return dtypes.compute_bytes
 
 
-def logits_peak_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, tokens: float) -> float:
+def logits_peak_bytes(
+    model: ModelSpec,
+    setting: TrainingSetting,
+    dtypes: DtypeBytes,
+    tokens: float,
+    fused: FusedKernels = NO_FUSED_KERNELS,
+) -> float:
     """Peak bytes of the logits and the cross-entropy around the start of backward, for ``tokens`` tokens.
 
     With E = tokens × V logits and d = logits dtype bytes:
@@ -424,7 +475,11 @@ def logits_peak_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeB
     Gemma 2's final soft-capping (``tanh(logits / cap) · cap``) saves the tanh output: +d·E (+4 bytes per
     logit of a chunk for ``chunked``, which soft-caps the fp32 chunk); its other temporaries are freed
     before the peak (traced).
+    Liger's fused linear cross-entropy (``fused.linear_cross_entropy``) replaces all of this with one chunk of
+    logits and the gradients it keeps (``fused_kernels.liger_loss_peak_bytes``; its soft-capping is in-kernel).
     """
+    if fused.linear_cross_entropy:
+        return liger_loss_peak_bytes(model, setting, dtypes, tokens, logits_dtype_bytes(setting, dtypes))
     rows = min(tokens, CHUNKED_LOSS_TOKENS) if setting.loss_impl == "chunked" else tokens
     peak = loss_bytes_per_logit(model, setting, dtypes) * rows * model.vocab_size
     if setting.loss_impl == "chunked" and not setting.uses_adapters and tokens > CHUNKED_LOSS_TOKENS:

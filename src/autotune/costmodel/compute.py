@@ -33,6 +33,9 @@ Each term (docs/cost-model.md §5 has the formulas, sources and measured error):
   compute that exists in that micro-step; GPU AdamW (bytes or launches, whichever is longer) or CPU Adam; plus
   ``step_overhead_s`` per step and ``micro_step_overhead_s`` per micro-step (trainer Python).
 * **torch.compile** removes ``compile_speedup`` of the element-wise traffic and kernels (fusion).
+* **fused kernels** (``kernels: liger``, ``SettingContext.fused``): the eager ops Liger replaces leave the
+  element-wise term and the fused kernels' own traffic (in their tensors' dtypes, not reduced by compile) enters it;
+  lm_head + loss becomes the fused linear cross-entropy's chunked GEMMs and traffic (``fused_kernels``).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from autotune.costmodel.collectives import (
 )
 from autotune.costmodel.context import SettingContext, setting_context
 from autotune.costmodel.dispatch import LEGACY_CLAMP, eager_attention, layer_ops
+from autotune.costmodel.fused_kernels import eager_replaced_traffic, liger_head_work, liger_layer_traffic
 from autotune.costmodel.gemm import (
     DEFAULT_SM_COUNT,
     FLASH_BACKWARD_FACTOR,
@@ -274,10 +278,19 @@ def _layer_passes(context: SettingContext, coefficients: CostCoefficients) -> tu
     bwd_attention = fwd_attention * (FLASH_BACKWARD_FACTOR if flash else MATH_ATTENTION_BACKWARD_FACTOR)
 
     traffic_scale = (dtypes.residual_bytes / 2 + dtypes.compute_bytes / 2) / 2 * compile_keep
-    fwd_elementwise = ops.forward_bytes_per_token * tokens * traffic_scale / bandwidth
-    bwd_elementwise = ops.backward_bytes_per_token * tokens * traffic_scale / bandwidth
-    fwd_elementwise_kernels = ops.forward_elementwise_kernels * compile_keep
-    bwd_elementwise_kernels = ops.backward_elementwise_kernels * compile_keep
+    # fused kernels: the eager ops they replace leave (bf16 basis), their own traffic enters (own dtypes)
+    eager = eager_replaced_traffic(model, context.fused, not adapters)
+    fused = liger_layer_traffic(model, context.fused, dtypes, not adapters)
+    fwd_elementwise = (ops.forward_bytes_per_token - eager.forward_bytes_per_token) * tokens * traffic_scale / bandwidth
+    bwd_elementwise = (
+        (ops.backward_bytes_per_token - eager.backward_bytes_per_token) * tokens * traffic_scale / bandwidth
+    )
+    fwd_elementwise += fused.forward_bytes_per_token * tokens / bandwidth
+    bwd_elementwise += fused.backward_bytes_per_token * tokens / bandwidth
+    fwd_elementwise_kernels = (ops.forward_elementwise_kernels - eager.forward_kernels) * compile_keep
+    bwd_elementwise_kernels = (ops.backward_elementwise_kernels - eager.backward_kernels) * compile_keep
+    fwd_elementwise_kernels += fused.forward_kernels
+    bwd_elementwise_kernels += fused.backward_kernels
     if not flash:  # the math path materializes n_q·s scores per token: mask, fp32 softmax, casts
         scores = tokens * model.num_attention_heads * seq * traffic_scale / bandwidth
         extras = [eager_attention()] + ([LEGACY_CLAMP] if setting.attention_impl == "eager-legacy" else [])
@@ -359,9 +372,9 @@ def _head_gemm_s(
     return seconds
 
 
-def _head_s(context: SettingContext, coefficients: CostCoefficients) -> float:
-    """GPU seconds of lm_head (forward, backward; a chunked loss recomputes the forward) and the logits / loss
-    element-wise traffic, per micro-step."""
+def _head_s(context: SettingContext, coefficients: CostCoefficients) -> tuple[float, float]:
+    """(GPU seconds, kernels) of lm_head (forward, backward; a chunked loss recomputes the forward) and the logits /
+    loss element-wise traffic, per micro-step; Liger's fused linear cross-entropy when the context fuses it."""
     model, setting, gpu, dtypes = context.model, context.setting, context.gpu, context.dtypes
     tokens = context.tokens
     bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
@@ -370,13 +383,18 @@ def _head_s(context: SettingContext, coefficients: CostCoefficients) -> float:
         gpu, "fp32-simt" if fp32_head else dtypes.compute_dtype, coefficients, coefficients.matmul_efficiency
     )
     head_element = 4 if fp32_head else dtypes.compute_bytes
+    if context.fused.linear_cross_entropy:
+        logit_bytes = act.logits_dtype_bytes(setting, dtypes)
+        work = liger_head_work(model, setting, dtypes, tokens, logit_bytes, head_device)
+        kernels = HEAD_KERNELS + work.kernels
+        return work.gemm_s + work.elementwise_bytes / bandwidth + kernels * GPU_KERNEL_MIN_S, kernels
     head_s = _head_gemm_s(
         tokens, model.hidden_size, model.vocab_size, head_element, head_device,
         setting.loss_impl == "chunked", not setting.uses_adapters,
     )  # fmt: skip
     vocab = model.vocab_size
     logits_s = act.loss_bytes_per_logit(model, setting, dtypes) * tokens * vocab * 2 / bandwidth
-    return head_s + logits_s + HEAD_KERNELS * GPU_KERNEL_MIN_S
+    return head_s + logits_s + HEAD_KERNELS * GPU_KERNEL_MIN_S, HEAD_KERNELS
 
 
 def predict_time_in(context: SettingContext, coefficients: CostCoefficients) -> TimePrediction:
@@ -407,8 +425,8 @@ def predict_time_in(context: SettingContext, coefficients: CostCoefficients) -> 
     for one, passes in ((forward, forward_passes), (backward, 1)):
         for name, seconds in one.gpu_s.items():
             micro[name] = micro.get(name, 0.0) + layers * passes * seconds
-    head_gpu = _head_s(context, coefficients)
-    head_exposed = max(0.0, HEAD_KERNELS * launch - head_gpu)
+    head_gpu, head_kernels = _head_s(context, coefficients)
+    head_exposed = max(0.0, head_kernels * launch - head_gpu)
     micro["lm_head_loss_s"] = head_gpu
     micro["exposed_dispatch_s"] = layers * (forward_passes * fwd_exposed + bwd_exposed) + head_exposed
     micro["fixed_overheads_s"] = coefficients.micro_step_overhead_s

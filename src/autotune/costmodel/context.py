@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.costmodel.fused_kernels import FusedKernels, fused_kernels
 from autotune.costmodel.params import ParamCounts, count_params
 from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
@@ -40,6 +41,8 @@ class SettingContext:
         forward_passes: forward passes per micro-step (2 with activation checkpointing: the recompute).
         lora_dropout: the dropout peft applies to the adapters (0 when a parameter target forces it off;
             :func:`autotune.schemas.lora_targets.effective_lora_dropout`); 0 without adapters.
+        fused: the modules ``setting.kernels`` replaces with fused kernels (:func:`fused_kernels.fused_kernels`;
+            none for ``kernels: none``): memory and time read their Liger variants from it.
     """
 
     model: ModelSpec
@@ -53,6 +56,7 @@ class SettingContext:
     tokens: float
     forward_passes: int
     lora_dropout: float
+    fused: FusedKernels
 
     @property
     def gpu(self) -> GpuSpec:
@@ -87,4 +91,5 @@ def setting_context(
         tokens=setting.micro_batch_size * seq,
         forward_passes=1 + int(setting.grad_ckpt),
         lora_dropout=dropout,
+        fused=fused_kernels(model, setting),
     )

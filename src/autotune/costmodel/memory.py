@@ -226,10 +226,11 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
     seq_tokens = context.seq_tokens
     tokens = context.tokens
     flash = context.flash_attention
-    layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash)
-    stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes) * tokens
-    working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash) * tokens
-    logits = act.logits_peak_bytes(model, setting, dtypes, tokens)
+    fused = context.fused
+    layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash, fused)
+    stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes, fused) * tokens
+    working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash, fused) * tokens
+    logits = act.logits_peak_bytes(model, setting, dtypes, tokens, fused)
     masks = act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash, dtypes.residual_bytes)
     # LoRA folded into an MoE's expert weights keeps each layer's merged weights for backward; checkpointing
     # holds one recomputed layer's (autotune.costmodel.param_adapters)
