@@ -32,7 +32,6 @@ def check_like_plan(plan: PlanFile, resolve_gpu: GpuResolver, *, prefix: str = "
     from autotune.cli.resolve import validated
     from autotune.planner.request import Overrides, PlanRequest
     from autotune.planner.space import check_overrides_supported
-    from autotune.schemas.hardware import ClusterSpec
 
     setting = plan.setting
     cluster = plan.cluster
@@ -51,12 +50,7 @@ def check_like_plan(plan: PlanFile, resolve_gpu: GpuResolver, *, prefix: str = "
             PlanRequest,
             model=plan.model,
             model_source=plan.model_source,
-            cluster=ClusterSpec(
-                gpu=gpu,
-                num_gpus_per_node=cluster.num_gpus_per_node,
-                num_nodes=cluster.num_nodes,
-                host_memory_gib_per_node=cluster.host_memory_gib_per_node,
-            ),
+            cluster=cluster.spec(gpu),
             workload=plan.workload,
             overrides=forced,
         )
@@ -95,7 +89,6 @@ def recheck_plan_file(
     Raises:
         UnknownNameError / InvalidRequestError: what ``autotune plan`` refuses, prefixed with the file name.
     """
-    from autotune.schemas.hardware import ClusterSpec
 
     try:
         check_like_plan(plan, resolve_gpu, prefix=path)
@@ -105,14 +98,7 @@ def recheck_plan_file(
     if estimate is None:
         warnings.append(f"{path}: the memory fit is not re-checked ({estimator_error})")
         return warnings
-    cluster = plan.cluster
-    spec = ClusterSpec(
-        gpu=resolve_gpu(cluster.gpu),
-        num_gpus_per_node=cluster.num_gpus_per_node,
-        num_nodes=cluster.num_nodes,
-        host_memory_gib_per_node=cluster.host_memory_gib_per_node,
-    )
-    prediction = estimate(plan.model, spec, plan.workload, plan.setting)
+    prediction = estimate(plan.model, plan.cluster.spec(resolve_gpu(plan.cluster.gpu)), plan.workload, plan.setting)
     if not prediction.fits:
         warnings.append(f"{path}: re-estimated, the plan does not fit: {fit_shortfall(prediction)}")
     return warnings

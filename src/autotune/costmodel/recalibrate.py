@@ -109,12 +109,7 @@ def case_from_run(report: RunReport, run_dir: str | Path, plan: PlanFile | None)
         measurement = measurement.model_copy(
             update={"num_gpus_per_node": cluster.num_gpus_per_node, "num_nodes": cluster.num_nodes}
         )
-        spec = ClusterSpec(
-            gpu=gpu,
-            num_gpus_per_node=cluster.num_gpus_per_node,
-            num_nodes=cluster.num_nodes,
-            host_memory_gib_per_node=cluster.host_memory_gib_per_node,
-        )
+        spec = cluster.spec(gpu)
     else:
         spec = ClusterSpec(gpu=gpu, num_gpus_per_node=report.world_size)
     return Case(measurement, plan.model, spec)

@@ -106,13 +106,7 @@ def apply_overrides(
     touched = {name for section in overrides.values() for name in section}
     if touched & _BATCH_KEYS:
         setting, workload = _keep_global_batch(setting, workload, cluster, touched)
-    cluster_spec = ClusterSpec(
-        gpu=resolve_gpu(cluster.gpu),
-        num_gpus_per_node=cluster.num_gpus_per_node,
-        num_nodes=cluster.num_nodes,
-        host_memory_gib_per_node=cluster.host_memory_gib_per_node,
-    )
-    prediction = estimate(plan.model, cluster_spec, workload, setting)
+    prediction = estimate(plan.model, cluster.spec(resolve_gpu(cluster.gpu)), workload, setting)
     return plan.model_copy(
         update={
             "setting": setting,

@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from autotune.errors import ConfigError
 from autotune.schemas._base import StrictModel
 from autotune.schemas.estimate import Estimate
+from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.recipe import TrainingRecipe, default_recipe
 from autotune.schemas.setting import TrainingSetting, Workload
@@ -37,6 +38,15 @@ class ClusterChoice(StrictModel):
     def world_size(self) -> int:
         """Total GPUs (= data-parallel ranks; autotune does no tensor or pipeline parallelism)."""
         return self.num_gpus_per_node * self.num_nodes
+
+    def spec(self, gpu: GpuSpec) -> ClusterSpec:
+        """The cluster the cost model takes: these counts on ``gpu`` (the catalog entry of :attr:`gpu`)."""
+        return ClusterSpec(
+            gpu=gpu,
+            num_gpus_per_node=self.num_gpus_per_node,
+            num_nodes=self.num_nodes,
+            host_memory_gib_per_node=self.host_memory_gib_per_node,
+        )
 
 
 class Alternative(StrictModel):
