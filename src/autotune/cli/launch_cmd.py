@@ -338,12 +338,10 @@ def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool, show
 def training_line(plan: PlanFile, options: LaunchOptions) -> str:
     """One line with the hyperparameters the run trains with: the plan's recipe, ``--learning-rate`` /
     ``--warmup-ratio`` applied (each marked as given), and the recipe's source."""
-    recipe = plan.training
+    recipe = plan.training.overridden(options.learning_rate, options.warmup_ratio)
     given = options.model_fields_set
-    lr = options.learning_rate if options.learning_rate is not None else recipe.learning_rate
-    warmup = options.warmup_ratio if options.warmup_ratio is not None else recipe.warmup_ratio
-    lr_text = f"lr {lr:g}" + (" (--learning-rate)" if "learning_rate" in given else "")
-    warmup_text = f"warm-up {warmup:g}" + (" (--warmup-ratio)" if "warmup_ratio" in given else "")
+    lr_text = f"lr {recipe.learning_rate:g}" + (" (--learning-rate)" if "learning_rate" in given else "")
+    warmup_text = f"warm-up {recipe.warmup_ratio:g}" + (" (--warmup-ratio)" if "warmup_ratio" in given else "")
     parts = [lr_text, recipe.lr_scheduler, warmup_text, f"weight decay {recipe.weight_decay:g}"]
     parts.append(f"clip {recipe.max_grad_norm:g}")
     if plan.setting.uses_adapters:

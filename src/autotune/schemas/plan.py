@@ -136,15 +136,12 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
 def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
     """Version 1 → 2: v1 plans ran adapters in fp32 (:data:`V1_ADAPTER_DTYPE`) and had no ``training`` recipe.
 
-    The recipe becomes the method's default (:func:`autotune.schemas.recipe.default_recipe`): v1's one learning
-    rate for every method (2e-4) made full fine-tuning diverge, so it is not carried over.
+    The recipe is left out, so :class:`PlanFile` fills in the method's default (``_default_training``): v1's one
+    learning rate for every method (2e-4) made full fine-tuning diverge, so it is not carried over.
     """
     upgraded = dict(data, schema_version=2)
     for holder in [upgraded, *(a for a in upgraded.get("alternatives") or () if isinstance(a, dict))]:
         setting = holder.get("setting")
         if isinstance(setting, dict) and "adapter_dtype" not in setting:
             holder["setting"] = dict(setting, adapter_dtype=V1_ADAPTER_DTYPE)
-    setting = upgraded.get("setting")
-    if "training" not in upgraded and isinstance(setting, dict):
-        upgraded["training"] = default_recipe(str(setting.get("method", "lora"))).model_dump(mode="json")
     return upgraded

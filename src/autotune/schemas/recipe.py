@@ -53,6 +53,12 @@ class TrainingRecipe(FrozenModel):
     max_grad_norm: float = Field(default=1.0, gt=0, description="Gradient clipping norm.")
     source: str = Field(default="", description="The recipe the values follow (for the reader; not used).")
 
+    def overridden(self, learning_rate: float | None, warmup_ratio: float | None) -> TrainingRecipe:
+        """The recipe a run trains with: ``--learning-rate`` / ``--warmup-ratio`` (None = not given) replace the
+        plan's values (one rule for the training core and the line ``autotune launch`` prints)."""
+        given = {"learning_rate": learning_rate, "warmup_ratio": warmup_ratio}
+        return self.model_copy(update={name: value for name, value in given.items() if value is not None})
+
 
 def default_recipe(method: str) -> TrainingRecipe:
     """The recipe a ``method`` (full / lora / qlora) trains with unless the user names other values.

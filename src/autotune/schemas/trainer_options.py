@@ -13,6 +13,7 @@ from typing import Final, Literal
 from pydantic import Field
 
 from autotune.schemas._base import FrozenModel
+from autotune.schemas.recipe import ADAPTER_LEARNING_RATE, FULL_LEARNING_RATE, WARMUP_RATIO
 
 DatasetFormat = Literal["auto", "instruction", "chat", "text"]
 DATASET_FORMATS: Final[tuple[DatasetFormat, ...]] = ("auto", "instruction", "chat", "text")
@@ -43,15 +44,15 @@ class TrainerOptions(FrozenModel):
         default=None,
         gt=0,
         le=1,
-        description="Peak learning rate (default: the plan's training.learning_rate, by method: full 2e-5, "
-        "lora / qlora 2e-4).",
+        description="Peak learning rate (default: the plan's training.learning_rate, by method: full "
+        f"{FULL_LEARNING_RATE:.0e}, lora / qlora {ADAPTER_LEARNING_RATE:.0e}).".replace("e-0", "e-"),
     )
     warmup_ratio: float | None = Field(
         default=None,
         ge=0,
         lt=1,
         description="Fraction of the steps spent warming up the learning rate, linearly (default: the plan's "
-        "training.warmup_ratio, 0.03).",
+        f"training.warmup_ratio, {WARMUP_RATIO:g}).",
     )
     seed: int = Field(
         default=42,

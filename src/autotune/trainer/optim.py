@@ -53,11 +53,12 @@ def choose_optimizer(
     warmup_ratio: float | None = None,
 ) -> OptimizerChoice:
     """Map the plan's optimizer and training recipe to TrainingArguments names; ``learning_rate`` /
-    ``warmup_ratio`` (the command line's, None = not given) replace the recipe's."""
+    ``warmup_ratio`` (the command line's, None = not given) replace the recipe's (:meth:`TrainingRecipe.overridden`)."""
+    recipe = recipe.overridden(learning_rate, warmup_ratio)
     return OptimizerChoice(
         optim=OPTIMIZER_NAMES[optimizer],
-        learning_rate=recipe.learning_rate if learning_rate is None else learning_rate,
-        warmup_ratio=recipe.warmup_ratio if warmup_ratio is None else warmup_ratio,
+        learning_rate=recipe.learning_rate,
+        warmup_ratio=recipe.warmup_ratio,
         lr_scheduler_type=recipe.lr_scheduler,
         weight_decay=recipe.weight_decay,
         max_grad_norm=recipe.max_grad_norm,
