@@ -61,11 +61,9 @@ def check_like_plan(plan: PlanFile, resolve_gpu: GpuResolver, *, prefix: str = "
 
 def seq_len_warning(plan: PlanFile) -> str | None:
     """The note ``autotune plan`` prints for a sequence length above the model's maximum, or None."""
-    spec = plan.model
-    seq_len = plan.workload.seq_len
-    if seq_len <= spec.max_position_embeddings:
-        return None
-    return f"--seq-len {seq_len} exceeds {spec.key}'s max_position_embeddings {spec.max_position_embeddings}"
+    from autotune.cli.resolve import seq_len_note
+
+    return seq_len_note(plan.model, plan.workload.seq_len)
 
 
 def recheck_plan_file(
@@ -89,7 +87,6 @@ def recheck_plan_file(
     Raises:
         UnknownNameError / InvalidRequestError: what ``autotune plan`` refuses, prefixed with the file name.
     """
-
     try:
         check_like_plan(plan, resolve_gpu, prefix=path)
     except UnknownNameError as error:

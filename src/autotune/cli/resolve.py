@@ -135,6 +135,13 @@ def kernels_notes(settings: Iterable[TrainingSetting]) -> list[str]:
     return []
 
 
+def seq_len_note(spec: ModelSpec, seq_len: int) -> str | None:
+    """The note for a sequence length above the model's ``max_position_embeddings`` (planned anyway), or None."""
+    if seq_len <= spec.max_position_embeddings:
+        return None
+    return f"--seq-len {seq_len} exceeds {spec.key}'s max_position_embeddings {spec.max_position_embeddings}"
+
+
 def build_request(
     *,
     model: str,
@@ -165,8 +172,7 @@ def build_request(
         dataset_tokens=dataset_tokens,
         epochs=epochs,
     )
-    if seq_len > spec.max_position_embeddings:
-        notes.append(f"--seq-len {seq_len} exceeds {spec.key}'s max_position_embeddings {spec.max_position_embeddings}")
+    notes += [note for note in [seq_len_note(spec, seq_len)] if note]
     if objective not in ("quality", "speed", "memory"):
         raise InvalidRequestError(f"--objective must be quality, speed or memory (got {objective!r})")
     forced = validated(Overrides, **{k: v for k, v in overrides.items() if v is not None})
