@@ -5,7 +5,6 @@ Pure; see :mod:`autotune.launcher.spec` for how each sharding is started and why
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import PurePath
 from typing import Final
@@ -22,10 +21,10 @@ from autotune.launcher.options import (
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import (
     FSDP_SHARDINGS,
-    LIGER_PACKAGE,
     ZERO_SHARDINGS,
     TrainingSetting,
     attention_run_error,
+    kernels_installed,
     kernels_run_error,
 )
 from autotune.schemas.trainer_options import option_flag
@@ -147,7 +146,7 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
         setting.kernels,
         setting.loss_impl,
         cpu=options.cpu,
-        installed=setting.kernels == "none" or importlib.util.find_spec(LIGER_PACKAGE) is not None,
+        installed=kernels_installed(setting.kernels),
     )
     if kernels_error:
         raise InvalidRequestError(kernels_error)

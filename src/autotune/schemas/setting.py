@@ -5,6 +5,7 @@ One ``Field(description=...)`` per choice; the CLI reuses these descriptions as 
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -152,6 +153,12 @@ def attention_run_error(attention_impl: str) -> str | None:
 
 LIGER_PACKAGE = "liger_kernel"
 """The import name of Liger Kernel (``pip install -e ".[liger]"``; https://github.com/linkedin/Liger-Kernel)."""
+
+
+def kernels_installed(kernels: str) -> bool:
+    """True when the package ``kernels`` needs can be imported here (``importlib.util.find_spec``: nothing is
+    imported); ``none`` needs none."""
+    return kernels == "none" or importlib.util.find_spec(LIGER_PACKAGE) is not None
 
 
 def kernels_run_error(kernels: str, loss_impl: str, *, cpu: bool, installed: bool) -> str | None:

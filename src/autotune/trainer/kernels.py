@@ -11,13 +11,12 @@ model loads (:func:`check_kernels_runnable`, the rule :func:`autotune.schemas.se
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import torch
 
 from autotune.errors import ConfigError
-from autotune.schemas.setting import LIGER_PACKAGE, TrainingSetting, kernels_run_error
+from autotune.schemas.setting import TrainingSetting, kernels_installed, kernels_run_error
 
 LIGER_OPTIONS: dict[str, bool] = {
     "rope": True,
@@ -44,7 +43,7 @@ def check_kernels_runnable(setting: TrainingSetting, *, cpu: bool) -> None:
         setting.kernels,
         setting.loss_impl,
         cpu=cpu or not torch.cuda.is_available(),
-        installed=importlib.util.find_spec(LIGER_PACKAGE) is not None,
+        installed=kernels_installed(setting.kernels),
     )
     if error:
         raise ConfigError(error)

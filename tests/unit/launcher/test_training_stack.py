@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -100,9 +101,9 @@ def test_launch_refuses_liger_on_the_cpu(
 def test_launch_refuses_liger_without_the_package(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = launcher_command.importlib.util.find_spec
+    real = importlib.util.find_spec
     monkeypatch.setattr(
-        launcher_command.importlib.util,
+        importlib.util,
         "find_spec",
         lambda name, *a: None if name == "liger_kernel" else real(name, *a),
     )
