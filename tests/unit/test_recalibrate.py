@@ -283,5 +283,33 @@ def test_a_version_1_run_report_still_reads(tmp_path: Path) -> None:
     data.pop("prediction")
     data.update({name: getattr(plan.prediction, name) for name in V1_PREDICTION_FIELDS}, schema_version=1)
     report = RunReport.model_validate(data)
-    assert report.schema_version == 2 and report.prediction is None
+    assert report.schema_version == 3 and report.prediction is None
     assert make_report(plan).prediction == plan.prediction
+
+
+def test_version_2_report_without_adapter_dtype_ran_fp32_adapters() -> None:
+    """Reports written before the setting recorded adapter_dtype ran peft's default (fp32 adapters): reading one must
+    not describe it with today's default (compute), or calibrate fits the fast path's work to a slow run."""
+    from autotune.cli.planning import request_from_options as plan_options
+    from autotune.planner import build_plan_file, search
+    from autotune.schemas.run_report import RunReport
+
+    request, _ = plan_options(model="llama3.2-1b", gpu="rtx-4090", seq_len=512, method="lora")
+    plan = build_plan_file(request, search(request))
+    data = make_report(plan).model_dump(mode="json")
+    assert data["setting"]["adapter_dtype"] == "compute"
+    old = dict(data, schema_version=2, setting={k: v for k, v in data["setting"].items() if k != "adapter_dtype"})
+    assert RunReport.model_validate(old).setting.adapter_dtype == "fp32"
+    assert RunReport.model_validate(dict(data, schema_version=2)).setting.adapter_dtype == "compute"
+    assert RunReport.model_validate(data).setting.adapter_dtype == "compute"
+
+
+def test_shipped_core_runs_are_collected_with_the_adapters_they_ran() -> None:
+    """The five H100 run directories (run report schema 2, plan schema 1) ran fp32 adapters with dropout 0.05."""
+    import autotune.profiles.measurements as shipped
+    from autotune.profiles.measurements import CORE_SOURCE
+
+    runs = sorted(p for p in (Path(shipped.__file__).parent / "measurements" / CORE_SOURCE).iterdir() if p.is_dir())
+    cases = collect(runs, load_plan).cases
+    adapters = {c.measurement.setting.adapter_dtype for c in cases if c.measurement.setting.method != "full"}
+    assert len(cases) == 5 and adapters == {"fp32"}

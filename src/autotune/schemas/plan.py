@@ -16,12 +16,9 @@ from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.recipe import TrainingRecipe, default_recipe
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting, Workload, with_adapter_dtype_recorded
 
 PLAN_SCHEMA_VERSION: Literal[2] = 2
-V1_ADAPTER_DTYPE = "fp32"
-"""What a version-1 plan's adapters ran in: peft's default (``autocast_adapter_dtype=True``) before the plan
-recorded ``adapter_dtype``."""
 
 
 class ClusterChoice(StrictModel):
@@ -134,14 +131,14 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 1 → 2: v1 plans ran adapters in fp32 (:data:`V1_ADAPTER_DTYPE`) and had no ``training`` recipe.
+    """Version 1 → 2: v1 plans ran adapters in fp32 (``setting.with_adapter_dtype_recorded``) and had no ``training``
+    recipe.
 
     The recipe is left out, so :class:`PlanFile` fills in the method's default (``_default_training``): v1's one
     learning rate for every method (2e-4) made full fine-tuning diverge, so it is not carried over.
     """
     upgraded = dict(data, schema_version=2)
     for holder in [upgraded, *(a for a in upgraded.get("alternatives") or () if isinstance(a, dict))]:
-        setting = holder.get("setting")
-        if isinstance(setting, dict) and "adapter_dtype" not in setting:
-            holder["setting"] = dict(setting, adapter_dtype=V1_ADAPTER_DTYPE)
+        if "setting" in holder:
+            holder["setting"] = with_adapter_dtype_recorded(holder["setting"])
     return upgraded

@@ -17,20 +17,21 @@ from pydantic import Field, model_validator
 
 from autotune.schemas._base import StrictModel
 from autotune.schemas.estimate import Estimate
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting, Workload, with_adapter_dtype_recorded
 
 RunStatus = Literal["completed", "interrupted", "failed"]
 RunMemoryKind = Literal["allocated", "cpu-rss"]
 
-RUN_REPORT_SCHEMA_VERSION: Literal[2] = 2
+RUN_REPORT_SCHEMA_VERSION: Literal[3] = 3
 V1_PREDICTION_FIELDS = ("peak_memory_gib", "peak_reserved_gib", "tokens_per_s", "step_time_s", "micro_step_time_s")
-"""Version 1 copied these five fields of the plan's :class:`Estimate`; version 2 embeds the whole prediction."""
+"""Version 1 copied these five fields of the plan's :class:`Estimate`; version 2 embeds the whole prediction.
+Version 3 records the setting's ``adapter_dtype`` (versions 1 and 2 ran fp32 adapters: peft's default)."""
 
 
 class RunReport(StrictModel):
     """What one invocation of ``python -m autotune.trainer`` did, measured, next to the plan's predictions."""
 
-    schema_version: Literal[2] = RUN_REPORT_SCHEMA_VERSION
+    schema_version: Literal[3] = RUN_REPORT_SCHEMA_VERSION
     status: RunStatus = Field(description="completed, interrupted (SIGINT/SIGTERM, checkpoint saved) or failed.")
     message: str = Field(default="", description="Why the run was interrupted or failed; empty when completed.")
     steps: int = Field(ge=0, description="Global optimizer step reached (counting steps of resumed runs).")
@@ -74,8 +75,16 @@ class RunReport(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _upgrade(cls, data: Any) -> Any:
-        """Read a version-1 report: its five copied prediction fields are dropped (``prediction`` is None)."""
-        if isinstance(data, dict) and data.get("schema_version") == 1:
+        """Read a version-1 or version-2 report.
+
+        Version 1: its five copied prediction fields are dropped (``prediction`` is None). Versions 1 and 2: a
+        setting without ``adapter_dtype`` ran fp32 adapters (``setting.with_adapter_dtype_recorded``).
+        """
+        if not isinstance(data, dict) or data.get("schema_version") not in (1, 2):
+            return data
+        if data["schema_version"] == 1:
             data = {key: value for key, value in data.items() if key not in V1_PREDICTION_FIELDS}
-            data.update(schema_version=RUN_REPORT_SCHEMA_VERSION, prediction=None)
-        return data
+            data["prediction"] = None
+        if "setting" in data:
+            data = dict(data, setting=with_adapter_dtype_recorded(data["setting"]))
+        return dict(data, schema_version=RUN_REPORT_SCHEMA_VERSION)

@@ -6,7 +6,7 @@ One ``Field(description=...)`` per choice; the CLI reuses these descriptions as 
 from __future__ import annotations
 
 import importlib.util
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -20,6 +20,23 @@ LossImpl = Literal["fp32-upcast", "native", "chunked"]
 AttentionImpl = Literal["sdpa", "flash_attention_2", "eager", "eager-legacy", "flash-triton"]
 GradSync = Literal["last-micro-step", "every-micro-step"]
 AdapterDtype = Literal["compute", "fp32"]
+PRE_FIELD_ADAPTER_DTYPE: AdapterDtype = "fp32"
+"""What adapters ran in when a plan or run report recorded no ``adapter_dtype`` (plan schema 1, run report
+schemas 1 and 2): peft's default ``get_peft_model(autocast_adapter_dtype=True)``, which keeps them in fp32."""
+
+
+def with_adapter_dtype_recorded(setting: Any) -> Any:
+    """A recorded setting (the dict of a plan or run report file) with :data:`PRE_FIELD_ADAPTER_DTYPE` filled in
+    when it predates the ``adapter_dtype`` field; anything else is returned unchanged for validation to judge.
+
+    The one rule for reading old files: without it the field's default (``compute``) would describe fp32-adapter
+    runs as the fast path, and ``autotune calibrate`` on them would fit the wrong work.
+    """
+    if isinstance(setting, dict) and "adapter_dtype" not in setting:
+        return dict(setting, adapter_dtype=PRE_FIELD_ADAPTER_DTYPE)
+    return setting
+
+
 ADAPTER_DTYPES: tuple[AdapterDtype, ...] = ("compute", "fp32")
 Kernels = Literal["none", "liger"]
 KERNELS: tuple[Kernels, ...] = ("none", "liger")
