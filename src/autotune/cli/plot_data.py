@@ -26,11 +26,13 @@ PART_COLOURS = {
     "autocast weight copies": "#64B5CD",
     "lora adapters": "#55A868",
     "gradients": "#C44E52",
+    "compiled backward gradients": "#E8A0A2",
     "ddp buckets": "#DA8BC3",
     "optimizer states": "#DD8452",
     "optimizer step buffers": "#CCB974",
     "activations": "#937860",
     "logits + loss": "#8C8C8C",
+    "embedding gradient buffer": "#A8A8A8",
     "cuBLAS workspaces": "#B07AA1",
 }
 """One colour per memory part, the same in every picture; the dict order is the stacking order."""

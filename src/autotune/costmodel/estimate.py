@@ -27,10 +27,11 @@ def compile_time_s(model: ModelSpec) -> float:
     return COMPILE_FIXED_S + COMPILE_PER_LAYER_S * model.num_hidden_layers
 
 
-MODELLED_PARTS = ("activations", "logits + loss")
-"""Breakdown parts that are modelled (activation and loss tensors). Every other part — weights, adapters,
-gradients, optimizer states and its step buffers, gathered units, DDP buckets, autocast copies — is a
-parameter count times bytes per parameter, exact for a given implementation."""
+MODELLED_PARTS = ("activations", "logits + loss", "embedding gradient buffer")
+"""Breakdown parts that are modelled (activation and loss tensors, a compiled backward's fp32 embedding-gradient
+buffer). Every other part — weights, adapters, gradients (a compiled backward's new ones too), optimizer states and
+its step buffers, gathered units, DDP buckets, autocast copies — is a parameter count times bytes per parameter,
+exact for a given implementation."""
 
 
 def dynamic_memory_gib(breakdown_bytes: dict[str, float]) -> float:
