@@ -40,7 +40,7 @@ EXPECTED_SETS = {
     "seed-001-rtx-pro-6000",
     "seed-003-fsdp-deepspeed",
     "dev-mpt-llm-foundry",
-    "autotune-core-h100",  # the project's own training core (benchmarks/ingest_core_runs.py)
+    "autotune-core-h100",  # the project's own training core (tools/ingest_core_runs.py)
 }
 DEV_DATA = Path(__file__).parents[2].parent / "shared" / "measurements"
 

@@ -13,7 +13,7 @@ Reads ``llm-foundry-mpt.jsonl`` and ``configs/mpt-*.json`` from the development-
   config's ``norm_type: low_precision_layernorm`` kept (llm-foundry's LPLayerNorm ran; the config path alone
   describes transformers' MPT, which builds nn.LayerNorm).
 
-Usage:  python benchmarks/ingest_mpt.py [--data /work/shared/measurements]
+Usage:  python tools/ingest_mpt.py [--data /work/shared/measurements]
 """
 
 from __future__ import annotations
