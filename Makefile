@@ -1,12 +1,12 @@
 .PHONY: quality style test test-fast
 quality:
-	ruff check src tests benchmarks
-	ruff format --check src tests benchmarks
+	ruff check src tests benchmarks tools
+	ruff format --check src tests benchmarks tools
 	mypy
 	lint-imports
 style:
-	ruff check --fix src tests benchmarks
-	ruff format src tests benchmarks
+	ruff check --fix src tests benchmarks tools
+	ruff format src tests benchmarks tools
 test:
 	python -m pytest -q
 test-fast:

@@ -4,6 +4,24 @@ The planning side (``autotune.schemas``, ``autotune.profiles``, ``autotune.costm
 ``autotune.planner``, ``autotune.launcher``) is pure Python and never imports torch; the
 training core lives in ``autotune.trainer`` and is the only package that imports the
 training stack (torch, transformers, peft, bitsandbytes, accelerate, deepspeed, datasets).
+
+Modules:
+  schemas      pydantic schemas shared by every package (the bottom layer)
+  profiles     the shipped catalogs (GPUs, models, measurements, calibration) and the readers of files
+  costmodel    the analytic cost model: peak GPU memory and step time of one setting
+  planner      candidate settings, feasibility, ranking and explanations
+  launcher     plan → run directory, configs and the command that starts the training core
+  trace        the training step traced on the CPU with fake tensors (imports torch)
+  trainer      the shared training core (the only package that imports the training stack)
+  cli          the ``autotune`` command line
+  errors       the user-facing error types (one line on stderr, exit code 2)
+  validation   a pydantic ValidationError as one line for the user
+  fileio       atomic file writes (write_atomic)
+  yamlio       safe, bounded loading of YAML and JSON files
+  units        named constants and unit conversions (bytes per dtype, GiB)
+  run_lock     one run per directory (the run lock file)
+  hostcpu      whether this machine's CPU has bf16 instructions
+  quiet        third-party log and warning noise kept off the terminal
 """
 
 __version__ = "0.1.0"

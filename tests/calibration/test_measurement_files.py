@@ -1,7 +1,7 @@
 """The shipped measurement files: they validate, and every row matches the seed table it was copied from.
 
-The seed-comparison tests parse the seed text in ../shared/seeds (beside the repository) on their own,
-independently of the YAML, and skip when that directory is absent.
+The seed-comparison tests parse the seed text shipped in docs/sources/seeds on their own, independently of the
+YAML; the MPT rows are compared with the development data shipped in docs/sources/llm-foundry-mpt.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from autotune.profiles.measurements import (
 )
 from autotune.schemas.calibration import Measurement, MeasurementSet
 
-SEEDS = Path(__file__).parents[2].parent / "shared" / "seeds"
-needs_seeds = pytest.mark.skipif(not SEEDS.is_dir(), reason=f"seed tables not found at {SEEDS}")
+SOURCES = Path(__file__).resolve().parents[2] / "docs" / "sources"
+SEEDS = SOURCES / "seeds"
 
 # Catalog keys as agreed in the task (the catalog YAMLs are written in parallel, so not imported).
 MODEL_KEYS = {
@@ -40,9 +40,9 @@ EXPECTED_SETS = {
     "seed-001-rtx-pro-6000",
     "seed-003-fsdp-deepspeed",
     "dev-mpt-llm-foundry",
-    "autotune-core-h100",  # the project's own training core (benchmarks/ingest_core_runs.py)
+    "autotune-core-h100",  # the project's own training core (tools/ingest_core_runs.py)
 }
-DEV_DATA = Path(__file__).parents[2].parent / "shared" / "measurements"
+DEV_DATA = SOURCES / "llm-foundry-mpt"
 
 SEED_001 = "001_351ee1f9e626a6ae.txt"
 SEED_000 = "000_98146d43712cfae9.txt"
@@ -146,7 +146,6 @@ def test_every_assumption_row_has_notes() -> None:
         assert row.notes.strip(), row.id
 
 
-@pytest.mark.skipif(not DEV_DATA.is_dir(), reason=f"development data not found at {DEV_DATA}")
 def test_mpt_rows_match_the_development_data() -> None:
     import json
 
@@ -178,7 +177,6 @@ def _tables_001() -> dict[str, list[list[str]]]:
     return tables
 
 
-@needs_seeds
 def test_001_every_row_matches_its_seed_row() -> None:
     sets = _sets()
     tables = _tables_001()
@@ -218,7 +216,6 @@ def test_001_every_row_matches_its_seed_row() -> None:
                 assert row.setting.lora_targets == ("all-linear",)
 
 
-@needs_seeds
 def test_001_duplicated_llama3_rows_are_kept_and_noted() -> None:
     for set_name, _gpu in GPU_HEADINGS_001.values():
         rows = _sets()[set_name].measurements
@@ -233,7 +230,6 @@ def test_001_duplicated_llama3_rows_are_kept_and_noted() -> None:
             assert "Duplicated numbers" in twin_3.notes
 
 
-@needs_seeds
 def test_001_spot_checks_against_seed_lines() -> None:
     text = (SEEDS / SEED_001).read_text()
     sets = _sets()
@@ -261,7 +257,6 @@ def test_001_spot_checks_against_seed_lines() -> None:
     assert pro_gemma2.setting.unquantized_dtype == "fp32" and pro_gemma2.setting.qlora_double_quant
 
 
-@needs_seeds
 def test_001_conditions_copy_the_note_block_verbatim() -> None:
     text = (SEEDS / SEED_001).read_text()
     sections = re.split(r"^### ", text, flags=re.M)[1:]
@@ -281,7 +276,6 @@ def _rows_003() -> list[list[str]]:
     return [_markdown_cells(line) for line in lines if line.startswith("| LLaMA")]
 
 
-@needs_seeds
 def test_003_every_row_matches_its_seed_row() -> None:
     seed_rows = _rows_003()
     rows = _sets()["seed-003-fsdp-deepspeed"].measurements
@@ -308,7 +302,6 @@ def test_003_every_row_matches_its_seed_row() -> None:
             assert row.memory_kind == "unknown"
 
 
-@needs_seeds
 def test_003_spot_checks_and_conditions() -> None:
     text = (SEEDS / SEED_003).read_text()
     measurement_set = _sets()["seed-003-fsdp-deepspeed"]
@@ -332,7 +325,6 @@ def _xtx_blocks() -> list[str]:
     return [block.strip() for block in re.split(r"\n\s*\n", section) if "max_seq_len" in block]
 
 
-@needs_seeds
 def test_000_torchtune_runs_match_their_progress_bars() -> None:
     text = (SEEDS / SEED_000).read_text()
     rows = {row.gpu: row for row in _sets()["seed-000-torchtune"].measurements if row.gpu != "rx-7900-xtx"}
@@ -352,7 +344,6 @@ def test_000_torchtune_runs_match_their_progress_bars() -> None:
         assert "tokens_per_sample is NOT known" in row.notes
 
 
-@needs_seeds
 def test_000_every_7900xtx_block_with_a_result_is_one_row() -> None:
     blocks = _xtx_blocks()
     rows = [row for row in _sets()["seed-000-torchtune"].measurements if row.gpu == "rx-7900-xtx"]
@@ -379,7 +370,6 @@ def test_000_every_7900xtx_block_with_a_result_is_one_row() -> None:
             assert row.run_time_s == int(hours) * 3600 + int(minutes or 0) * 60, row.id
 
 
-@needs_seeds
 def test_000_conditions_hold_the_seed_text_and_the_unused_blocks_are_described() -> None:
     text = (SEEDS / SEED_000).read_text()
     conditions = _sets()["seed-000-torchtune"].conditions

@@ -117,7 +117,7 @@ def test_each_model_cites_sources(model: ModelSpec) -> None:
     assert CITATION.search(model.source), model.source
 
 
-# ---- GPU values against /work/shared/facts/gpus.md and the lead's decisions ------------------------
+# ---- GPU values against the datasheets and tables each profile's source cites ----------------------
 
 GPU_FACTS = [
     # (key, field, value) — facts table dense rates, bandwidths and TDPs.
@@ -189,9 +189,9 @@ def test_gpu_fields_are_consistent(gpu: GpuSpec) -> None:
     assert gpu.fp16_tflops > gpu.fp32_tflops  # a tensor rate above the non-tensor rate
 
 
-# ---- model values against /work/shared/facts/models.md --------------------------------------------
+# ---- model values against the config.json shapes each profile's source cites ----------------------
 
-# "params (counted)" column of facts/models.md (exact totals from the shapes, its counting rule).
+# Exact totals counted from each model's config.json shapes by the rule of _counted_param_count below.
 COUNTED_PARAMS = {
     "llama-7b": 6_738_415_616,
     "llama-13b": 13_015_864_320,
@@ -226,8 +226,8 @@ COUNTED_PARAMS = {
 }
 
 
-def _facts_param_count(m: ModelSpec) -> int:
-    """The facts file's counting rule (q/k/v/o, optional q/k/v bias, gated MLP, k norms, embeddings)."""
+def _counted_param_count(m: ModelSpec) -> int:
+    """The counting rule (q/k/v/o, optional q/k/v bias, gated MLP, k norms, embeddings)."""
     per_layer = 2 * m.hidden_size * m.q_dim + 2 * m.hidden_size * m.kv_dim
     if m.attention_bias:
         per_layer += m.q_dim + 2 * m.kv_dim
@@ -242,8 +242,8 @@ def test_every_model_has_a_counted_figure() -> None:
 
 
 @pytest.mark.parametrize("model", list_models(), ids=lambda model: model.key)
-def test_model_shapes_reproduce_the_facts_parameter_count(model: ModelSpec) -> None:
-    assert _facts_param_count(model) == COUNTED_PARAMS[model.key]
+def test_model_shapes_reproduce_the_counted_parameter_count(model: ModelSpec) -> None:
+    assert _counted_param_count(model) == COUNTED_PARAMS[model.key]
 
 
 DECODER_LAYER_CLASS = {

@@ -1,4 +1,4 @@
-"""The docs quote what the tool prints: benchmarks/check_docs.py finds no drift, and catches one."""
+"""The docs quote what the tool prints: tools/check_docs.py finds no drift, and catches one."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _check_docs() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("check_docs", ROOT / "benchmarks" / "check_docs.py")
+    spec = importlib.util.spec_from_file_location("check_docs", ROOT / "tools" / "check_docs.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["check_docs"] = module
@@ -28,7 +28,7 @@ check_docs = _check_docs()
 
 def test_documents_match_the_tool() -> None:
     drifts = check_docs.check(write=False)
-    assert not drifts, "docs drifted; run: python benchmarks/check_docs.py --write\n" + "\n".join(
+    assert not drifts, "docs drifted; run: python tools/check_docs.py --write\n" + "\n".join(
         f"{d.document.name}: {d.spec}\n{d.expected}" for d in drifts
     )
 

@@ -18,7 +18,7 @@ from autotune.profiles.hf_config import model_spec_from_config
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 
-# Fixture directory -> (model_type, "params (counted)" from /work/shared/facts/models.md).
+# Fixture directory -> (model_type, the counted total of test_catalog.COUNTED_PARAMS).
 EXACT = {
     "llama2-7b": ("llama", 6_738_415_616),
     "llama3-8b": ("llama", 8_030_261_248),

@@ -176,7 +176,7 @@ def test_the_replaced_ops_are_part_of_the_counted_layer(name: str) -> None:
 def _counting_mode():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    spec = importlib.util.spec_from_file_location("count_ops", ROOT / "benchmarks" / "count_ops.py")
+    spec = importlib.util.spec_from_file_location("count_ops", ROOT / "tools" / "count_ops.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["count_ops"] = module

@@ -1,4 +1,4 @@
-"""Parameter counts against /work/shared/facts/models.md ("params (counted)" column), LoRA counts by
+"""Parameter counts against the counted totals of the catalog (``COUNTED_PARAMS`` in test_catalog.py), LoRA counts by
 hand, and structural properties of the counting rule."""
 
 from __future__ import annotations

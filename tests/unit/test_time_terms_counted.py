@@ -174,7 +174,7 @@ def test_the_cores_runs_ship_as_their_own_source_and_lead_the_fit() -> None:
 
 
 def test_the_core_measurement_set_is_what_the_run_directories_hold() -> None:
-    spec = importlib.util.spec_from_file_location("ingest_core_runs", ROOT / "benchmarks" / "ingest_core_runs.py")
+    spec = importlib.util.spec_from_file_location("ingest_core_runs", ROOT / "tools" / "ingest_core_runs.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["ingest_core_runs"] = module

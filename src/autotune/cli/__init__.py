@@ -2,8 +2,8 @@
 
 Modules:
   app            the entry point: the command table (``COMMANDS``), lazy registration, one-line errors (exit 2)
-  *_cmd          one module per command (plan, estimate, sweep, launch, probe, calibrate, validate, catalog);
-                 none imports another, none imports ``app``
+  plan_cmd, estimate_cmd, sweep_cmd, launch_cmd, probe_cmd, calibrate_cmd, validate_cmd, catalog_cmd, trace_cmd
+                 one module per command; none imports another, none imports ``app``
   planning       options → PlanRequest → plan, shared by plan / sweep / launch MODEL
   refit          options, refit-and-write and tables shared by calibrate and probe
   _shared        which calibration to use (``--calibration``, the user's, the shipped) and a plan's estimator
@@ -14,4 +14,8 @@ Modules:
   plot_data      the numbers each ``--plot`` picture draws (pure, no matplotlib)
   plots          the figure canvas and file rules of every picture; the memory breakdown bars
   plot_validation, plot_sweep   the validate scatter and the sweep curves (matplotlib imported only when asked for)
+  plan_recheck   a plan about to be launched, re-checked with the rules of ``autotune plan``
+  plan_verify    ``plan --verify``: trace the chosen setting and the runners-up, re-plan on a miss
+  tracing        shared by ``trace``, ``estimate --trace`` and ``plan --verify``: setting flags, running the trace
+  tables         tables that fit the terminal without cutting identifiers or numbers
 """

@@ -14,4 +14,15 @@ Modules:
   validation     error summaries of predictions against measurements
   crossval       held-out error (leave one source / GPU / family out)
   recalibrate    refit from the user's runs (the rows are read by profiles.run_reports / measurement_csv)
+  context        the derived facts of one setting (dtypes, tokens, recompute, attention kernel)
+  gemm           GEMM and attention kernel time from their shapes
+  collectives    collective communication time (latency plus ring bandwidth, bucketed)
+  optimizer_step  the optimizer step and CPU offload traffic
+  dispatch       kernels dispatched and element-wise bytes per layer (profiles/op_counts.yaml)
+  adapter_time   the work LoRA adapters and QLoRA dequantization add to a layer's pass
+  param_adapters  memory of LoRA adapters peft folds into a parameter (MoE experts and router)
+  fused_kernels  what ``kernels: liger`` changes in memory and time
+  time_fit       fit the time coefficients (efficiencies per GPU generation)
+  ranking        does the time model rank settings as the GPUs ran them (Spearman ρ, MAPE per source)
+  _optimize      the pure-Python Nelder–Mead minimizer
 """

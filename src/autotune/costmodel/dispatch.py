@@ -1,6 +1,6 @@
 """Kernels dispatched and element-wise bytes moved per decoder layer, read from ``profiles/op_counts.yaml``.
 
-The data file is produced by ``benchmarks/count_ops.py`` (torch: it runs the real transformers module code of
+The data file is produced by ``tools/count_ops.py`` (torch: it runs the real transformers module code of
 one decoder layer per family under a ``TorchDispatchMode``); this module only reads it, so planning stays
 torch-free. When ``autotune trace`` reports the same counts, it can produce the file instead.
 
@@ -71,7 +71,7 @@ def op_counts() -> dict[str, Any]:
     text = resources.files("autotune.profiles").joinpath("op_counts.yaml").read_text(encoding="utf-8")
     data = load_shipped_yaml("op-counts", "op_counts.yaml", text)  # parsed once, then from the JSON cache
     if not isinstance(data, dict) or "families" not in data:
-        raise ValueError("profiles/op_counts.yaml: not an op-count file (regenerate: python benchmarks/count_ops.py)")
+        raise ValueError("profiles/op_counts.yaml: not an op-count file (regenerate: python tools/count_ops.py)")
     return data
 
 
@@ -126,7 +126,7 @@ class EagerAttention:
 
 
 def eager_attention() -> EagerAttention:
-    """The counted eager-attention extras (``benchmarks/count_ops.py``, Llama layer, eager vs SDPA)."""
+    """The counted eager-attention extras (``tools/count_ops.py``, Llama layer, eager vs SDPA)."""
     entry = op_counts()["eager_attention"]
     return EagerAttention(
         forward_kernels=int(entry["forward_extra_kernels"]),

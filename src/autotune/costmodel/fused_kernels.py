@@ -35,7 +35,7 @@ cross_entropy=False, fused_linear_cross_entropy=True)`` (``autotune.trainer.kern
   gradients. ``liger_kernel/transformers/model/llama.py`` ``lce_forward`` calls it whenever the model trains
   with labels (``skip_logits``).
 
-The eager side is counted like ``benchmarks/count_ops.py`` counts a layer (every element-wise aten op moves its
+The eager side is counted like ``tools/count_ops.py`` counts a layer (every element-wise aten op moves its
 tensor inputs and outputs, bf16): transformers 5.23.0 ``LlamaRMSNorm``, ``act_fn(gate) * up`` and
 ``apply_rotary_pos_emb`` run alone under that script's ``CountingMode`` (``tests/unit/test_liger_pricing.py``
 recounts them when torch is installed); other families' RMSNorm and rotary code (Gemma's ``1 + weight``, Qwen2,

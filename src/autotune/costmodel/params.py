@@ -4,11 +4,12 @@ Legend (as in ``ModelSpec``): h = hidden_size, I = intermediate_size, L = num_hi
 n_q = num_attention_heads, n_kv = num_key_value_heads, d = head_dim, V = vocab_size,
 E = num_experts, k = num_experts_per_token, r = LoRA rank.
 
-Counting rule: /work/shared/facts/models.md, "Parameter-count rule" (reproduces its "params (counted)"
-column exactly, e.g. llama3-8b 8,030,261,248), extended with the module layouts of the Hugging Face
-modeling files ``modeling_llama.py`` (q/k/v/o and gate/up/down ``nn.Linear``, ``attention_bias`` on
-all four attention projections, ``mlp_bias``), ``modeling_qwen2.py`` (bias on q/k/v only),
-``modeling_gemma2.py`` (four RMSNorms per block), ``modeling_phi3.py`` (fused ``qkv_proj`` of width
+Counting rule: per decoder layer the q/k/v/o projections, the gated MLP and the norms, plus the embeddings, the
+final norm and an untied output head, from each profile's config.json shapes (``COUNTED_PARAMS`` of
+tests/unit/test_catalog.py holds the totals for the catalog, e.g. llama3-8b 8,030,261,248), extended with the
+module layouts of the Hugging Face modeling files ``modeling_llama.py`` (q/k/v/o and gate/up/down
+``nn.Linear``, ``attention_bias`` on all four attention projections, ``mlp_bias``), ``modeling_qwen2.py`` (bias
+on q/k/v only), ``modeling_gemma2.py`` (four RMSNorms per block), ``modeling_phi3.py`` (fused ``qkv_proj`` of width
 n_q·d + 2·n_kv·d and fused ``gate_up_proj`` of width 2·I) and ``modeling_mixtral.py`` (E experts
 plus an h×E router without bias)::
 

@@ -13,6 +13,8 @@ Modules:
   slurm            the SLURM batch script
   runner           write the run directory, run the command
   gpus             this machine's GPUs (nvidia-smi / rocm-smi)
+  preflight        checks run before anything is written (dataset, model, training stack, GPU)
+  rundir           whether a run directory ever trained; reusing one that did not
 """
 
 from autotune.launcher.backend_configs import accelerate_config, deepspeed_config

@@ -2,7 +2,7 @@
 
 Choices that cannot run on the hardware are not generated but reported (``unsupported_reasons``): QLoRA
 and 8-bit optimizers need bitsandbytes' kernels (not on ROCm consumer cards: seed 000, "bitsandbytes
-doesn't work for ROCm"); bf16 needs a GPU with bf16 (not V100 / T4, facts/gpus.md); data-parallel
+doesn't work for ROCm"); bf16 needs a GPU with bf16 (not V100 / T4: ``supports_bf16`` of their profiles); data-parallel
 sharding needs more than one GPU, except offload (ZeRO-Offload and FSDP CPU offload run on one GPU: Ren
 et al. 2021).
 """

@@ -18,7 +18,7 @@ from autotune.schemas.model import ModelSpec
 
 CORE_SOURCE = "autotune-core-h100"
 """The project's own training core measured on one H100 (``autotune launch`` run directories in
-``measurements/autotune-core-h100/``, transcribed by ``benchmarks/ingest_core_runs.py``): the source the shipped
+``measurements/autotune-core-h100/``, transcribed by ``tools/ingest_core_runs.py``): the source the shipped
 time fit describes and weights first (``time_fit``)."""
 
 _PACKAGE = "autotune.profiles"
@@ -80,7 +80,7 @@ def all_measurements() -> list[Measurement]:
 @cache
 def measurement_models() -> dict[str, ModelSpec]:
     """Models that only measurement sets use (``measurements/models/*.yaml``, e.g. the llm-foundry MPT yaml
-    models written by ``benchmarks/ingest_mpt.py``), by key; they are not in the model catalog."""
+    models written by ``tools/ingest_mpt.py``), by key; they are not in the model catalog."""
     directory = resources.files(_PACKAGE).joinpath(_DIRECTORY).joinpath("models")
     if not directory.is_dir():
         return {}

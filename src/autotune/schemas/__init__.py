@@ -12,6 +12,11 @@ Modules:
   calibration      CostCoefficients, Measurement, MeasurementSet
   run_report       RunReport (embeds the plan's Estimate)
   trainer_options  TrainerOptions: the one schema of the training core's options
+  training_stack   the tested versions of the training stack and the refusal of any other
+  dataset_format   the fields a dataset must hold for each format (instruction, chat, text)
+  dataset_rows     the rule for one dataset row and a streamed check of a local dataset file
+  lora_targets     which LoRA targets peft builds for an architecture (shared by cost model and training core)
+  trace            TraceReport: what ``autotune trace`` reports (live bytes per phase, op counts)
 
 The names below are re-exported lazily (PEP 562 ``__getattr__``): ``from autotune.schemas import PlanFile``
 imports ``plan`` only, so a command loads just the schemas it uses (cold start-up of ``autotune plan``).

@@ -25,7 +25,10 @@ class Estimate(FrozenModel):
     memory_breakdown_gib: dict[str, float] = Field(
         description="Named parts of the peak allocated memory, GiB (they sum to peak_memory_gib)."
     )
-    peak_phase: str = Field(description="When the peak happens: 'forward/backward' or 'optimizer step'.")
+    peak_phase: str = Field(
+        description="When the peak happens: 'forward/backward' (start of backward: stored activations, logits + "
+        "loss), 'early backward', 'late backward' or 'optimizer step'."
+    )
     cuda_context_gib: float = Field(description="CUDA/ROCm context and kernels, outside the allocator, GiB.")
     memory_uncertainty_gib: float = Field(
         description="± band on peak memory from measured residuals, GiB (applied to the modelled part)."
@@ -41,16 +44,22 @@ class Estimate(FrozenModel):
     optimizer_time_s: float = Field(description="Optimizer step (and its communication), seconds.")
     step_time_s: float = Field(description="One optimizer step = grad_accum micro-steps + optimizer, seconds.")
     tokens_per_s: float = Field(description="Training tokens per second over all GPUs.")
-    mfu: float = Field(description="Model FLOPs utilisation: 6·N·tokens/s over peak (N = trainable-path params).")
+    mfu: float = Field(
+        description="Model FLOPs utilisation: (6·N + 12·layers·heads·head_dim·seq_len) FLOPs per token × tokens/s "
+        "per GPU over one GPU's dense bf16 (fp16 without bf16) peak (PaLM, appendix B; N = weights a token's "
+        "forward multiplies by: decoder linears with the active experts and the output projection)."
+    )
     time_uncertainty_fraction: float = Field(description="± relative band on times from measured residuals.")
     compile_time_s: float = Field(default=0.0, description="One-off torch.compile time, seconds.")
     total_time_s: float | None = Field(default=None, description="Whole run (dataset × epochs), seconds.")
     num_optimizer_steps: int | None = Field(default=None, description="Optimizer steps in the whole run.")
     time_breakdown_s: dict[str, float] = Field(
         default_factory=dict,
-        description="The time terms of one optimizer step, s (costmodel.compute.TimeTerms: gemm, attention, "
-        "element-wise, lora adapters, qlora dequant, lm_head + loss, exposed cpu dispatch, exposed communication, "
-        "zero-3 module hooks, exposed offload, optimizer step, fixed overheads); they add up to step_time_s.",
+        description="The time terms of one optimizer step on one GPU, s (costmodel.compute.TimeTerms: gemm, "
+        "attention, element-wise, lora adapters, qlora dequant, lm_head + loss, exposed cpu dispatch, exposed "
+        "communication, zero-3 module hooks, exposed offload, optimizer step, fixed overheads): each is grad_accum × "
+        "its micro-step part plus its per-step part (optimizer step, step communication, step overhead); they add "
+        "up to step_time_s.",
     )
 
     @property

@@ -53,7 +53,7 @@ MEASUREMENT_ONLY_ATTENTION_IMPLS: dict[AttentionImpl, str] = {
 transformers) cannot run, with the reason: ``eager-legacy`` is the LlamaAttention of transformers <= 4.29;
 ``flash-triton`` is FlashAttention written in Triton (the HazyResearch ``flash_attn_triton`` kernel, and
 llm-foundry's triton-pre-mlir copy of it) that llm-foundry's ``attn_impl: triton`` ran in 2023
-(``shared/measurements/README.md``, "Attention"). The planner never offers them; ``autotune launch`` and
+(``docs/sources/llm-foundry-mpt/README.md``, "Attention"). The planner never offers them; ``autotune launch`` and
 ``autotune trace`` refuse them (:func:`attention_run_error`)."""
 
 METHODS: tuple[Method, ...] = ("full", "lora", "qlora")

@@ -6,6 +6,14 @@ micro batch (:mod:`.step`) under a dispatch mode that sees every storage born an
 and reports the peak of live tensor bytes per phase by category, and ops / FLOPs / bytes moved per op
 class. QLoRA layers are the stand-in of :mod:`.qlora`.
 
+Modules:
+  build      the training core's model on the meta device, wrapped as the trainer does, made fake
+  step       one training step of one micro batch on the fake model, under the tracker
+  tracker    the dispatch mode that sees every storage born and freed: live bytes per phase and category
+  qlora      the stand-in for bitsandbytes' Linear4bit on fake tensors
+  cuda       the CUDA code paths (dropout, attention masks) taken on the CPU
+  agreement  the analytic memory model against the traced step (depth extrapolation, traced peaks)
+
 How a storage is classified (at the phase's peak):
   weights / adapters — parameters and buffers (trainable parameters of an adapter method are adapters;
   QLoRA's packed weights and quantization constants are weights); gradients — storages that end as

@@ -15,6 +15,11 @@ Modules:
   guard          checks that what runs is what was planned
   memory         peak memory measurement
   report         the run report (schemas.run_report)
+  checkpoints    checkpoint manifests: publish a finished save, resume from the newest intact one
+  staged_save    the Trainer mixin that writes a checkpoint under a temporary name, then publishes it
+  consistency    the plan agrees with the loaded model and with the plan a checkpoint was trained with
+  data_checks    dataset rows checked against their format before tokenizing
+  distributed_run  torchrun / accelerate launch wrappers: a failed worker ends in one line
 
 This ``__init__`` stays light: importing ``autotune.trainer`` does not import torch.
 """

@@ -1,7 +1,7 @@
 """Ingest the llm-foundry MPT throughput rows (development data) as a measurement set with their conditions.
 
 Reads ``llm-foundry-mpt.jsonl`` and ``configs/mpt-*.json`` from the development-data folder (default
-/work/shared/measurements, README.md there describes them) and writes:
+docs/sources/llm-foundry-mpt, README.md there describes them) and writes:
 
 * ``src/autotune/profiles/measurements/dev-mpt-llm-foundry.yaml`` — one :class:`Measurement` per row: full-parameter
   pre-training, FSDP FULL_SHARD, bf16 autocast with fp32 master weights and AdamW states (``bf16-mixed``),
@@ -13,7 +13,7 @@ Reads ``llm-foundry-mpt.jsonl`` and ``configs/mpt-*.json`` from the development-
   config's ``norm_type: low_precision_layernorm`` kept (llm-foundry's LPLayerNorm ran; the config path alone
   describes transformers' MPT, which builds nn.LayerNorm).
 
-Usage:  python benchmarks/ingest_mpt.py [--data /work/shared/measurements]
+Usage:  python tools/ingest_mpt.py [--data docs/sources/llm-foundry-mpt]
 """
 
 from __future__ import annotations
@@ -31,12 +31,13 @@ from autotune.schemas.setting import TrainingSetting, Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "src" / "autotune" / "profiles" / "measurements"
+DATA = ROOT / "docs" / "sources" / "llm-foundry-mpt"
 SET_NAME = "dev-mpt-llm-foundry"
 INTER_NODE_GB_PER_S = 200.0
 """1600 Gbps RoCE node-to-node (stated by the A100 tables); the H100 table states none: assumed the same."""
 
 CONDITIONS = """\
-llm-foundry MPT pre-training throughput (development data; /work/shared/measurements/README.md). Stated by the
+llm-foundry MPT pre-training throughput (development data; docs/sources/llm-foundry-mpt/README.md). Stated by the
 source tables: model size, sequence length, #GPUs, GPU, MFU/HFU, micro batch, grad accum, global batch,
 throughput, precision (amp_bf16 / bf16), MP mode (DEFAULT / PURE), sharding FULL_SHARD, activation checkpointing,
 no activation CPU offload. From the benchmark scripts (README, "Settings read from the scripts"): triton flash
@@ -108,7 +109,7 @@ def measurement(row: dict[str, Any]) -> Measurement:
 def main(argv: list[str] | None = None) -> int:
     """Write the measurement set and the model specs; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=Path("/work/shared/measurements"))
+    parser.add_argument("--data", type=Path, default=DATA)
     args = parser.parse_args(argv)
     rows = [json.loads(line) for line in (args.data / "llm-foundry-mpt.jsonl").read_text().splitlines() if line]
     models_dir = OUT_DIR / "models"
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = spec.model_copy(
             update={
                 "key": key,
-                "source": f"/work/shared/measurements/configs/{config.name} (llm-foundry yaml)",
+                "source": f"docs/sources/llm-foundry-mpt/configs/{config.name} (llm-foundry yaml)",
                 "norm_type": norm_type,
             }
         )
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     measurement_set = MeasurementSet(
         name=SET_NAME,
         source="https://github.com/mosaicml/llm-foundry/blob/main/scripts/train/benchmarking/README.md "
-        "(via /work/shared/measurements/llm-foundry-mpt.jsonl)",
+        "(via docs/sources/llm-foundry-mpt/llm-foundry-mpt.jsonl)",
         conditions=CONDITIONS,
         measurements=[measurement(row) for row in rows],
     )

@@ -28,8 +28,8 @@ block (pre-LayerNorm, fused qkv with biases, GELU MLP 4Ã—, learned positions) â€
 This script is the stand-in for ``autotune trace`` (H9): when the trace reports the same counts, replace this
 file's producer and keep the data format. Usage (needs torch + transformers; about 30 s on 2 cores):
 
-    python benchmarks/count_ops.py            # write src/autotune/profiles/op_counts.yaml
-    python benchmarks/count_ops.py --check    # print the counts, write nothing
+    python tools/count_ops.py            # write src/autotune/profiles/op_counts.yaml
+    python tools/count_ops.py --check    # print the counts, write nothing
 """
 
 from __future__ import annotations
@@ -426,10 +426,10 @@ def main(argv: list[str] | None = None) -> int:
     data = {
         "schema_version": 1,
         "source": (
-            f"benchmarks/count_ops.py: transformers {transformers.__version__} decoder layers (GPT-2 block for mpt), "
+            f"tools/count_ops.py: transformers {transformers.__version__} decoder layers (GPT-2 block for mpt), "
             f"torch {torch.__version__} TorchDispatchMode, bf16, eager, SDPA attention"
         ),
-        "command": "python benchmarks/count_ops.py",
+        "command": "python tools/count_ops.py",
         "families": families,
         "eager_attention": count_eager_attention(),
         "lora_target": count_lora_target(),

@@ -13,8 +13,8 @@ Two kinds of generated text:
   schemas' field descriptions (:func:`json_reference`).
 
 Usage:
-    python benchmarks/check_docs.py           # exit 1 and list the blocks that drifted
-    python benchmarks/check_docs.py --write   # regenerate them in place
+    python tools/check_docs.py           # exit 1 and list the blocks that drifted
+    python tools/check_docs.py --write   # regenerate them in place
 
 tests/unit/test_docs.py runs the check in the default test run. Only planning, estimating and
 calibrating commands are quoted (a few seconds in all); nothing trains.
@@ -156,7 +156,7 @@ def json_reference() -> str:
 
     return f"""# `--json` output, field by field
 
-Generated from the pydantic schemas by `python benchmarks/check_docs.py --write` (the test suite checks it is
+Generated from the pydantic schemas by `python tools/check_docs.py --write` (the test suite checks it is
 current). Memory is in GiB (2^30 bytes), times in seconds, per GPU unless a field says otherwise.
 
 ## `autotune plan --json`
@@ -238,7 +238,7 @@ def main() -> int:
         if not write:
             print("--- in the document\n" + drift.found + "--- the tool prints now\n" + drift.expected)
     if drifts and not write:
-        print("run: python benchmarks/check_docs.py --write")
+        print("run: python tools/check_docs.py --write")
         return 1
     return 0
 

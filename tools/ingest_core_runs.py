@@ -10,7 +10,7 @@ The runs predate ``TrainingSetting.adapter_dtype``: their plans are version 1 an
 ``autocast_adapter_dtype=True`` (fp32 adapters, 0.16 GiB for 42M adapter parameters in the README), so every adapter
 row states ``adapter_dtype: fp32``.
 
-Usage:  python benchmarks/ingest_core_runs.py [--check]   (--check: exit 1 when the shipped file differs)
+Usage:  python tools/ingest_core_runs.py [--check]   (--check: exit 1 when the shipped file differs)
 """
 
 from __future__ import annotations

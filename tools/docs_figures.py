@@ -1,6 +1,6 @@
 """Regenerate the figures in docs/img/ from the shipped calibration (the pictures docs/cost-model.md shows).
 
-Usage: python benchmarks/docs_figures.py   (overwrites docs/img/*.png; needs the plot extra)
+Usage: python tools/docs_figures.py   (overwrites docs/img/*.png; needs the plot extra)
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@
 4. Write the YAML with provenance (what was fitted, the date, the command).
 
 Usage (from the repository root; about 13 fits of ~7 s each on 2 cores):
-    python benchmarks/calibrate_seeds.py            # write the shipped file
-    python benchmarks/calibrate_seeds.py --check    # print the diff against the shipped file, write nothing
-    python benchmarks/calibrate_seeds.py --output /tmp/seeds.yaml
+    python tools/calibrate_seeds.py            # write the shipped file
+    python tools/calibrate_seeds.py --check    # print the diff against the shipped file, write nothing
+    python tools/calibrate_seeds.py --output /tmp/seeds.yaml
 
 ``--check`` exits with 1 when a coefficient or band differs from the shipped file (provenance lines — the
 date — are ignored), else 0.
@@ -36,7 +36,7 @@ from autotune.schemas.calibration import CostCoefficients
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "src" / "autotune" / "profiles" / "calibration" / "seeds.yaml"
-COMMAND = "python benchmarks/calibrate_seeds.py"
+COMMAND = "python tools/calibrate_seeds.py"
 
 
 def _progress(started: float) -> ProgressFunction:
