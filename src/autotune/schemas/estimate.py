@@ -27,7 +27,8 @@ class Estimate(FrozenModel):
     )
     peak_phase: str = Field(
         description="When the peak happens: 'forward/backward' (start of backward: stored activations, logits + "
-        "loss), 'early backward', 'late backward' or 'optimizer step'."
+        "loss), 'early backward', 'late backward', 'optimizer step' or 'end of compiled backward' (torch.compile: "
+        "every new gradient beside the accumulated ones)."
     )
     cuda_context_gib: float = Field(description="CUDA/ROCm context and kernels, outside the allocator, GiB.")
     memory_uncertainty_gib: float = Field(
