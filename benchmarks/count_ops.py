@@ -325,7 +325,8 @@ def count_family(name: str, build: Callable[[Dims], torch.nn.Module]) -> dict[st
 
 def count_eager_attention() -> dict[str, Any]:
     """What the math (eager) attention path adds over SDPA in a Llama layer: kernels, and bytes per score element
-    (per head per query per key), from the difference between two sequence lengths at the same token count."""
+    (per head per query per key), from the difference between two sequence lengths at the same token count.
+    """
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
     d = Dims(128, 256, 4, 2, 32)

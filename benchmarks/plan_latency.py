@@ -81,7 +81,8 @@ def _children_cpu_s() -> float:
 
 def start_up_s(argv: list[str], runs: int, extra_env: dict[str, str] | None = None) -> tuple[float, float]:
     """Median (wall, CPU) seconds of ``argv`` in fresh processes, after one warm-up run (bytecode, file cache,
-    catalog cache)."""
+    catalog cache).
+    """
     env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     env.update(extra_env or {})
     subprocess.run(argv, check=True, capture_output=True, env=env)

@@ -51,7 +51,8 @@ _FIELDS = LaunchOptions.model_fields
 def _help(name: str) -> str:
     """The option's help: the schema field's description, and its default where the option shows none itself
     (options whose typer default is None so that "not given" can be told apart; None defaults are described in
-    the text, e.g. the plan's learning rate)."""
+    the text, e.g. the plan's learning rate).
+    """
     field = _FIELDS[name]
     text = field.description or ""
     default = field.get_default()
@@ -202,7 +203,8 @@ def prepare_restart(spec: LaunchSpec, out: Path, *, dry_run: bool) -> None:
 
 def write_slurm_files(spec: LaunchSpec, options: LaunchOptions, *, existing: bool) -> None:
     """``--slurm`` without ``--submit``: write the run directory (plan, configs, ``launch.sbatch``) and say how
-    to submit it; nothing is run. ``existing``: the directory is there (resumed or never trained)."""
+    to submit it; nothing is run. ``existing``: the directory is there (resumed or never trained).
+    """
     written = prepare_output_dir(spec, options.output_dir, resume=existing)
     script = Path(options.output_dir) / SLURM_SCRIPT_FILE
     for path in written:
@@ -279,7 +281,8 @@ def override_plan(plan: PlanFile, sets: list[str], *, estimate: Estimator, resol
 
 def recheck(plan: PlanFile, target: str, calibration: Path | None) -> list[str]:
     """Re-validate a plan file with ``autotune plan``'s rules (:func:`autotune.cli.plan_recheck.recheck_plan_file`);
-    returns its warnings. A calibration that cannot be found leaves the fit unchecked (said in a warning)."""
+    returns its warnings. A calibration that cannot be found leaves the fit unchecked (said in a warning).
+    """
     from autotune.profiles.catalog import resolve_gpu
 
     try:
@@ -303,7 +306,8 @@ def format_command(argv: list[str]) -> str:
 
 def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool, show_files: bool = False) -> None:
     """Print the command (plain, copyable), the files and environment tables, and each file's content only
-    with ``show_files``."""
+    with ``show_files``.
+    """
     out = Path(options.output_dir)
     title = "dry run: nothing written, nothing run" if dry_run else "launching"
     if options.slurm and not options.submit:
@@ -337,7 +341,8 @@ def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool, show
 
 def training_line(plan: PlanFile, options: LaunchOptions) -> str:
     """One line with the hyperparameters the run trains with: the plan's recipe, ``--learning-rate`` /
-    ``--warmup-ratio`` applied (each marked as given), and the recipe's source."""
+    ``--warmup-ratio`` applied (each marked as given), and the recipe's source.
+    """
     recipe = plan.training.overridden(options.learning_rate, options.warmup_ratio)
     given = options.model_fields_set
     lr_text = f"lr {recipe.learning_rate:g}" + (" (--learning-rate)" if "learning_rate" in given else "")

@@ -102,7 +102,8 @@ class ScatterPoint:
 @dataclass(frozen=True)
 class OomPoint:
     """A row measured OOM: x = GPU memory (the real need was above it), y = predicted need (peak + context +
-    headroom); above y = x means the model also says it does not fit."""
+    headroom); above y = x means the model also says it does not fit.
+    """
 
     id: str
     gpu: str

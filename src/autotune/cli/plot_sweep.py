@@ -1,5 +1,6 @@
 """``sweep --plot``: tokens/s and peak memory per GPU against sequence length, one line per method. Numbers from
-:func:`autotune.cli.plot_data.sweep_series`; canvas and file rules from :mod:`autotune.cli.plots`."""
+:func:`autotune.cli.plot_data.sweep_series`; canvas and file rules from :mod:`autotune.cli.plots`.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """``validate --plot``: predicted vs measured, one panel for memory and one for time, with the ±20 % band and the
 measured out-of-memory rows (their predicted need against the GPU's memory). Numbers from
-:func:`autotune.cli.plot_data.scatter_points`; canvas and file rules from :mod:`autotune.cli.plots`."""
+:func:`autotune.cli.plot_data.scatter_points`; canvas and file rules from :mod:`autotune.cli.plots`.
+"""
 
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ def validation_scatter_png(
 
 def _draw_oom_points(ax: Any, points: Sequence[OomPoint], gpu_colour: Mapping[str, str], top: float) -> None:
     """Crosses at (GPU memory, predicted need); needs above ``top`` as arrows on the top edge with the value;
-    a red ring and the row id where the model wrongly says the row fits."""
+    a red ring and the row id where the model wrongly says the row fits.
+    """
     above: dict[float, int] = {}
     for p in points:
         colour = gpu_colour[p.gpu]

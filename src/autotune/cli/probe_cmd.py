@@ -65,7 +65,8 @@ def launch_run(spec: LaunchSpec, output_dir: Path) -> int:
 
 def neighbour_plans(plan: PlanFile, coefficients: CostCoefficients) -> list[PlanFile]:
     """The plan's micro-batch neighbours (:func:`autotune.launcher.overrides.neighbour_plans`) re-estimated
-    with ``coefficients``."""
+    with ``coefficients``.
+    """
     estimate = partial(estimate_setting, coefficients=coefficients)
     return micro_batch_neighbours(plan, estimate=estimate, resolve_gpu=lambda key: resolve_gpu(key)[0])
 

@@ -165,7 +165,8 @@ NOT_PREDICTING = ("schema_version", "name", "source", "stack_time_factor", *BAND
 
 def moved_coefficients(start: CostCoefficients, fitted: CostCoefficients, fields: Sequence[str] = ()) -> list[str]:
     """'name[key] a → b' for every coefficient the refit changed at 3 significant figures (``fields``: only these;
-    else every coefficient a prediction uses, :data:`NOT_PREDICTING` left out)."""
+    else every coefficient a prediction uses, :data:`NOT_PREDICTING` left out).
+    """
     before, after = start.model_dump(), fitted.model_dump()
     names = fields or [n for n in before if n not in NOT_PREDICTING]
     moved = []
@@ -272,7 +273,8 @@ UNREACHED_TIME_ERROR = 0.10
 def bound_notes(result: Recalibration) -> list[str]:
     """One line per user row the refit could not bring within :data:`UNREACHED_TIME_ERROR` on time, naming the
     bound that stopped it: the GPU's ``matmul_efficiency`` at its ceiling 1.0 (the datasheet peak; the row ran
-    faster than the model can predict), else the coefficients shared with the other rows."""
+    faster than the model can predict), else the coefficients shared with the other rows.
+    """
     lines = []
     for after in result.after:
         error = after.time_error

@@ -166,7 +166,8 @@ def activation_saved_bytes(model: ModelSpec, dtypes: DtypeBytes) -> float:
     One compute-dtype tensor per saved tensor (:data:`COMPOSED_ACTIVATION_SAVED_TENSORS`), except ``gelu_new`` under
     autocast: ``pow`` is on CUDA autocast's fp32 list (PyTorch AMP docs, "CUDA Ops that can autocast to float32"),
     so the pow input is an fp32 copy and the tanh output and ``1 + tanh`` are fp32: 3 fp32 tensors + ``0.5·x`` in
-    the compute dtype (derived; a CPU trace cannot show it: CPU autocast leaves ``pow`` in bf16)."""
+    the compute dtype (derived; a CPU trace cannot show it: CPU autocast leaves ``pow`` in bf16).
+    """
     m_b = dtypes.compute_bytes
     if model.hidden_act == "gelu_new" and dtypes.autocast:
         return 3 * FP32_BYTES + m_b
@@ -185,7 +186,8 @@ def norm_saved_bytes(model: ModelSpec, dtypes: DtypeBytes, frozen: bool, cast_fo
     Phi-3; LayerNorm without autocast: GPT-NeoX / Pythia). llm-foundry's ``LPLayerNorm``
     (``llmfoundry/models/layers/norm.py``: input, weight and bias cast to the autocast dtype, then
     ``F.layer_norm`` with autocast disabled) saves its input and output in the compute dtype under autocast, and is
-    a plain LayerNorm without it (a reading of the source; llm-foundry cannot be traced here)."""
+    a plain LayerNorm without it (a reading of the source; llm-foundry cannot be traced here).
+    """
     s_b = dtypes.residual_bytes
     output = 0.0 if frozen or cast_for_projections else s_b
     if model.norm_type == "low_precision_layernorm":
@@ -203,7 +205,8 @@ def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
     stream is already in the compute dtype (FSDP mixed precision, pure 16-bit): autocast leaves a tensor of the
     target dtype as it is (``aten/src/ATen/autocast_mode.h``, ``cached_cast``: only eligible tensors of another
     dtype are cast). Activations are not cached, so q, k and v each get their own copy (traced with
-    ``autotune trace``: Llama and Phi-3, bf16-mixed)."""
+    ``autotune trace``: Llama and Phi-3, bf16-mixed).
+    """
     # a LayerNorm under autocast runs in fp32 and returns fp32 whatever the residual dtype (norm_saved_bytes); a
     # low-precision one returns the compute dtype, which autocast leaves as it is
     if model.norm_type == "low_precision_layernorm":
@@ -218,13 +221,15 @@ def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
 def effective_lora_dropout(model: ModelSpec, setting: TrainingSetting) -> float:
     """The LoRA dropout the trainer runs with for ``setting`` on ``model``: 0 when peft adapts a parameter-stored
     target (an MoE's experts or router; :func:`autotune.schemas.lora_targets.effective_lora_dropout`), else the
-    setting's."""
+    setting's.
+    """
     return lora_effective_dropout(model.model_type, setting.lora_targets, setting.lora_dropout)
 
 
 def attention_mask_materialised(model: ModelSpec, seq_len: float) -> bool:
     """True when transformers builds an explicit mask for SDPA: a sliding window the sequence reaches
-    (``masking_utils._ignore_causal_mask_sdpa``: ``kv_length >= local_attention_size`` keeps the mask)."""
+    (``masking_utils._ignore_causal_mask_sdpa``: ``kv_length >= local_attention_size`` keeps the mask).
+    """
     return model.sliding_window is not None and seq_len >= model.sliding_window
 
 
@@ -234,7 +239,8 @@ def mask_bytes(
     """The (b, 1, s, s) attention masks when built (eager always; SDPA with a reached sliding window), kept for
     backward by the attention ops or as inputs of the checkpointed layers: SDPA gets a boolean mask
     (``masking_utils.sdpa_mask``), eager a float one in the hidden states' dtype (``eager_mask``: 0 / the
-    dtype's minimum); one per layer type (``ALTERNATING_MASK_MODEL_TYPES``)."""
+    dtype's minimum); one per layer type (``ALTERNATING_MASK_MODEL_TYPES``).
+    """
     if flash_attention and not attention_mask_materialised(model, seq_len):
         return 0.0
     kinds = 2 if model.model_type in ALTERNATING_MASK_MODEL_TYPES and model.num_hidden_layers > 1 else 1
@@ -355,7 +361,8 @@ def adapter_input_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: Dtyp
     """Bytes per input feature per token that one peft LoRA target saves for ``lora_A``'s weight gradient beyond what
     its base layer saves: under autocast the 16-bit copy autocast makes; with adapters in another dtype than x
     (fp32 adapters) the cast copy (or the dropout output) in the adapter dtype; with adapters in x's dtype x itself,
-    already saved by the base layer — nothing — unless dropout makes a new tensor. Plus dropout's 1-byte mask."""
+    already saved by the base layer — nothing — unless dropout makes a new tensor. Plus dropout's 1-byte mask.
+    """
     dropout = effective_lora_dropout(model, setting) > 0
     mask = MASK_BYTES if dropout else 0.0
     if dtypes.autocast:
@@ -446,7 +453,8 @@ def working_activation_bytes_per_token(
 
 def logits_dtype_bytes(setting: TrainingSetting, dtypes: DtypeBytes) -> float:
     """Bytes per logit as the lm_head produces them: the compute dtype, or fp32 when QLoRA keeps lm_head
-    in fp32 without autocast (peft's ``prepare_model_for_kbit_training`` upcasts non-quantized modules)."""
+    in fp32 without autocast (peft's ``prepare_model_for_kbit_training`` upcasts non-quantized modules).
+    """
     if setting.method == "qlora" and setting.unquantized_dtype == "fp32" and not dtypes.autocast:
         return FP32_BYTES
     return dtypes.compute_bytes
@@ -493,7 +501,8 @@ def logits_peak_bytes(
 
 def loss_bytes_per_logit(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
     """Bytes per logit that the loss holds at its peak (see ``logits_peak_bytes``); ``chunked`` does the same
-    fp32 arithmetic as ``fp32-upcast``, on fewer rows at a time."""
+    fp32 arithmetic as ``fp32-upcast``, on fewer rows at a time.
+    """
     logits_bytes = logits_dtype_bytes(setting, dtypes)
     if setting.loss_impl == "native":
         per_logit = 3 * logits_bytes

@@ -69,7 +69,8 @@ def lora_gemm_s(
     model: ModelSpec, targets: tuple[str, ...], rank: int, tokens: float, element_bytes: float, device: GemmDevice
 ) -> tuple[float, float]:
     """(forward, backward) seconds of one layer's LoRA GEMMs: per target x·Aᵀ (T × in → r) and ·Bᵀ (T × r → out)
-    forward; their input and weight gradients backward. Cached: candidates repeat the same shapes."""
+    forward; their input and weight gradients backward. Cached: candidates repeat the same shapes.
+    """
     layers = model.num_hidden_layers
     forward = backward = 0.0
     for m in lora_module_targets(model, targets):
@@ -110,6 +111,7 @@ def dequant_per_layer_pass(
 ) -> tuple[float, float]:
     """(bytes, kernels) of one layer's QLoRA dequantization in one pass (forward, recompute or backward): every
     quantized weight read as NF4 + absmax and written in the compute dtype; one kernel per linear, two with
-    double quantization (module docstring)."""
+    double quantization (module docstring).
+    """
     moved = decoder_linear_params / layers * (nf4_bytes_per_param(double_quant) + compute_bytes)
     return moved, linears / layers * (1 + int(double_quant))

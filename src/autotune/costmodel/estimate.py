@@ -45,7 +45,8 @@ def dynamic_memory_gib(breakdown_bytes: dict[str, float]) -> float:
 def memory_family(setting: TrainingSetting) -> str:
     """Key for the per-family error bands: method, plus the offload implementation ('fsdp-offload': FSDP's
     CPUOffload; 'zero3-offload': DeepSpeed ZeRO-Offload — different code that keeps different buffers on the GPU,
-    so one's residuals say nothing about the other) or 'sharded' when states move."""
+    so one's residuals say nothing about the other) or 'sharded' when states move.
+    """
     if setting.offloads_to_cpu:
         return f"{setting.method}-{setting.sharding}"
     if setting.shards_states:

@@ -88,7 +88,8 @@ class CaseResult:
         """Whether this row's memory residual says something about the modelled part: its kind is known and
         the modelled part is at least ``MIN_MODELLED_SHARE`` of the predicted peak. (A peak made only of
         counted states — e.g. full fine-tuning at the optimizer step — differs from a reserved measurement by
-        the allocator's caching, which it releases under memory pressure, not by a modelling error.)"""
+        the allocator's caching, which it releases under memory pressure, not by a modelling error.)
+        """
         return (
             self.measured_memory_gib is not None
             and self.case.measurement.memory_kind != "unknown"
@@ -190,7 +191,8 @@ def _squared_log(ratio_values: Iterable[tuple[float, float]]) -> list[float]:
 
 def memory_loss(results: Sequence[CaseResult]) -> float:
     """Mean absolute log error of memory (robust: a few rows of a stack we model poorly do not drag the
-    coefficients away from the rows we model well). Out-of-memory rows carry no figure and are not fitted."""
+    coefficients away from the rows we model well). Out-of-memory rows carry no figure and are not fitted.
+    """
     terms = [
         abs(math.log(r.predicted_memory_gib / r.measured_memory_gib))
         for r in results
@@ -231,7 +233,8 @@ def fit_parameters(
     """``start`` with ``update(point)`` applied, for the ``point`` that minimizes ``loss(evaluate(cases, ...))``:
     Nelder–Mead (:func:`~autotune.costmodel._optimize.nelder_mead`) from ``origin`` with simplex ``step``, within
     ``max_evaluations`` loss evaluations. ``update`` maps a point (log-space parameters, so steps are relative)
-    to the coefficient fields it sets; the losses are :func:`memory_loss` / :func:`time_loss`."""
+    to the coefficient fields it sets; the losses are :func:`memory_loss` / :func:`time_loss`.
+    """
     best, _ = nelder_mead(
         lambda point: loss(evaluate(cases, _with(start, **update(point)))),
         list(origin),

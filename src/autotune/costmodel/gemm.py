@@ -74,7 +74,8 @@ class GemmDevice:
 
 def tile_edge(dim: float, tile: int = TILE) -> int:
     """Tile edge along one output dimension: ``tile``, or the smallest power of two ≥ 16 covering a skinny
-    dimension (cuBLAS picks narrow tiles for skinny GEMMs, e.g. LoRA's rank-16 outputs)."""
+    dimension (cuBLAS picks narrow tiles for skinny GEMMs, e.g. LoRA's rank-16 outputs).
+    """
     if dim >= tile:
         return tile
     return max(16, 2 ** math.ceil(math.log2(max(dim, 1))))
@@ -82,7 +83,8 @@ def tile_edge(dim: float, tile: int = TILE) -> int:
 
 def split_k_slices(m: float, n: float, k: float, sm_count: int, tile: int = TILE) -> int:
     """K slices of a GEMM whose output tiles do not fill the SMs (module docstring, split-K): as many as idle SMs
-    allow, each at least ``SPLIT_K_MIN_SLICE`` long; 1 when the tiles fill a wave."""
+    allow, each at least ``SPLIT_K_MIN_SLICE`` long; 1 when the tiles fill a wave.
+    """
     tiles = math.ceil(m / tile_edge(m, tile)) * math.ceil(n / tile_edge(n, tile))
     if tiles >= sm_count:
         return 1
@@ -127,7 +129,8 @@ def linear_pass_time_s(
     tokens: float, in_features: int, out_features: int, element_bytes: float, device: GemmDevice, kind: str
 ) -> float:
     """One ``nn.Linear`` GEMM of a pass: 'forward' Y = X·Wᵀ (M=T, N=out, K=in), 'input-grad' dX = dY·W
-    (M=T, N=in, K=out), 'weight-grad' dW = dYᵀ·X (M=out, N=in, K=T)."""
+    (M=T, N=in, K=out), 'weight-grad' dW = dYᵀ·X (M=out, N=in, K=T).
+    """
     if kind == "forward":
         return gemm_time_s(tokens, out_features, in_features, element_bytes, device)
     if kind == "input-grad":
@@ -143,7 +146,8 @@ def attention_flops_forward(
     """FLOPs of QKᵀ and PV for ``tokens`` query tokens over sequences of ``seq`` tokens (module docstring).
 
     ``causal_skipped``: the kernel skips masked tiles (flash / memory-efficient SDPA); ``window``: a sliding
-    window bounds the context a query sees (None = no window)."""
+    window bounds the context a query sees (None = no window).
+    """
     context = min(seq, window) if window else seq
     if causal_skipped:
         context = context / 2 if not window or window >= seq else context
@@ -152,7 +156,8 @@ def attention_flops_forward(
 
 def attention_time_s(flops: float, seq: float, device: GemmDevice) -> float:
     """Seconds for ``flops`` of attention whose score tiles are ``seq`` long (wave quantization does not apply:
-    one block per query tile per head per sequence fills the GPU at training sizes)."""
+    one block per query tile per head per sequence fills the GPU at training sizes).
+    """
     if flops <= 0:
         return 0.0
     return flops / (device.flops_per_s * (seq / (seq + K_HALF)))

@@ -50,7 +50,8 @@ def wrapped_parameters(model: ModelSpec, setting: TrainingSetting) -> set[str]:
 
 def wrapped_input_bytes_per_token(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
     """Bytes per token per layer saved because a wrapped weight requires grad (module docstring's per-token list),
-    in the compute dtype."""
+    in the compute dtype.
+    """
     wrapped = wrapped_parameters(model, setting)
     if not wrapped:
         return 0.0
@@ -67,7 +68,8 @@ def wrapped_input_bytes_per_token(model: ModelSpec, setting: TrainingSetting, dt
 
 def merged_weight_bytes_per_layer(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
     """Bytes of one layer's merged weights W + scaling·B·A (E·out·in each) and, for expert stacks, the factor
-    copies ``baddbmm`` saves (rank·E·(in + out)), in the weight dtype, kept for backward."""
+    copies ``baddbmm`` saves (rank·E·(in + out)), in the weight dtype, kept for backward.
+    """
     if not setting.uses_adapters:
         return 0.0
     elements = 0
@@ -83,7 +85,8 @@ def merged_weight_bytes_per_layer(model: ModelSpec, setting: TrainingSetting, dt
 
 def merged_gradient_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
     """Bytes of the merged-weight gradient alive beside one layer's saved set in its backward: the first wrapped
-    expert stack backward meets (``down_proj``, else ``gate_up_proj``), E·out·in in the weight dtype; 0 without."""
+    expert stack backward meets (``down_proj``, else ``gate_up_proj``), E·out·in in the weight dtype; 0 without.
+    """
     if not setting.uses_adapters:
         return 0.0
     stacks = {a.name: a for a in lora_adapters(model, setting.lora_rank, setting.lora_targets) if a.experts > 1}
@@ -98,7 +101,8 @@ def wrapped_gemm_s(
 ) -> tuple[float, float]:
     """(forward, backward) seconds of one layer's parameter-adapter GEMMs for ``tokens`` tokens (module
     docstring): the merge ``baddbmm`` forward; the experts' weight-gradient GEMMs (each expert sees
-    tokens·k/E rows) and the two factor-gradient GEMMs backward. (0, 0) without parameter adapters."""
+    tokens·k/E rows) and the two factor-gradient GEMMs backward. (0, 0) without parameter adapters.
+    """
     if not setting.uses_adapters:
         return 0.0, 0.0
     forward = backward = 0.0

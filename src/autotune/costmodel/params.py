@@ -279,7 +279,8 @@ def lora_target_modules(model: ModelSpec, targets: tuple[str, ...]) -> tuple[Lin
 @functools.lru_cache(maxsize=512)
 def lora_module_targets(model: ModelSpec, targets: tuple[str, ...]) -> tuple[LinearModule, ...]:
     """The targeted linears whose adapter peft applies to the input (``lora.Linear``: x·Aᵀ·Bᵀ per token); the
-    parameter-stored ones (``ParamWrapper``) fold their adapter into the weight instead."""
+    parameter-stored ones (``ParamWrapper``) fold their adapter into the weight instead.
+    """
     table = parameter_targets(model.model_type)
     chosen = lora_target_modules(model, targets)
     return chosen if table is None else tuple(m for m in chosen if m.name not in table.peft_names)

@@ -217,7 +217,8 @@ def unidentified_time_factors(cases: Sequence[Case]) -> list[str]:
 
 def refit_efficiencies(cases: Sequence[Case], coefficients: CostCoefficients) -> CostCoefficients:
     """Refit only the matmul efficiencies of the GPUs with timed rows (same objective and optimizer as
-    :func:`~autotune.costmodel.fitting.fit_coefficients`: mean squared log time error, Nelder–Mead)."""
+    :func:`~autotune.costmodel.fitting.fit_coefficients`: mean squared log time error, Nelder–Mead).
+    """
     time_cases = [r.case for r in evaluate(cases, coefficients) if r.measured_time_s is not None]
     keys = sorted({c.cluster.gpu.key for c in time_cases})
     if not keys:

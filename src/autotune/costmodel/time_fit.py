@@ -172,7 +172,8 @@ def _map_fit(
 ) -> tuple[CostCoefficients, dict[str, float]]:
     """One MAP fit of ``names`` on ``rows`` with one slowness factor per source (module docstring); ``step``: the
     Nelder–Mead simplex's first step in log units; ``row_log_sigma``: the rows' expected log error (their squared
-    errors are divided by its square against the priors' penalty)."""
+    errors are divided by its square against the priors' penalty).
+    """
 
     def prior(table: dict[str, float], key: str) -> float:
         return table.get(key, table["default"])
@@ -241,7 +242,8 @@ def fit_time_coefficients(
 
 def stack_slowness(point: Sequence[float], reference: int | None = None) -> list[float]:
     """Each stack's log slowness over the reference stack (index into ``point``), or over the fastest one in the
-    fit (min = 0) when ``reference`` is None; [] for no stacks."""
+    fit (min = 0) when ``reference`` is None; [] for no stacks.
+    """
     if not point:
         return []
     base = min(point) if reference is None else point[reference]
@@ -253,7 +255,8 @@ def _transfer_to_unfitted(
 ) -> CostCoefficients:
     """Generations without rows (and 'default') get their prior times the geometric mean of fitted / prior over
     the fitted generations: what the data says about the stack carries over, the datasheet ratio between
-    architectures stays."""
+    architectures stays.
+    """
     updates: dict[str, object] = {}
     for field in ("matmul_efficiency", "attention_efficiency"):
         before, after = getattr(start, field), getattr(fitted, field)

@@ -137,7 +137,8 @@ PROXY_VARIABLES: Final[tuple[str, ...]] = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PRO
 
 def hub_offline() -> bool:
     """True when ``HF_HUB_OFFLINE`` (or transformers' older ``TRANSFORMERS_OFFLINE``) is set to a true value:
-    then transformers loads from the local cache only."""
+    then transformers loads from the local cache only.
+    """
     return any(
         os.environ.get(name, "").strip().lower() in _TRUE_VALUES for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     )
@@ -146,7 +147,8 @@ def hub_offline() -> bool:
 def hub_cache_dir() -> Path:
     """The Hugging Face hub cache, resolved as huggingface_hub does (without importing it): ``$HF_HUB_CACHE``,
     else ``$HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``
-    (default ``~/.cache/huggingface/hub``)."""
+    (default ``~/.cache/huggingface/hub``).
+    """
     for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
         if os.environ.get(name):
             return Path(os.environ[name]).expanduser()
@@ -176,7 +178,8 @@ def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> str | None:
     ``timeout_s``; else why not, in a few words. Nothing is sent: this asks the network, not the hub.
 
     Behind a proxy (``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``ALL_PROXY``, either case) a direct connection says
-    nothing about the hub: not probed (None)."""
+    nothing about the hub: not probed (None).
+    """
     if any(os.environ.get(name) for key in PROXY_VARIABLES for name in (key, key.lower())):
         return None
     endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
@@ -264,7 +267,8 @@ def torch_extensions_root() -> Path:
     """Where torch's ``cpp_extension.load`` builds C++ extensions: ``$TORCH_EXTENSIONS_DIR``, else
     ``$XDG_CACHE_HOME/torch_extensions`` (default ``~/.cache/torch_extensions``), as
     ``torch.utils.cpp_extension._get_build_directory`` and ``torch._appdirs.user_cache_dir`` (torch 2.13) resolve it
-    (without importing torch)."""
+    (without importing torch).
+    """
     explicit = os.environ.get("TORCH_EXTENSIONS_DIR")
     if explicit:
         return Path(explicit)

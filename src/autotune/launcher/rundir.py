@@ -38,7 +38,8 @@ def _report_status(out: Path) -> str | None:
 def never_trained(out: Path) -> bool:
     """True when ``out`` is a run directory (``autotune launch`` wrote its ``plan.yaml``) that holds no training
     state: no checkpoint (a partial save does not count), no ``final/``, and no report of a completed run.
-    Such a directory is safe to start again from step 0; any other existing directory is not touched."""
+    Such a directory is safe to start again from step 0; any other existing directory is not touched.
+    """
     if not (out / PLAN_FILE).is_file():
         return False
     if (out / FINAL_DIR).exists() or _report_status(out) == "completed":
@@ -51,7 +52,8 @@ def never_trained(out: Path) -> bool:
 
 def set_aside_report(out: Path) -> Path | None:
     """Rename a previous ``run_report.json`` of a run that never trained to ``run_report.N.json`` (the first
-    free N), so the new run writes its own; returns the new name (None when there was no report)."""
+    free N), so the new run writes its own; returns the new name (None when there was no report).
+    """
     report = out / REPORT_FILE
     if not report.exists():
         return None

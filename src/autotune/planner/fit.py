@@ -1,5 +1,6 @@
 """Why a predicted setting does not fit, in one line with the numbers (used when ``--set`` breaks a plan), and
-the nearest setting that does (``autotune estimate`` of one that does not)."""
+the nearest setting that does (``autotune estimate`` of one that does not).
+"""
 
 from __future__ import annotations
 

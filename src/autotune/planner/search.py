@@ -71,7 +71,8 @@ def complexity(setting: TrainingSetting) -> int:
 def moving_parts(setting: TrainingSetting) -> list[tuple[str, int]]:
     """The non-default moving parts of a setting with their weights: 8-bit optimizer state (1), a chunked loss
     (1), FSDP reducing every micro-step (1: not the Trainer's default), CPU offload (2: it also needs host RAM
-    and pinned memory, and its step time depends on the host's load)."""
+    and pinned memory, and its step time depends on the host's load).
+    """
     parts = []
     if setting.optimizer != "adamw":
         parts.append(("8-bit optimizer", 1))
@@ -86,7 +87,8 @@ def moving_parts(setting: TrainingSetting) -> list[tuple[str, int]]:
 
 def rank_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
     """The objective's order (smaller is better), its last element the run time: see the module docstring.
-    ``choice_key`` is the whole rule."""
+    ``choice_key`` is the whole rule.
+    """
     run = scored.run_time_s
     if objective == "speed":
         return (run,)
@@ -101,7 +103,8 @@ def without_allocator_retries(estimate: Estimate) -> bool:
     A setting whose allocated peak fits but whose reserved peak does not runs, yet each step the allocator fails
     to serve a request from its cache, frees every cached block (``cudaFree``, a device synchronization) and
     retries (PyTorch "CUDA semantics: memory management"; counted as ``num_alloc_retries`` in
-    ``torch.cuda.memory_stats``) — a slowdown the step-time terms do not contain."""
+    ``torch.cuda.memory_stats``) — a slowdown the step-time terms do not contain.
+    """
     return not estimate.reserved_at_capacity
 
 
@@ -149,7 +152,8 @@ def choose(fitting: list[Scored], objective: Objective) -> Scored:
 
 def why_not_chosen(candidate: Scored, chosen: Scored, objective: Objective) -> str:
     """Why ``choice_key`` puts ``chosen`` before ``candidate``: the first element of the key where they differ,
-    in words with the numbers (reserved memory at the card; the objective; within the tie band; slower)."""
+    in words with the numbers (reserved memory at the card; the objective; within the tie band; slower).
+    """
     e, c = candidate.estimate, chosen.estimate
     if without_allocator_retries(c) and not without_allocator_retries(e):
         return (
@@ -202,7 +206,8 @@ class RunnerUp:
 
 def runner_ups(fitting: list[Scored], chosen: Scored, objective: Objective) -> list[RunnerUp]:
     """The best (``choose``) of each method / sharding family other than the chosen one's, in ``choice_key``
-    order: the best of each other method always, then the others up to ``MAX_ALTERNATIVES`` in all."""
+    order: the best of each other method always, then the others up to ``MAX_ALTERNATIVES`` in all.
+    """
     winners: dict[str, Scored] = {}
     for s in fitting:
         family = _family(s.setting)
@@ -233,7 +238,8 @@ def _states_gib(estimate: Estimate) -> float:
 
 def overshoot(scored: Scored, host_memory_gib: float | None) -> float:
     """How far a candidate is from fitting: the larger of GPU need / GPU memory and host need / host RAM
-    (> 1 means it does not fit)."""
+    (> 1 means it does not fit).
+    """
     e = scored.estimate
     ratio = e.gpu_memory_need_gib / e.gpu_memory_gib
     if host_memory_gib:

@@ -130,7 +130,8 @@ def parameter_targets(model_type: str) -> ParameterTargets | None:
 
 def adapted_parameters(model_type: str, targets: tuple[str, ...]) -> tuple[str, ...]:
     """Plan module names among ``targets`` (every one for ``all-linear``) that peft adapts as parameters, with
-    a fused group reported once under its fused name (e.g. ``gate_up_proj``, ``down_proj``, ``router``)."""
+    a fused group reported once under its fused name (e.g. ``gate_up_proj``, ``down_proj``, ``router``).
+    """
     table = parameter_targets(model_type)
     if table is None:
         return ()
@@ -161,7 +162,8 @@ def fused_target_error(model_type: str, targets: tuple[str, ...]) -> str | None:
 def peft_target_modules(model_type: str, targets: tuple[str, ...]) -> str | list[str]:
     """The ``LoraConfig.target_modules`` for plan ``targets``: ``"all-linear"`` as is, else each name as the model
     calls it (:data:`MODULE_NAMES`; plan and transformers names both accepted), fused projections as their fused
-    module and parameter-stored ones as the names peft's conversion recognises (order kept, no repeats)."""
+    module and parameter-stored ones as the names peft's conversion recognises (order kept, no repeats).
+    """
     if ALL_LINEAR in targets:
         return ALL_LINEAR
     table = parameter_targets(model_type)
@@ -177,13 +179,15 @@ def peft_target_modules(model_type: str, targets: tuple[str, ...]) -> str | list
 
 def effective_lora_dropout(model_type: str, targets: tuple[str, ...], dropout: float) -> float:
     """The LoRA dropout the trainer runs with: 0 when any target is parameter-stored (``ParamWrapper`` has no
-    dropout and one config has one dropout), else ``dropout``."""
+    dropout and one config has one dropout), else ``dropout``.
+    """
     return 0.0 if adapted_parameters(model_type, targets) else dropout
 
 
 def lora_dropout_note(model_type: str, targets: tuple[str, ...], dropout: float) -> str | None:
     """One line for the plan / estimate notes when the targets force the dropout to 0 (saying from what, when the
-    setting states another value; a plan already records the 0), else None."""
+    setting states another value; a plan already records the 0), else None.
+    """
     wrapped = ", ".join(adapted_parameters(model_type, targets))
     if not wrapped:
         return None

@@ -55,7 +55,8 @@ class TrainingRecipe(FrozenModel):
 
     def overridden(self, learning_rate: float | None, warmup_ratio: float | None) -> TrainingRecipe:
         """The recipe a run trains with: ``--learning-rate`` / ``--warmup-ratio`` (None = not given) replace the
-        plan's values (one rule for the training core and the line ``autotune launch`` prints)."""
+        plan's values (one rule for the training core and the line ``autotune launch`` prints).
+        """
         given = {"learning_rate": learning_rate, "warmup_ratio": warmup_ratio}
         return self.model_copy(update={name: value for name, value in given.items() if value is not None})
 

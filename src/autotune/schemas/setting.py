@@ -158,7 +158,8 @@ def combination_error(method: str | None, precision: str | None) -> str | None:
 
 def attention_run_error(attention_impl: str) -> str | None:
     """The reason the training core cannot run ``attention_impl``, or None
-    (:data:`MEASUREMENT_ONLY_ATTENTION_IMPLS`; one rule for ``autotune launch`` and ``autotune trace``)."""
+    (:data:`MEASUREMENT_ONLY_ATTENTION_IMPLS`; one rule for ``autotune launch`` and ``autotune trace``).
+    """
     for impl, reason in MEASUREMENT_ONLY_ATTENTION_IMPLS.items():
         if impl == attention_impl:
             return (
@@ -174,7 +175,8 @@ LIGER_PACKAGE = "liger_kernel"
 
 def kernels_installed(kernels: str) -> bool:
     """True when the package ``kernels`` needs can be imported here (``importlib.util.find_spec``: nothing is
-    imported); ``none`` needs none."""
+    imported); ``none`` needs none.
+    """
     return kernels == "none" or importlib.util.find_spec(LIGER_PACKAGE) is not None
 
 

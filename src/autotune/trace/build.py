@@ -116,7 +116,8 @@ def build_meta_model(config: PretrainedConfig, setting: TrainingSetting) -> PreT
 
 def materialize_fake(model: torch.nn.Module, fake_mode: FakeTensorMode, setting: TrainingSetting) -> None:
     """Replace every meta parameter and buffer by a fake CPU tensor (same shape, dtype, requires_grad;
-    shared parameters stay shared). QLoRA stand-in layers get their packed weight and constants."""
+    shared parameters stay shared). QLoRA stand-in layers get their packed weight and constants.
+    """
     from autotune.trace.qlora import TracedLinear4bit
 
     precision = trace_precision(setting)

@@ -132,7 +132,8 @@ def quantize_linear_layers(
 ) -> list[str]:
     """Swap every ``nn.Linear`` except the output head for a meta :class:`TracedLinear4bit`, as
     transformers' bitsandbytes integration does (``replace_with_bnb_linear``; the head and its tied
-    embedding stay unquantized, ``get_keys_to_not_convert``). Returns the names swapped."""
+    embedding stay unquantized, ``get_keys_to_not_convert``). Returns the names swapped.
+    """
     inner: Any = model
     head = inner.get_output_embeddings() if hasattr(inner, "get_output_embeddings") else None
     swapped = []

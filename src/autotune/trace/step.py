@@ -99,7 +99,8 @@ def forward_loss(
     model: torch.nn.Module, setting: TrainingSetting, tracker: LiveBytesTracker, input_ids: torch.Tensor
 ) -> torch.Tensor:
     """Forward of one micro batch and its loss; births from the output head on are tagged 'loss', and the
-    first backward births until the head's input receives its gradient too."""
+    first backward births until the head's input receives its gradient too.
+    """
     wrapper: Any = model
     inner: Any = wrapper.get_base_model() if hasattr(wrapper, "get_base_model") else wrapper
     head = inner.get_output_embeddings()
@@ -134,7 +135,8 @@ def _leave_loss(tracker: LiveBytesTracker) -> Any:
 
 def build_optimizer(model: torch.nn.Module, setting: TrainingSetting) -> torch.optim.Optimizer | None:
     """``torch.optim.AdamW`` with the Trainer's two parameter groups (``foreach=True`` as on CUDA), or None
-    for the bitsandbytes 8-bit optimizers (their state is allocated by :func:`allocate_8bit_state`)."""
+    for the bitsandbytes 8-bit optimizers (their state is allocated by :func:`allocate_8bit_state`).
+    """
     if setting.optimizer != "adamw":
         return None
     from transformers.trainer_pt_utils import get_parameter_names

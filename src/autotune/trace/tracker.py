@@ -152,7 +152,8 @@ _COPY = (
 
 def op_class(name: str) -> str:
     """Op class of an aten op name such as ``aten.mm.default``: matmul, attention, reduction, copy,
-    view (metadata only, no kernel) or elementwise (everything else)."""
+    view (metadata only, no kernel) or elementwise (everything else).
+    """
     base = name.split(".")[1] if name.startswith("aten.") else name
     packet = ".".join(name.split(".")[:2])
     if any(part in base for part in _ATTENTION):
@@ -212,7 +213,8 @@ _CPU_FLASH_OPS = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_pr
 
 def _tensors(tree: Any) -> list[torch.Tensor]:
     """The tensors in an op's arguments or outputs (nested tuples, lists and dicts), in pytree order;
-    ``tree_flatten`` without building a spec (the dispatch hot path)."""
+    ``tree_flatten`` without building a spec (the dispatch hot path).
+    """
     if isinstance(tree, torch.Tensor):
         return [tree]
     if isinstance(tree, (tuple, list)):
@@ -231,7 +233,8 @@ def _tensors(tree: Any) -> list[torch.Tensor]:
 def _flops(func: Any, args: Any, kwargs: Any, out: Any) -> int:
     """FLOPs of one op by ``torch.utils.flop_counter``'s registered formulas; the CPU flash-attention ops,
     which the registry lacks, use its SDPA formulas (``sdpa_flop_count`` / ``sdpa_backward_flop_count``:
-    the full s×s product, causal masking not discounted)."""
+    the full s×s product, causal masking not discounted).
+    """
     formula = flop_registry.get(func.overloadpacket)
     if formula is not None:
         return int(formula(*args, **kwargs, out_val=out))

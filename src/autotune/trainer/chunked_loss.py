@@ -75,7 +75,8 @@ def chunked_loss_sum(
     softcap: float | None = None,
 ) -> torch.Tensor:
     """Summed fp32 cross-entropy of rows ``hidden`` (n, h) against ``labels`` (n,), ``chunk_tokens`` rows at a
-    time, each chunk under a non-reentrant checkpoint (its logits are recomputed in backward)."""
+    time, each chunk under a non-reentrant checkpoint (its logits are recomputed in backward).
+    """
     total = hidden.new_zeros((), dtype=torch.float32)
     for start in range(0, hidden.shape[0], chunk_tokens):
         rows = slice(start, start + chunk_tokens)

@@ -53,7 +53,8 @@ def choose_optimizer(
     warmup_ratio: float | None = None,
 ) -> OptimizerChoice:
     """Map the plan's optimizer and training recipe to TrainingArguments names; ``learning_rate`` /
-    ``warmup_ratio`` (the command line's, None = not given) replace the recipe's (:meth:`TrainingRecipe.overridden`)."""
+    ``warmup_ratio`` (the command line's, None = not given) replace the recipe's (:meth:`TrainingRecipe.overridden`).
+    """
     recipe = recipe.overridden(learning_rate, warmup_ratio)
     return OptimizerChoice(
         optim=OPTIMIZER_NAMES[optimizer],
