@@ -107,8 +107,9 @@ def build_command(name: str) -> typer.core.TyperCommand:
 
 
 def _plan_options_epilog(own: set[str]) -> str:
-    """'With a MODEL, the planning options of autotune plan apply: --gpu, ...' (names from ``plan`` itself,
-    less the options in ``own``, which the command takes for itself).
+    """'With a MODEL, the planning options of autotune plan apply: --gpu, ...'.
+
+    The names come from ``plan`` itself, less the options in ``own``, which the command takes for itself.
     """
     from autotune.cli.planning import PLAN_OUTPUT_PARAMS
 

@@ -98,6 +98,7 @@ def _bytes(form: dict[str, float], model: ModelSpec) -> float:
 @functools.lru_cache(maxsize=256)
 def layer_ops(model: ModelSpec, trainable: bool) -> LayerOps:
     """Kernels and element-wise bytes per token of one decoder layer (bf16 basis; see the module docstring).
+
     Cached: every candidate of a search asks for the same model.
     """
     entry = op_counts()["families"][family_of(model)]["full" if trainable else "frozen"]

@@ -65,6 +65,7 @@ def optimizer_step_s(
     ranks_per_node: int = 1,
 ) -> float:
     """Seconds of one optimizer step on one rank, without the fixed per-step overhead (module docstring).
+
     ``ranks_per_node``: ranks whose CPU optimizers share one host under offload.
     """
     if setting.offloads_to_cpu:

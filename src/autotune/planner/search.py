@@ -87,6 +87,7 @@ def moving_parts(setting: TrainingSetting) -> list[tuple[str, int]]:
 
 def rank_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
     """The objective's order (smaller is better), its last element the run time: see the module docstring.
+
     ``choice_key`` is the whole rule.
     """
     run = scored.run_time_s
@@ -139,8 +140,10 @@ def choice_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
 
 
 def choose(fitting: list[Scored], objective: Objective) -> Scored:
-    """The planner's choice among fitting candidates: the smallest ``choice_key``. The same rule serves
-    ``search`` (the choice and each runner-up), ``autotune sweep`` and ``benchmarks/plan_quality.py``.
+    """The planner's choice among fitting candidates: the smallest ``choice_key``.
+
+    The same rule serves ``search`` (the choice and each runner-up), ``autotune sweep`` and
+    ``benchmarks/plan_quality.py``.
 
     Raises:
         ValueError: no candidates.
