@@ -36,8 +36,9 @@ def _report_status(out: Path) -> str | None:
 
 
 def never_trained(out: Path) -> bool:
-    """True when ``out`` is a run directory (``autotune launch`` wrote its ``plan.yaml``) that holds no training
-    state: no checkpoint (a partial save does not count), no ``final/``, and no report of a completed run.
+    """True when ``out`` is a run directory (``autotune launch`` wrote its ``plan.yaml``) that holds no training state.
+
+    No training state: no checkpoint (a partial save does not count), no ``final/``, and no report of a completed run.
     Such a directory is safe to start again from step 0; any other existing directory is not touched.
     """
     if not (out / PLAN_FILE).is_file():
@@ -51,8 +52,9 @@ def never_trained(out: Path) -> bool:
 
 
 def set_aside_report(out: Path) -> Path | None:
-    """Rename a previous ``run_report.json`` of a run that never trained to ``run_report.N.json`` (the first
-    free N), so the new run writes its own; returns the new name (None when there was no report).
+    """Rename a previous ``run_report.json`` of a run that never trained to ``run_report.N.json`` (the first free N).
+
+    So the new run writes its own; returns the new name (None when there was no report).
     """
     report = out / REPORT_FILE
     if not report.exists():

@@ -69,9 +69,10 @@ def complexity(setting: TrainingSetting) -> int:
 
 
 def moving_parts(setting: TrainingSetting) -> list[tuple[str, int]]:
-    """The non-default moving parts of a setting with their weights: 8-bit optimizer state (1), a chunked loss
-    (1), FSDP reducing every micro-step (1: not the Trainer's default), CPU offload (2: it also needs host RAM
-    and pinned memory, and its step time depends on the host's load).
+    """The non-default moving parts of a setting with their weights.
+
+    8-bit optimizer state (1), a chunked loss (1), FSDP reducing every micro-step (1: not the Trainer's default), CPU
+    offload (2: it also needs host RAM and pinned memory, and its step time depends on the host's load).
     """
     parts = []
     if setting.optimizer != "adamw":
@@ -154,8 +155,9 @@ def choose(fitting: list[Scored], objective: Objective) -> Scored:
 
 
 def why_not_chosen(candidate: Scored, chosen: Scored, objective: Objective) -> str:
-    """Why ``choice_key`` puts ``chosen`` before ``candidate``: the first element of the key where they differ,
-    in words with the numbers (reserved memory at the card; the objective; within the tie band; slower).
+    """Why ``choice_key`` puts ``chosen`` before ``candidate``: the first element of the key where they differ.
+
+    Said in words with the numbers (reserved memory at the card; the objective; within the tie band; slower).
     """
     e, c = candidate.estimate, chosen.estimate
     if without_allocator_retries(c) and not without_allocator_retries(e):
@@ -208,8 +210,9 @@ class RunnerUp:
 
 
 def runner_ups(fitting: list[Scored], chosen: Scored, objective: Objective) -> list[RunnerUp]:
-    """The best (``choose``) of each method / sharding family other than the chosen one's, in ``choice_key``
-    order: the best of each other method always, then the others up to ``MAX_ALTERNATIVES`` in all.
+    """The best (``choose``) of each method / sharding family other than the chosen one's, in ``choice_key`` order.
+
+    The best of each other method always, then the others up to ``MAX_ALTERNATIVES`` in all.
     """
     winners: dict[str, Scored] = {}
     for s in fitting:
@@ -240,8 +243,9 @@ def _states_gib(estimate: Estimate) -> float:
 
 
 def overshoot(scored: Scored, host_memory_gib: float | None) -> float:
-    """How far a candidate is from fitting: the larger of GPU need / GPU memory and host need / host RAM
-    (> 1 means it does not fit).
+    """How far a candidate is from fitting (> 1 means it does not fit).
+
+    The larger of GPU need / GPU memory and host need / host RAM.
     """
     e = scored.estimate
     ratio = e.gpu_memory_need_gib / e.gpu_memory_gib

@@ -361,10 +361,11 @@ def _qwen_v1(cfg: ConfigView) -> dict[str, Any]:
 
 
 def _mpt(cfg: ConfigView) -> dict[str, Any]:
-    """MPT (llm-foundry / MosaicML ``configuration_mpt.py``): d_model, n_heads, n_layers, expansion_ratio,
-    fused Wqkv, GELU MLP, LayerNorm (bias unless ``no_bias``), tied embedding; ``attn_config.kv_n_heads`` for
-    grouped-query attention. A learned position table (``learned_pos_emb``, max_seq_len × d_model) is a lookup,
-    not counted (named in ``approximations``).
+    """MPT (llm-foundry / MosaicML ``configuration_mpt.py``).
+
+    d_model, n_heads, n_layers, expansion_ratio, fused Wqkv, GELU MLP, LayerNorm (bias unless ``no_bias``), tied
+    embedding; ``attn_config.kv_n_heads`` for grouped-query attention. A learned position table (``learned_pos_emb``,
+    max_seq_len × d_model) is a lookup, not counted (named in ``approximations``).
     """
     hidden = cfg.req_int("d_model")
     heads = cfg.req_int("n_heads")

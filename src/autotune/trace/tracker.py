@@ -151,8 +151,9 @@ _COPY = (
 
 
 def op_class(name: str) -> str:
-    """Op class of an aten op name such as ``aten.mm.default``: matmul, attention, reduction, copy,
-    view (metadata only, no kernel) or elementwise (everything else).
+    """Op class of an aten op name such as ``aten.mm.default``.
+
+    matmul, attention, reduction, copy, view (metadata only, no kernel) or elementwise (everything else).
     """
     base = name.split(".")[1] if name.startswith("aten.") else name
     packet = ".".join(name.split(".")[:2])
@@ -212,7 +213,8 @@ _CPU_FLASH_OPS = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_pr
 
 
 def _tensors(tree: Any) -> list[torch.Tensor]:
-    """The tensors in an op's arguments or outputs (nested tuples, lists and dicts), in pytree order;
+    """The tensors in an op's arguments or outputs (nested tuples, lists and dicts), in pytree order.
+
     ``tree_flatten`` without building a spec (the dispatch hot path).
     """
     if isinstance(tree, torch.Tensor):
@@ -231,9 +233,10 @@ def _tensors(tree: Any) -> list[torch.Tensor]:
 
 
 def _flops(func: Any, args: Any, kwargs: Any, out: Any) -> int:
-    """FLOPs of one op by ``torch.utils.flop_counter``'s registered formulas; the CPU flash-attention ops,
-    which the registry lacks, use its SDPA formulas (``sdpa_flop_count`` / ``sdpa_backward_flop_count``:
-    the full s×s product, causal masking not discounted).
+    """FLOPs of one op by ``torch.utils.flop_counter``'s registered formulas.
+
+    The CPU flash-attention ops, which the registry lacks, use its SDPA formulas (``sdpa_flop_count`` /
+    ``sdpa_backward_flop_count``: the full s×s product, causal masking not discounted).
     """
     formula = flop_registry.get(func.overloadpacket)
     if formula is not None:

@@ -1,5 +1,6 @@
-"""Trainer callbacks: timing and losses for the report, the progress display, clean stops on signals and a stop
-when the loss stops being a finite number.
+"""Trainer callbacks: timing and losses for the report, the progress display, clean stops.
+
+Clean stops on signals, and a stop when the loss stops being a finite number.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ class RunMetrics:
 
 
 class MetricsCallback(TrainerCallback):
-    """Record logged losses (finite ones: a NaN/inf loss stops the run and its report's message names it), step and
-    micro-step times, and tokens seen.
+    """Record logged losses (finite ones), step and micro-step times, and tokens seen.
+
+    A NaN/inf loss stops the run and its report's message names it.
     """
 
     def __init__(self, metrics: RunMetrics, grad_accum: int) -> None:

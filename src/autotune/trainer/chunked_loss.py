@@ -74,8 +74,9 @@ def chunked_loss_sum(
     chunk_tokens: int = CHUNK_TOKENS,
     softcap: float | None = None,
 ) -> torch.Tensor:
-    """Summed fp32 cross-entropy of rows ``hidden`` (n, h) against ``labels`` (n,), ``chunk_tokens`` rows at a
-    time, each chunk under a non-reentrant checkpoint (its logits are recomputed in backward).
+    """Summed fp32 cross-entropy of rows ``hidden`` (n, h) against ``labels`` (n,), ``chunk_tokens`` rows at a time.
+
+    Each chunk runs under a non-reentrant checkpoint (its logits are recomputed in backward).
     """
     total = hidden.new_zeros((), dtype=torch.float32)
     for start in range(0, hidden.shape[0], chunk_tokens):

@@ -201,8 +201,9 @@ def build_train_dataset(
 
 
 def pack_blocks(batch: dict[str, list[list[int]]], seq_len: int) -> dict[str, list[list[int]]]:
-    """Concatenate a batch of sequences and cut blocks of exactly ``seq_len`` tokens (the remainder is
-    dropped); fewer than ``seq_len`` tokens in all give one shorter block.
+    """Concatenate a batch of sequences and cut blocks of exactly ``seq_len`` tokens (the remainder is dropped).
+
+    Fewer than ``seq_len`` tokens in all give one shorter block.
     """
     ids = [token for sequence in batch["input_ids"] for token in sequence]
     labels = [label for sequence in batch["labels"] for label in sequence]
