@@ -110,10 +110,12 @@ class CountingMode(TorchDispatchMode):
     """Records every aten op dispatched into a :class:`Tally`."""
 
     def __init__(self) -> None:
+        """Start with an empty :class:`Tally`."""
         super().__init__()
         self.tally = Tally()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        """Run the op and tally it by kind (element-wise with its bytes); views and ops without a kernel are skipped."""
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = func.overloadpacket.__name__

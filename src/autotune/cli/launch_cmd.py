@@ -301,7 +301,7 @@ def recheck(plan: PlanFile, target: str, calibration: Path | None) -> list[str]:
 
 
 def format_command(argv: list[str]) -> str:
-    """The command as shell text, one option (with its values) per line, joined by ``\\`` continuations."""
+    r"""The command as shell text, one option (with its values) per line, joined by ``\`` continuations."""
     lines: list[list[str]] = [[]]
     for arg in argv:
         if arg.startswith("-") and lines[-1]:

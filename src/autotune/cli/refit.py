@@ -199,7 +199,7 @@ def _number(value: float | None) -> str:
 
 
 def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> list[str]:
-    """What the refit fits and what it cannot, from the rows and the coefficients it moved:
+    """What the refit fits and what it cannot, from the rows and the coefficients it moved.
 
     * time (micro-step / optimizer-step times): the time coefficients (``costmodel/time_fit.py``);
     * reserved memory: ``allocator_overhead_fraction``, only from rows that measured reserved or nvidia-smi memory;

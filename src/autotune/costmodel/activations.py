@@ -93,6 +93,9 @@ def layer_activation_bytes_per_token(
     """Bytes one decoder layer saves for backward, per token (derivation in the module docstring).
 
     Args:
+        model: the architecture (shapes).
+        setting: the training setting (whether it trains adapters, and which LoRA targets).
+        dtypes: bytes per element implied by the setting.
         seq_len: tokens per sequence (only the math-attention score term depends on it).
         flash_attention: True when SDPA runs a flash / memory-efficient kernel.
         fused: the modules that run fused kernels (``SettingContext.fused``).

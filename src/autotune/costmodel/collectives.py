@@ -60,6 +60,10 @@ def collective_time_s(
 
     Args:
         kind: 'all-gather', 'reduce-scatter' or 'all-reduce'.
+        message_bytes: bytes of one collective's full, unsharded message.
+        cluster: the GPUs and their links.
+        coefficients: the calibration (collective latency and bandwidth efficiency).
+        count: how many collectives.
 
     Raises:
         ValueError: an unknown kind.

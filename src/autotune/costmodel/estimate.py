@@ -65,7 +65,9 @@ def estimate_setting(
     """Predict peak memory per GPU, step time and throughput for one setting.
 
     Args:
-        model: architecture. cluster: GPUs. workload: seq_len, global batch, dataset size.
+        model: architecture.
+        cluster: GPUs.
+        workload: seq_len, global batch, dataset size.
         setting: the full setting (micro batch and accumulation are taken as given).
         coefficients: fitted calibration (default: the shipped seed-table fit).
 

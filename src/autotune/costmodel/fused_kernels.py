@@ -114,6 +114,7 @@ class Traffic:
     backward_kernels: float = 0.0
 
     def __add__(self, other: Traffic) -> Traffic:
+        """Sum two groups of ops: bytes and kernels added field by field."""
         return Traffic(
             self.forward_bytes_per_token + other.forward_bytes_per_token,
             self.backward_bytes_per_token + other.backward_bytes_per_token,

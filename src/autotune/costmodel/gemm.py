@@ -113,7 +113,10 @@ def gemm_time_s(m: float, n: float, k: float, element_bytes: float, device: Gemm
     """Seconds for one GEMM of M×K by K×N (module docstring); 0 for an empty GEMM.
 
     Args:
-        m, n, k: GEMM dimensions (elements). element_bytes: bytes per operand element.
+        m: GEMM dimension M (elements).
+        n: GEMM dimension N (elements).
+        k: GEMM dimension K (elements).
+        element_bytes: bytes per operand element.
         device: the GPU's large-GEMM FLOP/s (peak × fitted efficiency), SMs and achievable DRAM bytes/s.
     """
     if m <= 0 or n <= 0 or k <= 0:

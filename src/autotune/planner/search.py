@@ -116,7 +116,7 @@ def adjusted_run_time_s(scored: Scored) -> float:
 
 
 def choice_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
-    """The planner's one choice rule as a sort key (smaller is better), compared element by element:
+    """The planner's one choice rule as a sort key (smaller is better), compared element by element.
 
     1. settings whose reserved memory stays below the card (``without_allocator_retries``) before the others;
     2. the objective's leading key (``rank_key`` without the run time): quality — full, then LoRA, then QLoRA;

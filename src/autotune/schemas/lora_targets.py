@@ -1,4 +1,4 @@
-"""Which LoRA targets peft builds for an architecture, and how. No torch.
+r"""Which LoRA targets peft builds for an architecture, and how. No torch.
 
 The one home shared by the cost model (what it counts) and the training core (what it asks peft for).
 
@@ -20,7 +20,7 @@ Each adapted parameter is wrapped by ``lora.ParamWrapper`` (``peft/tuners/lora/l
 a run with any parameter target runs every adapter without dropout (:func:`effective_lora_dropout`).
 
 peft also warns "The following rank_pattern keys did not match any targeted module and were ignored:
-['.*\\\\.gate_up_proj']" (``peft/tuners/tuners_utils.py``, ``BaseTuner.inject_adapter``: the check compares the
+['.*\\.gate_up_proj']" (``peft/tuners/tuners_utils.py``, ``BaseTuner.inject_adapter``: the check compares the
 patterns with ``targeted_module_names`` only, not ``targeted_parameter_names``); the pattern is applied all
 the same (``ParamWrapper.r`` is 2r on ``gate_up_proj``, checked by ``tests/unit/test_lora_targets.py`` against
 the real peft model).

@@ -48,6 +48,7 @@ class QuantStateTensors:
     """The fake tensors bitsandbytes' ``QuantState`` holds for one (N, K) weight."""
 
     def __init__(self, out_features: int, in_features: int, double_quant: bool, dtype: torch.dtype) -> None:
+        """Allocate the fake state tensors of an (N, K) weight (N = ``out_features``); ``double_quant`` nests them."""
         numel = out_features * in_features
         blocks = _blocks(numel, NF4_BLOCK_SIZE)
         self.shape = (out_features, in_features)

@@ -154,7 +154,7 @@ def build_optimizer(model: torch.nn.Module, setting: TrainingSetting) -> torch.o
 
 
 def allocate_8bit_state(model: torch.nn.Module, paged: bool) -> tuple[list[torch.Tensor], int]:
-    """bitsandbytes' 8-bit AdamW state for every trainable parameter (``Optimizer8bit.init_state``).
+    """The bitsandbytes 8-bit AdamW state for every trainable parameter (``Optimizer8bit.init_state``).
 
     Returns the state tensors allocated through PyTorch and the bytes the paged variant puts in unified
     memory instead (``get_state_buffer``: paged only for parameters of at least ``PAGED_MIN_NUMEL`` elements).

@@ -260,6 +260,7 @@ class LiveBytesTracker(TorchDispatchMode):
     """
 
     def __init__(self) -> None:
+        """Start in phase 'setup', region 'model', with nothing registered and nothing live."""
         super().__init__()
         self.records: list[StorageRecord] = []
         self._ids: WeakIdKeyDictionary = WeakIdKeyDictionary()
@@ -339,6 +340,7 @@ class LiveBytesTracker(TorchDispatchMode):
         return info
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        """Run the op, add its count, FLOPs and bytes moved to the current phase, and register its outputs."""
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         kind, formula = self._op_info(func)

@@ -207,6 +207,7 @@ class ChunkedLossTrainer(Trainer):
     """
 
     def __init__(self, *args: Any, chunk_tokens: int = CHUNK_TOKENS, **kwargs: Any) -> None:
+        """Build the Trainer with the chunked loss (``chunk_tokens`` rows at a time) as its ``compute_loss_func``."""
         if kwargs.get("compute_loss_func") is not None:
             raise ValueError("ChunkedLossTrainer sets compute_loss_func itself")
         kwargs["compute_loss_func"] = self._chunked_loss

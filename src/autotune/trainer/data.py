@@ -212,7 +212,7 @@ def pack_blocks(batch: dict[str, list[list[int]]], seq_len: int) -> dict[str, li
 
 
 def build_collator(tokenizer: PreTrainedTokenizerBase) -> DataCollatorForSeq2Seq:
-    """transformers' ``DataCollatorForSeq2Seq``: pads ``input_ids`` / ``labels`` to the longest in the batch.
+    """The transformers ``DataCollatorForSeq2Seq``: pads ``input_ids`` / ``labels`` to the longest in the batch.
 
     Padding is on the right (a shallow copy of the tokenizer is set so; the run's tokenizer is saved as
     loaded), labels of padding are ``IGNORE_INDEX`` and ``attention_mask`` is 0 there; tensors are int64 of
