@@ -34,6 +34,7 @@ MEMORY_TARGET = 0.03
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the leave-one-out and print each held-out run's measured and predicted figures; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--priors", action="store_true", help="start each refit from the physics priors")
     args = parser.parse_args(argv)

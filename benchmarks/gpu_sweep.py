@@ -1,5 +1,7 @@
-"""Measure the training core on the GPU it finds: plan + launch a fixed list of settings, and the same settings as a
-plain transformers + peft script; print measured vs predicted peak memory and tokens/s with MFU.
+"""Measure the training core on the GPU it finds against a plain transformers + peft script.
+
+Plans + launches a fixed list of settings, and runs the same settings as a plain transformers + peft script; prints
+measured vs predicted peak memory and tokens/s with MFU.
 
 Usage:
   python benchmarks/gpu_sweep.py --dry-run                 # list what it would run (no torch, no GPU needed)

@@ -1,6 +1,7 @@
-"""Print the cold start-up of `autotune --help` and `autotune plan` against their targets, next to a bare
-`python -c pass` and to the import floor of the libraries they stand on, and how many candidate settings the
-planner scores per second.
+"""Print the cold start-up of `autotune --help` and `autotune plan` against their targets.
+
+Shown next to a bare `python -c pass` and to the import floor of the libraries they stand on, with how many candidate
+settings the planner scores per second.
 
 Usage: python benchmarks/plan_latency.py [--runs 15]
 
@@ -80,8 +81,10 @@ def _children_cpu_s() -> float:
 
 
 def start_up_s(argv: list[str], runs: int, extra_env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Median (wall, CPU) seconds of ``argv`` in fresh processes, after one warm-up run (bytecode, file cache,
-    catalog cache)."""
+    """Median (wall, CPU) seconds of ``argv`` in fresh processes.
+
+    Measured after one warm-up run (bytecode, file cache, catalog cache).
+    """
     env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     env.update(extra_env or {})
     subprocess.run(argv, check=True, capture_output=True, env=env)

@@ -1,5 +1,7 @@
-"""Count the kernels one decoder layer dispatches, and the bytes its element-wise kernels move, from the real
-transformers module code; write ``src/autotune/profiles/op_counts.yaml`` (read by the torch-free cost model).
+"""Count the kernels one decoder layer dispatches and the bytes its element-wise kernels move.
+
+Counted from the real transformers module code; writes ``src/autotune/profiles/op_counts.yaml`` (read by the torch-free
+cost model).
 
 Method: build one decoder layer of each family with transformers (a tiny config: widths ≤ 256, 64 tokens, so the
 real CPU tensors take kilobytes), run forward and backward under a ``TorchDispatchMode`` that sees every aten op
@@ -108,10 +110,12 @@ class CountingMode(TorchDispatchMode):
     """Records every aten op dispatched into a :class:`Tally`."""
 
     def __init__(self) -> None:
+        """Start with an empty :class:`Tally`."""
         super().__init__()
         self.tally = Tally()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        """Run the op and tally it by kind (element-wise with its bytes); views and ops without a kernel are skipped."""
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = func.overloadpacket.__name__
@@ -324,8 +328,11 @@ def count_family(name: str, build: Callable[[Dims], torch.nn.Module]) -> dict[st
 
 
 def count_eager_attention() -> dict[str, Any]:
-    """What the math (eager) attention path adds over SDPA in a Llama layer: kernels, and bytes per score element
-    (per head per query per key), from the difference between two sequence lengths at the same token count."""
+    """What the math (eager) attention path adds over SDPA in a Llama layer: kernels, and bytes per score element.
+
+    Bytes per score element are per head per query per key; both come from the difference between two sequence lengths
+    at the same token count.
+    """
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
     d = Dims(128, 256, 4, 2, 32)

@@ -86,6 +86,7 @@ def build() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Write the measurement file built from the run directories (``--check``: only compare); returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the shipped file differs; write nothing")
     args = parser.parse_args(argv)

@@ -28,6 +28,7 @@ class StepTimer(TrainerCallback):
     """Wall time at each step begin and at the end (synchronised with the GPU)."""
 
     def __init__(self) -> None:
+        """Start with no times recorded."""
         self.times_s: list[float] = []
 
     def _mark(self) -> None:
@@ -36,9 +37,11 @@ class StepTimer(TrainerCallback):
         self.times_s.append(time.perf_counter())
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Record the time at the step's begin."""
         self._mark()
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Record the time at the end of training."""
         self._mark()
 
 

@@ -39,8 +39,10 @@ def cpu_has_bf16(cpuinfo: Path = CPUINFO) -> bool:
 
 
 def cpu_precision_note(precision: str, cpuinfo: Path = CPUINFO) -> str | None:
-    """The note for a ``--cpu`` run of a plan with ``precision``: None when it runs as planned; when the plan
-    computes in bf16 on a CPU without bf16 instructions, that it trains in fp32 and why."""
+    """The note for a ``--cpu`` run of a plan with ``precision``: None when it runs as planned.
+
+    When the plan computes in bf16 on a CPU without bf16 instructions, the note says that it trains in fp32 and why.
+    """
     if precision == "fp32" or cpu_has_bf16(cpuinfo):  # fp16-mixed runs as bf16-mixed on the CPU
         return None
     return (

@@ -107,8 +107,10 @@ def build_command(name: str) -> typer.core.TyperCommand:
 
 
 def _plan_options_epilog(own: set[str]) -> str:
-    """'With a MODEL, the planning options of autotune plan apply: --gpu, ...' (names from ``plan`` itself,
-    less the options in ``own``, which the command takes for itself)."""
+    """'With a MODEL, the planning options of autotune plan apply: --gpu, ...'.
+
+    The names come from ``plan`` itself, less the options in ``own``, which the command takes for itself.
+    """
     from autotune.cli.planning import PLAN_OUTPUT_PARAMS
 
     plan = build_command("plan")
@@ -206,7 +208,8 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app; user errors → one line on stderr, exit code 2.
 
     Third-party output is silenced (:func:`autotune.quiet.quiet_third_party`) when a command is looked up, before
-    its module is imported: ``autotune --help`` and ``--version`` import no third-party library to silence."""
+    its module is imported: ``autotune --help`` and ``--version`` import no third-party library to silence.
+    """
     os.environ.setdefault(PYDANTIC_PLUGINS_ENV, "__all__")
     try:
         code = app(args=argv, prog_name="autotune", standalone_mode=False)

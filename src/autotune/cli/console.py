@@ -1,5 +1,7 @@
-"""The CLI's two rich consoles, one home: ``console`` (stdout: tables, results) and ``err_console`` (stderr:
-notes, warnings, errors, progress — so ``--json`` output on stdout stays clean).
+"""The CLI's two rich consoles, one home: ``console`` (stdout) and ``err_console`` (stderr).
+
+``console`` takes tables and results; ``err_console`` takes notes, warnings, errors and progress, so that ``--json``
+output on stdout stays clean.
 
 On a terminal the stdout console draws at the terminal's width (``COLUMNS`` when set); when stdout is not a
 terminal (a pipe, a file) it writes plain text at :data:`PIPE_WIDTH` columns, so nothing is wrapped or

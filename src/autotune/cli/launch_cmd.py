@@ -49,9 +49,11 @@ _FIELDS = LaunchOptions.model_fields
 
 
 def _help(name: str) -> str:
-    """The option's help: the schema field's description, and its default where the option shows none itself
-    (options whose typer default is None so that "not given" can be told apart; None defaults are described in
-    the text, e.g. the plan's learning rate)."""
+    """The option's help: the schema field's description, and its default where the option shows none itself.
+
+    Options whose typer default is None (so that "not given" can be told apart) show none; None defaults are described
+    in the text, e.g. the plan's learning rate.
+    """
     field = _FIELDS[name]
     text = field.description or ""
     default = field.get_default()
@@ -179,8 +181,9 @@ def launch_command(
 
 
 def prepare_restart(spec: LaunchSpec, out: Path, *, dry_run: bool) -> None:
-    """Start again in ``out``, a run directory that never trained (:func:`~autotune.launcher.rundir.never_trained`):
-    its launcher files must be the ones this launch writes; a previous report is kept under a new name.
+    """Start again in ``out``, a run directory that never trained (:func:`~autotune.launcher.rundir.never_trained`).
+
+    Its launcher files must be the ones this launch writes; a previous report is kept under a new name.
 
     Raises:
         InvalidRequestError: a file differs (the directory holds another plan), or its run is alive.
@@ -201,8 +204,11 @@ def prepare_restart(spec: LaunchSpec, out: Path, *, dry_run: bool) -> None:
 
 
 def write_slurm_files(spec: LaunchSpec, options: LaunchOptions, *, existing: bool) -> None:
-    """``--slurm`` without ``--submit``: write the run directory (plan, configs, ``launch.sbatch``) and say how
-    to submit it; nothing is run. ``existing``: the directory is there (resumed or never trained)."""
+    """``--slurm`` without ``--submit``: write the run directory and say how to submit it; nothing is run.
+
+    The run directory holds the plan, configs and ``launch.sbatch``. ``existing``: the directory is there (resumed or
+    never trained).
+    """
     written = prepare_output_dir(spec, options.output_dir, resume=existing)
     script = Path(options.output_dir) / SLURM_SCRIPT_FILE
     for path in written:
@@ -278,8 +284,11 @@ def override_plan(plan: PlanFile, sets: list[str], *, estimate: Estimator, resol
 
 
 def recheck(plan: PlanFile, target: str, calibration: Path | None) -> list[str]:
-    """Re-validate a plan file with ``autotune plan``'s rules (:func:`autotune.cli.plan_recheck.recheck_plan_file`);
-    returns its warnings. A calibration that cannot be found leaves the fit unchecked (said in a warning)."""
+    """Re-validate a plan file with ``autotune plan``'s rules; returns its warnings.
+
+    The rules are :func:`autotune.cli.plan_recheck.recheck_plan_file`'s. A calibration that cannot be found leaves the
+    fit unchecked (said in a warning).
+    """
     from autotune.profiles.catalog import resolve_gpu
 
     try:
@@ -292,7 +301,7 @@ def recheck(plan: PlanFile, target: str, calibration: Path | None) -> list[str]:
 
 
 def format_command(argv: list[str]) -> str:
-    """The command as shell text, one option (with its values) per line, joined by ``\\`` continuations."""
+    r"""The command as shell text, one option (with its values) per line, joined by ``\`` continuations."""
     lines: list[list[str]] = [[]]
     for arg in argv:
         if arg.startswith("-") and lines[-1]:
@@ -302,8 +311,10 @@ def format_command(argv: list[str]) -> str:
 
 
 def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool, show_files: bool = False) -> None:
-    """Print the command (plain, copyable), the files and environment tables, and each file's content only
-    with ``show_files``."""
+    """Print the command (plain, copyable) and the files and environment tables.
+
+    Each file's content is printed only with ``show_files``.
+    """
     out = Path(options.output_dir)
     title = "dry run: nothing written, nothing run" if dry_run else "launching"
     if options.slurm and not options.submit:
@@ -336,8 +347,11 @@ def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool, show
 
 
 def training_line(plan: PlanFile, options: LaunchOptions) -> str:
-    """One line with the hyperparameters the run trains with: the plan's recipe, ``--learning-rate`` /
-    ``--warmup-ratio`` applied (each marked as given), and the recipe's source."""
+    """One line with the hyperparameters the run trains with, and the recipe's source.
+
+    The hyperparameters are the plan's recipe with ``--learning-rate`` / ``--warmup-ratio`` applied (each marked as
+    given).
+    """
     recipe = plan.training.overridden(options.learning_rate, options.warmup_ratio)
     given = options.model_fields_set
     lr_text = f"lr {recipe.learning_rate:g}" + (" (--learning-rate)" if "learning_rate" in given else "")

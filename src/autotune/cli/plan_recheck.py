@@ -21,9 +21,10 @@ from autotune.schemas.plan import PlanFile
 
 
 def check_like_plan(plan: PlanFile, resolve_gpu: GpuResolver, *, prefix: str = "--set") -> None:
-    """Refuse a setting that ``autotune plan`` would refuse as forced options (same checks and messages:
-    :class:`~autotune.planner.request.PlanRequest`'s batch rule and
-    :func:`autotune.planner.space.check_overrides_supported`).
+    """Refuse a setting that ``autotune plan`` would refuse as forced options, with the same checks and messages.
+
+    The checks are :class:`~autotune.planner.request.PlanRequest`'s batch rule and
+    :func:`autotune.planner.space.check_overrides_supported`.
 
     Raises:
         UnknownNameError: the plan's GPU is not in the catalog (the message of ``plan --gpu``).

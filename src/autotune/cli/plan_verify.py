@@ -89,9 +89,10 @@ def render_verified(verified: list[VerifiedSetting]) -> None:
 
 
 def replan(result: PlanResult, verified: list[VerifiedSetting], objective: Objective) -> tuple[PlanResult, str | None]:
-    """Keep the plan when its chosen setting fits by the trace; else move to the traced runner-up that fits and
-    that ``choose`` (the planner's one rule) puts first. Returns the (possibly new) result and a note saying
-    what changed; each runner-up says why it was not chosen.
+    """Keep the plan when its chosen setting fits by the trace; else move to the best traced runner-up that fits.
+
+    The best is the one that ``choose`` (the planner's one rule) puts first. Returns the (possibly new) result and a
+    note saying what changed; each runner-up says why it was not chosen.
 
     Raises:
         InfeasibleError: no traced setting fits.

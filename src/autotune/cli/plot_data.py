@@ -70,8 +70,9 @@ class MemoryBars:
 
 
 def memory_bars(estimates: Sequence[tuple[str, Estimate]]) -> MemoryBars:
-    """Stack data for ``memory_breakdown_png``: parts in ``PART_COLOURS`` order (unknown parts after, by
-    name); parts that are zero in every setting are left out.
+    """Stack data for ``memory_breakdown_png``: parts in ``PART_COLOURS`` order (unknown parts after, by name).
+
+    Parts that are zero in every setting are left out.
 
     Raises:
         ValueError: no estimates.
@@ -103,8 +104,10 @@ class ScatterPoint:
 
 @dataclass(frozen=True)
 class OomPoint:
-    """A row measured OOM: x = GPU memory (the real need was above it), y = predicted need (peak + context +
-    headroom); above y = x means the model also says it does not fit."""
+    """A row measured OOM: x = GPU memory (the real need was above it), y = predicted need (peak + context + headroom).
+
+    Above y = x means the model also says it does not fit.
+    """
 
     id: str
     gpu: str

@@ -1,5 +1,7 @@
-"""``sweep --plot``: tokens/s and peak memory per GPU against sequence length, one line per method. Numbers from
-:func:`autotune.cli.plot_data.sweep_series`; canvas and file rules from :mod:`autotune.cli.plots`."""
+"""``sweep --plot``: tokens/s and peak memory per GPU against sequence length, one line per method.
+
+Numbers from :func:`autotune.cli.plot_data.sweep_series`; canvas and file rules from :mod:`autotune.cli.plots`.
+"""
 
 from __future__ import annotations
 
@@ -18,9 +20,10 @@ fitting peak; larger needs are drawn as arrows at the top edge with their value.
 
 
 def sweep_png(result: SweepResult, path: Path, title: str | None = None) -> Path:
-    """Tokens/s and peak memory per GPU vs sequence length, one line per method; where nothing fits the
-    line has a gap and a cross marks it under the throughput curve, and the memory panel shows the closest
-    setting's GPU memory need as a hollow marker (a square when only host RAM is short; an arrow at the top
+    """Tokens/s and peak memory per GPU vs sequence length, one line per method.
+
+    Where nothing fits, the line has a gap and a cross marks it under the throughput curve, and the memory panel shows
+    the closest setting's GPU memory need as a hollow marker (a square when only host RAM is short; an arrow at the top
     edge with the value when off the axis), against the GPU memory line.
 
     Raises:

@@ -1,6 +1,8 @@
-"""``validate --plot``: predicted vs measured, one panel for memory and one for time, with the ±20 % band and the
-measured out-of-memory rows (their predicted need against the GPU's memory). Numbers from
-:func:`autotune.cli.plot_data.scatter_points`; canvas and file rules from :mod:`autotune.cli.plots`."""
+"""``validate --plot``: predicted vs measured, one panel for memory and one for time.
+
+The panels show the ±20 % band and the measured out-of-memory rows (their predicted need against the GPU's memory).
+Numbers from :func:`autotune.cli.plot_data.scatter_points`; canvas and file rules from :mod:`autotune.cli.plots`.
+"""
 
 from __future__ import annotations
 
@@ -25,10 +27,10 @@ def validation_scatter_png(
     oom: Mapping[str, tuple[float, float]] | None = None,
     title: str | None = None,
 ) -> Path:
-    """Predicted vs measured: memory (GiB, linear) and time (s, log-log), y = x and a ±20 % band, points
-    coloured by GPU; rows measured OOM (given by ``oom``, see ``oom_needs``) drawn as crosses at x = GPU
-    memory, y = predicted need (arrows on the top edge when above the axis), ringed in red and labelled when
-    the model wrongly says they fit.
+    """Predicted vs measured: memory (GiB, linear) and time (s, log-log), y = x, a ±20 % band, points coloured by GPU.
+
+    Rows measured OOM (given by ``oom``, see ``oom_needs``) are drawn as crosses at x = GPU memory, y = predicted need
+    (arrows on the top edge when above the axis), ringed in red and labelled when the model wrongly says they fit.
 
     Raises:
         AutotuneError: matplotlib missing; InvalidRequestError / ConfigError: bad target path.
@@ -82,8 +84,10 @@ def validation_scatter_png(
 
 
 def _draw_oom_points(ax: Any, points: Sequence[OomPoint], gpu_colour: Mapping[str, str], top: float) -> None:
-    """Crosses at (GPU memory, predicted need); needs above ``top`` as arrows on the top edge with the value;
-    a red ring and the row id where the model wrongly says the row fits."""
+    """Crosses at (GPU memory, predicted need); needs above ``top`` as arrows on the top edge with the value.
+
+    A red ring and the row id mark where the model wrongly says the row fits.
+    """
     above: dict[float, int] = {}
     for p in points:
         colour = gpu_colour[p.gpu]

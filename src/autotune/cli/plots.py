@@ -34,8 +34,9 @@ HEADROOM_COLOUR = "#FFFFFF"
 
 
 def check_plot_path(path: Path) -> Path:
-    """Refuse a target that is not a new ``.png`` in an existing directory, or a missing matplotlib; commands
-    call this before any work so that nothing is half done.
+    """Refuse a target that is not a new ``.png`` in an existing directory, or a missing matplotlib.
+
+    Commands call this before any work so that nothing is half done.
 
     Raises:
         AutotuneError: matplotlib is not installed. InvalidRequestError: wrong suffix or the file exists.
@@ -86,8 +87,9 @@ def save_figure(figure: Any, path: Path) -> Path:
 
 
 def memory_breakdown_png(estimates: Sequence[tuple[str, Estimate]], path: Path, title: str | None = None) -> Path:
-    """Stacked bar per setting of the peak-memory breakdown per GPU, with context + headroom on top and the
-    GPU's memory as a horizontal line; returns the written path.
+    """Stacked bar per setting of the peak-memory breakdown per GPU; returns the written path.
+
+    Context + headroom are on top, and the GPU's memory is a horizontal line.
 
     Raises:
         AutotuneError: matplotlib missing; InvalidRequestError / ConfigError: bad target path.

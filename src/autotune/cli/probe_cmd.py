@@ -1,5 +1,6 @@
-"""``autotune probe``: run a few real steps of a plan (and its neighbours) on this machine's GPUs, then
-recalibrate from what they measured and show how the plan's prediction moved.
+"""``autotune probe``: run a few real steps of a plan (and its neighbours) on this machine's GPUs.
+
+Then recalibrate from what they measured and show how the plan's prediction moved.
 
 The runs go through the launcher (``build_launch_spec`` + ``run_launch``) into run directories under a
 temporary directory (removed afterwards) or ``--runs-dir`` (kept). GPUs are detected without importing
@@ -64,8 +65,10 @@ def launch_run(spec: LaunchSpec, output_dir: Path) -> int:
 
 
 def neighbour_plans(plan: PlanFile, coefficients: CostCoefficients) -> list[PlanFile]:
-    """The plan's micro-batch neighbours (:func:`autotune.launcher.overrides.neighbour_plans`) re-estimated
-    with ``coefficients``."""
+    """The plan's micro-batch neighbours re-estimated with ``coefficients``.
+
+    The neighbours are :func:`autotune.launcher.overrides.neighbour_plans`.
+    """
     estimate = partial(estimate_setting, coefficients=coefficients)
     return micro_batch_neighbours(plan, estimate=estimate, resolve_gpu=lambda key: resolve_gpu(key)[0])
 

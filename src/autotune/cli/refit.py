@@ -60,11 +60,13 @@ def resolve_output(output: Path | None) -> Path:
 
 
 def check_measured_ranges(cases: Sequence[Case]) -> None:
-    """Stage-2 range check of calibration inputs, against each row's GPU (stage 1, absolute ranges, is the
-    :class:`~autotune.schemas.calibration.Measurement` schema): a memory figure read on the device — ``allocated``
-    (``torch.cuda.max_memory_allocated``, every run report), ``reserved`` or ``nvidia-smi`` — cannot exceed that
-    GPU's memory (``GpuSpec.memory_gib``). A figure of ``unknown`` kind keeps only the absolute range: some
-    published tools report more than the card (seed rows: 26.9 on the 24 GiB RX 7900 XTX, 81 on 80 GiB A100s).
+    """Stage-2 range check of calibration inputs, against each row's GPU.
+
+    Stage 1, absolute ranges, is the :class:`~autotune.schemas.calibration.Measurement` schema. A memory figure read on
+    the device — ``allocated`` (``torch.cuda.max_memory_allocated``, every run report), ``reserved`` or ``nvidia-smi`` —
+    cannot exceed that GPU's memory (``GpuSpec.memory_gib``). A figure of ``unknown`` kind keeps only the absolute
+    range: some published tools report more than the card (seed rows: 26.9 on the 24 GiB RX 7900 XTX, 81 on 80 GiB
+    A100s).
 
     Raises:
         ConfigError: the first row out of range, naming its source, the field and both values.
@@ -85,8 +87,9 @@ def check_measured_ranges(cases: Sequence[Case]) -> None:
 def fit_and_write(
     collected: Collected, output: Path, *, with_seeds: bool, name: str | None, start_file: Path | None
 ) -> tuple[Recalibration, CostCoefficients]:
-    """Refit from ``collected`` (starting at the calibration in use) and write the YAML to ``output``; returns
-    the refit and the coefficients it started from.
+    """Refit from ``collected`` (starting at the calibration in use) and write the YAML to ``output``.
+
+    Returns the refit and the coefficients it started from.
 
     Raises:
         ConfigError: no measurements (after skipping unusable runs), a measured figure out of range for its GPU
@@ -164,8 +167,10 @@ NOT_PREDICTING = ("schema_version", "name", "source", "stack_time_factor", *BAND
 
 
 def moved_coefficients(start: CostCoefficients, fitted: CostCoefficients, fields: Sequence[str] = ()) -> list[str]:
-    """'name[key] a → b' for every coefficient the refit changed at 3 significant figures (``fields``: only these;
-    else every coefficient a prediction uses, :data:`NOT_PREDICTING` left out)."""
+    """'name[key] a → b' for every coefficient the refit changed at 3 significant figures.
+
+    ``fields``: only these; else every coefficient a prediction uses, :data:`NOT_PREDICTING` left out.
+    """
     before, after = start.model_dump(), fitted.model_dump()
     names = fields or [n for n in before if n not in NOT_PREDICTING]
     moved = []
@@ -194,7 +199,7 @@ def _number(value: float | None) -> str:
 
 
 def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> list[str]:
-    """What the refit fits and what it cannot, from the rows and the coefficients it moved:
+    """What the refit fits and what it cannot, from the rows and the coefficients it moved.
 
     * time (micro-step / optimizer-step times): the time coefficients (``costmodel/time_fit.py``);
     * reserved memory: ``allocator_overhead_fraction``, only from rows that measured reserved or nvidia-smi memory;
@@ -270,9 +275,11 @@ UNREACHED_TIME_ERROR = 0.10
 
 
 def bound_notes(result: Recalibration) -> list[str]:
-    """One line per user row the refit could not bring within :data:`UNREACHED_TIME_ERROR` on time, naming the
-    bound that stopped it: the GPU's ``matmul_efficiency`` at its ceiling 1.0 (the datasheet peak; the row ran
-    faster than the model can predict), else the coefficients shared with the other rows."""
+    """One line per user row the refit could not bring within :data:`UNREACHED_TIME_ERROR` on time.
+
+    Each line names the bound that stopped it: the GPU's ``matmul_efficiency`` at its ceiling 1.0 (the datasheet peak;
+    the row ran faster than the model can predict), else the coefficients shared with the other rows.
+    """
     lines = []
     for after in result.after:
         error = after.time_error

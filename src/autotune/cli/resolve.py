@@ -90,8 +90,11 @@ def shapes_note(spec: ModelSpec, source: str) -> list[str]:
 def resolve_cluster(
     gpu: str, num_gpus: int, num_nodes: int, host_memory_gib: float | None
 ) -> tuple[ClusterSpec, list[str]]:
-    """The cluster and notes to show (alias resolution). The host RAM assumed when ``host_memory_gib`` is None
-    is noted by :func:`host_memory_note`, once it is known that a setting offloads."""
+    """The cluster and notes to show (alias resolution).
+
+    The host RAM assumed when ``host_memory_gib`` is None is noted by :func:`host_memory_note`, once it is known that a
+    setting offloads.
+    """
     gpu_spec, note = resolve_gpu(gpu)
     notes = [note] if note else []
     if host_memory_gib is None:
@@ -107,8 +110,10 @@ def resolve_cluster(
 
 
 def host_memory_note(cluster: ClusterSpec, given_gib: float | None, settings: Iterable[TrainingSetting]) -> list[str]:
-    """``[note]`` saying which host RAM per node was assumed, when it was not given and one of ``settings``
-    offloads to the CPU (the only settings it matters for); else ``[]``."""
+    """``[note]`` saying which host RAM per node was assumed, when it was not given and one of ``settings`` offloads.
+
+    Offloading to the CPU is the only case it matters for; else ``[]``.
+    """
     assumed = cluster.host_memory_gib_per_node
     if given_gib is not None or assumed is None or not any(setting.offloads_to_cpu for setting in settings):
         return []
@@ -116,8 +121,10 @@ def host_memory_note(cluster: ClusterSpec, given_gib: float | None, settings: It
 
 
 def lora_dropout_notes(model: ModelSpec, settings: Iterable[TrainingSetting]) -> list[str]:
-    """``[note]`` when an adapter setting among ``settings`` will run with its LoRA dropout forced to 0 (peft's
-    ParamWrapper on an MoE's parameter-stored experts; :mod:`autotune.schemas.lora_targets`), else ``[]``."""
+    """``[note]`` when an adapter setting among ``settings`` will run with its LoRA dropout forced to 0, else ``[]``.
+
+    That happens with peft's ParamWrapper on an MoE's parameter-stored experts (:mod:`autotune.schemas.lora_targets`).
+    """
     for setting in settings:
         if setting.uses_adapters:
             note = lora_dropout_note(model.model_type, setting.lora_targets, setting.lora_dropout)
@@ -127,8 +134,10 @@ def lora_dropout_notes(model: ModelSpec, settings: Iterable[TrainingSetting]) ->
 
 
 def kernels_notes(settings: Iterable[TrainingSetting]) -> list[str]:
-    """``[note]`` when a setting asks for fused kernels (``kernels: liger``): the cost model prices them from Liger
-    Kernel's source (``costmodel.fused_kernels``), but no GPU run of the core has measured them yet."""
+    """``[note]`` when a setting asks for fused kernels (``kernels: liger``), which no GPU run of the core measured yet.
+
+    The cost model prices them from Liger Kernel's source (``costmodel.fused_kernels``).
+    """
     if any(setting.kernels != "none" for setting in settings):
         return ["kernels liger: priced from Liger Kernel's source (memory and traffic of its fused kernels), not yet "
                 "measured on the core"]  # fmt: skip

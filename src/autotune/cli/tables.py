@@ -51,8 +51,10 @@ def build_table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Tab
 
 
 def _column_width(column: Column, cells: Sequence[str]) -> int:
-    """The narrowest a column can be without cutting a cell: its widest cell (a ``wrap`` column: its longest
-    word), and never less than its header."""
+    """The narrowest a column can be without cutting a cell, and never less than its header.
+
+    That is its widest cell (a ``wrap`` column: its longest word).
+    """
     from rich.text import Text
 
     def width(text: str, markup: bool) -> int:
@@ -64,15 +66,19 @@ def _column_width(column: Column, cells: Sequence[str]) -> int:
 
 
 def table_width(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> int:
-    """Columns the table of :func:`build_table` needs at least: cell widths, 1 space of padding on each side
-    and a separator between columns (no outer edge)."""
+    """Columns the table of :func:`build_table` needs at least.
+
+    That is the cell widths, 1 space of padding on each side and a separator between columns (no outer edge).
+    """
     widths = [_column_width(column, [row[i] for row in rows]) for i, column in enumerate(columns)]
     return sum(widths) + 3 * len(widths) - 1
 
 
 def fit_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> tuple[list[int], list[str]]:
-    """Indices of the columns that fit in ``width`` (dropping the highest ``drop_order`` first) and the
-    headers dropped; all columns when nothing fits without dropping the always-shown ones."""
+    """Indices of the columns that fit in ``width`` (dropping the highest ``drop_order`` first) and the headers dropped.
+
+    All columns when nothing fits without dropping the always-shown ones.
+    """
     keep = list(range(len(columns)))
     dropped: list[str] = []
     optional = sorted((i for i, c in enumerate(columns) if c.drop_order > 0), key=lambda i: -columns[i].drop_order)

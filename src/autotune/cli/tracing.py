@@ -1,5 +1,7 @@
-"""Shared by ``trace``, ``estimate --trace`` and ``plan --verify``: the setting flags turned into a validated
-setting and workload (``setting_inputs``), the torch check, running the trace and rendering it.
+"""Shared by ``trace``, ``estimate --trace`` and ``plan --verify``: setting inputs, the torch check, the trace.
+
+The setting flags are turned into a validated setting and workload (``setting_inputs``); then the torch check, running
+the trace and rendering it.
 
 Everything torch is imported inside the functions, so the CLI and planning stay torch-free. The ``--json``
 fields of a trace are documented in ``autotune.cli.trace_cmd``.

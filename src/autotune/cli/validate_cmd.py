@@ -107,8 +107,10 @@ def validate_command(
 
 
 def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool, plot: Path | None) -> None:
-    """``validate --cv``: in-sample vs held-out MAPE per GPU and method, verdicts, worst held-out rows; with
-    ``plot``, the scatter of the first grouping's held-out predictions against the measurements."""
+    """``validate --cv``: in-sample vs held-out MAPE per GPU and method, verdicts, worst held-out rows.
+
+    With ``plot``, the scatter of the first grouping's held-out predictions against the measurements.
+    """
     from autotune.costmodel.crossval import (
         comparison,
         cross_validate,

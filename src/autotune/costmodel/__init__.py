@@ -1,5 +1,6 @@
-"""The cost model: peak GPU memory and step time of one setting, derived from shapes and datasheets,
-with a few fitted coefficients (pure Python, never imports torch). docs/cost-model.md has the formulas.
+"""The cost model: peak GPU memory and step time of one setting (pure Python, never imports torch).
+
+Both are derived from shapes and datasheets, with a few fitted coefficients. docs/cost-model.md has the formulas.
 
 Modules:
   params         parameter counts from a ModelSpec (per module, LoRA adapters)

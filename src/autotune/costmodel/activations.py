@@ -93,6 +93,9 @@ def layer_activation_bytes_per_token(
     """Bytes one decoder layer saves for backward, per token (derivation in the module docstring).
 
     Args:
+        model: the architecture (shapes).
+        setting: the training setting (whether it trains adapters, and which LoRA targets).
+        dtypes: bytes per element implied by the setting.
         seq_len: tokens per sequence (only the math-attention score term depends on it).
         flash_attention: True when SDPA runs a flash / memory-efficient kernel.
         fused: the modules that run fused kernels (``SettingContext.fused``).
@@ -166,7 +169,8 @@ def activation_saved_bytes(model: ModelSpec, dtypes: DtypeBytes) -> float:
     One compute-dtype tensor per saved tensor (:data:`COMPOSED_ACTIVATION_SAVED_TENSORS`), except ``gelu_new`` under
     autocast: ``pow`` is on CUDA autocast's fp32 list (PyTorch AMP docs, "CUDA Ops that can autocast to float32"),
     so the pow input is an fp32 copy and the tanh output and ``1 + tanh`` are fp32: 3 fp32 tensors + ``0.5·x`` in
-    the compute dtype (derived; a CPU trace cannot show it: CPU autocast leaves ``pow`` in bf16)."""
+    the compute dtype (derived; a CPU trace cannot show it: CPU autocast leaves ``pow`` in bf16).
+    """
     m_b = dtypes.compute_bytes
     if model.hidden_act == "gelu_new" and dtypes.autocast:
         return 3 * FP32_BYTES + m_b
@@ -185,7 +189,8 @@ def norm_saved_bytes(model: ModelSpec, dtypes: DtypeBytes, frozen: bool, cast_fo
     Phi-3; LayerNorm without autocast: GPT-NeoX / Pythia). llm-foundry's ``LPLayerNorm``
     (``llmfoundry/models/layers/norm.py``: input, weight and bias cast to the autocast dtype, then
     ``F.layer_norm`` with autocast disabled) saves its input and output in the compute dtype under autocast, and is
-    a plain LayerNorm without it (a reading of the source; llm-foundry cannot be traced here)."""
+    a plain LayerNorm without it (a reading of the source; llm-foundry cannot be traced here).
+    """
     s_b = dtypes.residual_bytes
     output = 0.0 if frozen or cast_for_projections else s_b
     if model.norm_type == "low_precision_layernorm":
@@ -197,13 +202,15 @@ def norm_saved_bytes(model: ModelSpec, dtypes: DtypeBytes, frozen: bool, cast_fo
 
 
 def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
-    """16-bit copies of a decoder layer's norm outputs that autocast makes for the projections reading them: one per
-    linear call that reads a norm output (q, k, v and gate, up; one for a fused qkv or gate_up projection, one for a
-    non-gated MLP's up projection), each saved by its linear. None without autocast, and none when the residual
-    stream is already in the compute dtype (FSDP mixed precision, pure 16-bit): autocast leaves a tensor of the
-    target dtype as it is (``aten/src/ATen/autocast_mode.h``, ``cached_cast``: only eligible tensors of another
-    dtype are cast). Activations are not cached, so q, k and v each get their own copy (traced with
-    ``autotune trace``: Llama and Phi-3, bf16-mixed)."""
+    """16-bit copies of a decoder layer's norm outputs that autocast makes for the projections reading them.
+
+    One per linear call that reads a norm output (q, k, v and gate, up; one for a fused qkv or gate_up projection, one
+    for a non-gated MLP's up projection), each saved by its linear. None without autocast, and none when the residual
+    stream is already in the compute dtype (FSDP mixed precision, pure 16-bit): autocast leaves a tensor of the target
+    dtype as it is (``aten/src/ATen/autocast_mode.h``, ``cached_cast``: only eligible tensors of another dtype are
+    cast). Activations are not cached, so q, k and v each get their own copy (traced with ``autotune trace``: Llama and
+    Phi-3, bf16-mixed).
+    """
     # a LayerNorm under autocast runs in fp32 and returns fp32 whatever the residual dtype (norm_saved_bytes); a
     # low-precision one returns the compute dtype, which autocast leaves as it is
     if model.norm_type == "low_precision_layernorm":
@@ -216,25 +223,31 @@ def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
 
 
 def effective_lora_dropout(model: ModelSpec, setting: TrainingSetting) -> float:
-    """The LoRA dropout the trainer runs with for ``setting`` on ``model``: 0 when peft adapts a parameter-stored
-    target (an MoE's experts or router; :func:`autotune.schemas.lora_targets.effective_lora_dropout`), else the
-    setting's."""
+    """The LoRA dropout the trainer runs with for ``setting`` on ``model``.
+
+    0 when peft adapts a parameter-stored target (an MoE's experts or router;
+    :func:`autotune.schemas.lora_targets.effective_lora_dropout`), else the setting's.
+    """
     return lora_effective_dropout(model.model_type, setting.lora_targets, setting.lora_dropout)
 
 
 def attention_mask_materialised(model: ModelSpec, seq_len: float) -> bool:
-    """True when transformers builds an explicit mask for SDPA: a sliding window the sequence reaches
-    (``masking_utils._ignore_causal_mask_sdpa``: ``kv_length >= local_attention_size`` keeps the mask)."""
+    """True when transformers builds an explicit mask for SDPA: a sliding window the sequence reaches.
+
+    See ``masking_utils._ignore_causal_mask_sdpa``: ``kv_length >= local_attention_size`` keeps the mask.
+    """
     return model.sliding_window is not None and seq_len >= model.sliding_window
 
 
 def mask_bytes(
     model: ModelSpec, micro_batch_size: int, seq_len: float, flash_attention: bool, residual_bytes: float = 2.0
 ) -> float:
-    """The (b, 1, s, s) attention masks when built (eager always; SDPA with a reached sliding window), kept for
-    backward by the attention ops or as inputs of the checkpointed layers: SDPA gets a boolean mask
-    (``masking_utils.sdpa_mask``), eager a float one in the hidden states' dtype (``eager_mask``: 0 / the
-    dtype's minimum); one per layer type (``ALTERNATING_MASK_MODEL_TYPES``)."""
+    """The (b, 1, s, s) attention masks when built (eager always; SDPA with a reached sliding window).
+
+    They are kept for backward by the attention ops or as inputs of the checkpointed layers: SDPA gets a boolean mask
+    (``masking_utils.sdpa_mask``), eager a float one in the hidden states' dtype (``eager_mask``: 0 / the dtype's
+    minimum); one per layer type (``ALTERNATING_MASK_MODEL_TYPES``).
+    """
     if flash_attention and not attention_mask_materialised(model, seq_len):
         return 0.0
     kinds = 2 if model.model_type in ALTERNATING_MASK_MODEL_TYPES and model.num_hidden_layers > 1 else 1
@@ -352,10 +365,12 @@ def stored_activation_bytes_per_token(
 
 
 def adapter_input_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
-    """Bytes per input feature per token that one peft LoRA target saves for ``lora_A``'s weight gradient beyond what
-    its base layer saves: under autocast the 16-bit copy autocast makes; with adapters in another dtype than x
-    (fp32 adapters) the cast copy (or the dropout output) in the adapter dtype; with adapters in x's dtype x itself,
-    already saved by the base layer — nothing — unless dropout makes a new tensor. Plus dropout's 1-byte mask."""
+    """Bytes per input feature per token that one peft LoRA target saves for ``lora_A``'s weight gradient.
+
+    Counted beyond what its base layer saves: under autocast the 16-bit copy autocast makes; with adapters in another
+    dtype than x (fp32 adapters) the cast copy (or the dropout output) in the adapter dtype; with adapters in x's dtype
+    x itself, already saved by the base layer — nothing — unless dropout makes a new tensor. Plus dropout's 1-byte mask.
+    """
     dropout = effective_lora_dropout(model, setting) > 0
     mask = MASK_BYTES if dropout else 0.0
     if dtypes.autocast:
@@ -368,8 +383,9 @@ def adapter_input_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: Dtyp
 def recompute_transient_bytes_per_token(
     model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, layer: LayerActivationBytes
 ) -> float:
-    """Tensors alive, beyond the layer's saved set, when activation checkpointing's recomputation of one layer
-    reaches its last saved tensor (non-reentrant checkpoints stop recomputing there), per token.
+    """Tensors alive per token, beyond the layer's saved set, when a layer's recompute reaches its last saved tensor.
+
+    That is activation checkpointing's recomputation: non-reentrant checkpoints stop recomputing there.
 
     Adapter methods: the MLP product (down_proj's input, compute dtype) and — when down_proj carries an adapter
     — its fp32 copy for the adapter, plus residual-stream-wide tensors: with LoRA the attention residual sum,
@@ -394,8 +410,9 @@ def recompute_transient_bytes_per_token(
 def mlp_input_stage_bytes_per_token(
     model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, layer: LayerActivationBytes
 ) -> float:
-    """Live bytes per token (the layer's part) when recomputation forms the adapter output of the MLP's input
-    projection (``gate_proj``, or Phi-3's fused ``gate_up_proj`` of width 2I), 0 without an adapter there.
+    """Live bytes per token (the layer's part) when recomputation forms the adapter output of the MLP input projection.
+
+    That projection is ``gate_proj``, or Phi-3's fused ``gate_up_proj`` of width 2I; 0 without an adapter there.
 
     peft's ``lora.Linear.forward`` adds ``lora_B(lora_A(dropout(x))) · scaling`` to the base output: with fp32
     adapters and no autocast, x cast to fp32, the base output (compute dtype, width ``out``), lora_B's output
@@ -445,8 +462,10 @@ def working_activation_bytes_per_token(
 
 
 def logits_dtype_bytes(setting: TrainingSetting, dtypes: DtypeBytes) -> float:
-    """Bytes per logit as the lm_head produces them: the compute dtype, or fp32 when QLoRA keeps lm_head
-    in fp32 without autocast (peft's ``prepare_model_for_kbit_training`` upcasts non-quantized modules)."""
+    """Bytes per logit as the lm_head produces them: the compute dtype, or fp32 for a QLoRA lm_head without autocast.
+
+    QLoRA keeps lm_head in fp32 (peft's ``prepare_model_for_kbit_training`` upcasts non-quantized modules).
+    """
     if setting.method == "qlora" and setting.unquantized_dtype == "fp32" and not dtypes.autocast:
         return FP32_BYTES
     return dtypes.compute_bytes
@@ -492,8 +511,10 @@ def logits_peak_bytes(
 
 
 def loss_bytes_per_logit(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
-    """Bytes per logit that the loss holds at its peak (see ``logits_peak_bytes``); ``chunked`` does the same
-    fp32 arithmetic as ``fp32-upcast``, on fewer rows at a time."""
+    """Bytes per logit that the loss holds at its peak (see ``logits_peak_bytes``).
+
+    ``chunked`` does the same fp32 arithmetic as ``fp32-upcast``, on fewer rows at a time.
+    """
     logits_bytes = logits_dtype_bytes(setting, dtypes)
     if setting.loss_impl == "native":
         per_logit = 3 * logits_bytes

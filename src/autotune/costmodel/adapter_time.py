@@ -68,8 +68,11 @@ def lora_ops(adapter_bytes: float, compute_bytes: float, dropout: bool) -> tuple
 def lora_gemm_s(
     model: ModelSpec, targets: tuple[str, ...], rank: int, tokens: float, element_bytes: float, device: GemmDevice
 ) -> tuple[float, float]:
-    """(forward, backward) seconds of one layer's LoRA GEMMs: per target x·Aᵀ (T × in → r) and ·Bᵀ (T × r → out)
-    forward; their input and weight gradients backward. Cached: candidates repeat the same shapes."""
+    """(forward, backward) seconds of one layer's LoRA GEMMs.
+
+    Per target x·Aᵀ (T × in → r) and ·Bᵀ (T × r → out) forward; their input and weight gradients backward. Cached:
+    candidates repeat the same shapes.
+    """
     layers = model.num_hidden_layers
     forward = backward = 0.0
     for m in lora_module_targets(model, targets):
@@ -108,8 +111,10 @@ def targets_per_layer(model: ModelSpec, targets: tuple[str, ...]) -> float:
 def dequant_per_layer_pass(
     decoder_linear_params: int, linears: int, layers: int, double_quant: bool, compute_bytes: float
 ) -> tuple[float, float]:
-    """(bytes, kernels) of one layer's QLoRA dequantization in one pass (forward, recompute or backward): every
-    quantized weight read as NF4 + absmax and written in the compute dtype; one kernel per linear, two with
-    double quantization (module docstring)."""
+    """(bytes, kernels) of one layer's QLoRA dequantization in one pass (forward, recompute or backward).
+
+    Every quantized weight is read as NF4 + absmax and written in the compute dtype; one kernel per linear, two with
+    double quantization (module docstring).
+    """
     moved = decoder_linear_params / layers * (nf4_bytes_per_param(double_quant) + compute_bytes)
     return moved, linears / layers * (1 + int(double_quant))

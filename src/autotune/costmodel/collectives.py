@@ -60,6 +60,10 @@ def collective_time_s(
 
     Args:
         kind: 'all-gather', 'reduce-scatter' or 'all-reduce'.
+        message_bytes: bytes of one collective's full, unsharded message.
+        cluster: the GPUs and their links.
+        coefficients: the calibration (collective latency and bandwidth efficiency).
+        count: how many collectives.
 
     Raises:
         ValueError: an unknown kind.
@@ -87,14 +91,18 @@ def bucketed_time_s(
 
 
 def zero3_modules_with_parameters(model: ModelSpec) -> int:
-    """Submodules that own parameters (the ones ZeRO-3's hooks fetch): every linear and norm of every decoder
-    layer, plus ``ROOT_MODULES_WITH_PARAMETERS``."""
+    """Submodules that own parameters (the ones ZeRO-3's hooks fetch).
+
+    Every linear and norm of every decoder layer, plus ``ROOT_MODULES_WITH_PARAMETERS``.
+    """
     per_layer = sum(m.count for m in linear_modules(model)) // model.num_hidden_layers + model.norms_per_layer
     return model.num_hidden_layers * per_layer + ROOT_MODULES_WITH_PARAMETERS
 
 
 def zero3_hooks_s(model: ModelSpec, passes: int, coefficients: CostCoefficients) -> float:
-    """Seconds per micro-step of ZeRO-3's per-submodule fetch / release hooks over ``passes`` passes
-    (2 without activation checkpointing, 3 with it): modules × passes × ``zero3_module_fetch_s``; exposed (the
-    hooks block on the gather before the module runs)."""
+    """Seconds per micro-step of ZeRO-3's per-submodule fetch / release hooks over ``passes`` passes.
+
+    Passes are 2 without activation checkpointing, 3 with it: modules × passes × ``zero3_module_fetch_s``; exposed (the
+    hooks block on the gather before the module runs).
+    """
     return zero3_modules_with_parameters(model) * passes * coefficients.zero3_module_fetch_s

@@ -1,8 +1,9 @@
-"""Step time of one setting as a sum of named terms (:class:`TimeTerms`): GEMMs by shape, attention by kernel,
-element-wise traffic, LoRA adapters, QLoRA dequantization, lm_head + loss, exposed CPU dispatch, exposed
-communication, ZeRO-3 hooks, exposed offload, the optimizer step and fixed overheads. The setting's derived facts
-(dtypes, tokens, passes, the attention rule) come from :class:`~autotune.costmodel.context.SettingContext`, the
-same object the memory model reads.
+"""Step time of one setting as a sum of named terms (:class:`TimeTerms`).
+
+The terms: GEMMs by shape, attention by kernel, element-wise traffic, LoRA adapters, QLoRA dequantization, lm_head +
+loss, exposed CPU dispatch, exposed communication, ZeRO-3 hooks, exposed offload, the optimizer step and fixed
+overheads. The setting's derived facts (dtypes, tokens, passes, the attention rule) come from
+:class:`~autotune.costmodel.context.SettingContext`, the same object the memory model reads.
 
 Each term (docs/cost-model.md §5 has the formulas, sources and measured error):
 
@@ -175,8 +176,10 @@ class TimePrediction:
 
 
 def architecture_generation(gpu: GpuSpec) -> str:
-    """'ampere', 'hopper', 'ada', 'blackwell', 'volta', 'turing', 'cdna', 'rdna' from the profile's
-    ``architecture`` text (its first word, lower case)."""
+    """The GPU's architecture generation from the profile's ``architecture`` text (its first word, lower case).
+
+    One of 'ampere', 'hopper', 'ada', 'blackwell', 'volta', 'turing', 'cdna', 'rdna'.
+    """
     return _generation(gpu.architecture)
 
 
@@ -199,8 +202,11 @@ def _device(gpu: GpuSpec, dtype: str, coefficients: CostCoefficients, table: dic
 
 
 def _attention_dtype(dtypes: DtypeBytes) -> str:
-    """fp32 attention when the residual stream is fp32 without autocast (QLoRA with fp32 unquantized parts,
-    full fp32): SDPA then runs fp32 CUDA-core kernels (PyTorch leaves TF32 off for matmuls by default)."""
+    """The attention dtype: fp32 when the residual stream is fp32 without autocast, else the compute dtype's.
+
+    fp32 happens with QLoRA with fp32 unquantized parts and with full fp32: SDPA then runs fp32 CUDA-core kernels
+    (PyTorch leaves TF32 off for matmuls by default).
+    """
     return "fp32-simt" if dtypes.residual_bytes == 4 and not dtypes.autocast else dtypes.compute_dtype
 
 
@@ -208,8 +214,10 @@ def _attention_dtype(dtypes: DtypeBytes) -> str:
 def layer_gemm_s(
     model: ModelSpec, tokens: float, element_bytes: float, device: GemmDevice, trainable: bool
 ) -> tuple[float, float]:
-    """(forward, backward) seconds of one decoder layer's ``nn.Linear`` GEMMs by shape (module docstring); MoE
-    experts see their share of the tokens. Cached: candidates repeat the same shapes."""
+    """(forward, backward) seconds of one decoder layer's ``nn.Linear`` GEMMs by shape (module docstring).
+
+    MoE experts see their share of the tokens. Cached: candidates repeat the same shapes.
+    """
     layers = model.num_hidden_layers
     forward = backward = 0.0
     experts_share = model.num_experts_per_token / model.num_experts
@@ -238,8 +246,10 @@ def predict_time(
 
 @dataclass
 class _Pass:
-    """One decoder layer's pass (forward or backward): GPU seconds per term, kernels dispatched and the CPU seconds
-    of Python calls beyond their kernels (peft's LoRA targets, bitsandbytes' Linear4bit)."""
+    """One decoder layer's pass (forward or backward): GPU seconds per term, kernels, CPU seconds beyond kernels.
+
+    The CPU seconds are those of Python calls beyond their kernels (peft's LoRA targets, bitsandbytes' Linear4bit).
+    """
 
     gpu_s: dict[str, float]
     kernels: float
@@ -250,8 +260,10 @@ class _Pass:
 
 
 def _layer_passes(context: SettingContext, coefficients: CostCoefficients) -> tuple[_Pass, _Pass]:
-    """(forward, backward) of one decoder layer: GEMMs, attention, element-wise, adapters, dequantization; each
-    term's GPU seconds include its kernels' ``GPU_KERNEL_MIN_S``."""
+    """(forward, backward) of one decoder layer: GEMMs, attention, element-wise, adapters, dequantization.
+
+    Each term's GPU seconds include its kernels' ``GPU_KERNEL_MIN_S``.
+    """
     model, setting, gpu, dtypes = context.model, context.setting, context.gpu, context.dtypes
     tokens, seq = context.tokens, context.seq_tokens
     adapters = setting.uses_adapters
@@ -363,8 +375,10 @@ def _layer_passes(context: SettingContext, coefficients: CostCoefficients) -> tu
 def _head_gemm_s(
     tokens: float, h: int, vocab: int, element: float, device: GemmDevice, chunked: bool, trained: bool
 ) -> float:
-    """lm_head's GEMMs per micro-step: forward (twice for the chunked loss), input gradient, and the weight gradient
-    when the head trains. Cached per shape."""
+    """lm_head's GEMMs per micro-step. Cached per shape.
+
+    Forward (twice for the chunked loss), input gradient, and the weight gradient when the head trains.
+    """
     seconds = linear_pass_time_s(tokens, h, vocab, element, device, "forward") * (1 + int(chunked))
     seconds += linear_pass_time_s(tokens, h, vocab, element, device, "input-grad")
     if trained:
@@ -373,8 +387,11 @@ def _head_gemm_s(
 
 
 def _head_s(context: SettingContext, coefficients: CostCoefficients) -> tuple[float, float]:
-    """(GPU seconds, kernels) of lm_head (forward, backward; a chunked loss recomputes the forward) and the logits /
-    loss element-wise traffic, per micro-step; Liger's fused linear cross-entropy when the context fuses it."""
+    """(GPU seconds, kernels) of lm_head and the logits / loss element-wise traffic, per micro-step.
+
+    lm_head counts forward and backward (a chunked loss recomputes the forward); Liger's fused linear cross-entropy when
+    the context fuses it.
+    """
     model, setting, gpu, dtypes = context.model, context.setting, context.gpu, context.dtypes
     tokens = context.tokens
     bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency

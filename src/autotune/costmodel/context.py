@@ -20,10 +20,12 @@ from autotune.schemas.setting import SCORE_ATTENTION_IMPLS, TrainingSetting, Wor
 
 
 def uses_flash_attention(setting: TrainingSetting, gpu: GpuSpec) -> bool:
-    """True when attention runs a flash / memory-efficient kernel: SDPA, flash-attn or llm-foundry's Triton kernel
-    on a GPU that has one (``GpuSpec.supports_flash_attention``); eager attention, or SDPA on a GPU without such a
-    kernel (PyTorch's SDPA then falls back to the math path, ``sdp_utils``' backend selection), materialises the
-    n_q·s scores per token."""
+    """True when attention runs a flash / memory-efficient kernel.
+
+    That is SDPA, flash-attn or llm-foundry's Triton kernel on a GPU that has one
+    (``GpuSpec.supports_flash_attention``); eager attention, or SDPA on a GPU without such a kernel (PyTorch's SDPA then
+    falls back to the math path, ``sdp_utils``' backend selection), materialises the n_q·s scores per token.
+    """
     return setting.attention_impl not in SCORE_ATTENTION_IMPLS and gpu.supports_flash_attention
 
 

@@ -98,7 +98,9 @@ def _bytes(form: dict[str, float], model: ModelSpec) -> float:
 @functools.lru_cache(maxsize=256)
 def layer_ops(model: ModelSpec, trainable: bool) -> LayerOps:
     """Kernels and element-wise bytes per token of one decoder layer (bf16 basis; see the module docstring).
-    Cached: every candidate of a search asks for the same model."""
+
+    Cached: every candidate of a search asks for the same model.
+    """
     entry = op_counts()["families"][family_of(model)]["full" if trainable else "frozen"]
     forward = entry["forward_kernels"]
     backward = entry["backward_kernels"]
@@ -116,8 +118,11 @@ def layer_ops(model: ModelSpec, trainable: bool) -> LayerOps:
 
 @dataclass(frozen=True)
 class EagerAttention:
-    """What the math (eager) attention path adds to a layer over SDPA: kernels, and element-wise bytes per
-    score element (one head, one query, one key: the s² softmax / mask / cast traffic)."""
+    """What the math (eager) attention path adds to a layer over SDPA: kernels, and bytes per score element.
+
+    The bytes are element-wise bytes per score element (one head, one query, one key: the s² softmax / mask / cast
+    traffic).
+    """
 
     forward_kernels: int
     backward_kernels: int
@@ -147,8 +152,10 @@ eager path (``tests/unit/test_legacy_attention.py``); bf16 basis, like ``eager_a
 
 
 def optimizer_launches(tensors: int, foreach: bool) -> tuple[float, float]:
-    """(CPU dispatch calls, GPU kernel launches) of one AdamW step over ``tensors`` tensors, plus foreach
-    gradient-norm clipping (HF Trainer's default ``max_grad_norm`` 1.0)."""
+    """(CPU dispatch calls, GPU kernel launches) of one AdamW step over ``tensors`` tensors.
+
+    Plus foreach gradient-norm clipping (HF Trainer's default ``max_grad_norm`` 1.0).
+    """
     data = op_counts()["optimizer"]
     entry = data["adamw_foreach" if foreach else "adamw_per_tensor"]
     calls = entry["calls_per_step"] + entry["calls_per_tensor"] * tensors

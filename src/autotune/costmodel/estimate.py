@@ -44,9 +44,11 @@ def dynamic_memory_gib(breakdown_bytes: dict[str, float]) -> float:
 
 
 def memory_family(setting: TrainingSetting) -> str:
-    """Key for the per-family error bands: method, plus the offload implementation ('fsdp-offload': FSDP's
-    CPUOffload; 'zero3-offload': DeepSpeed ZeRO-Offload — different code that keeps different buffers on the GPU,
-    so one's residuals say nothing about the other) or 'sharded' when states move."""
+    """Key for the per-family error bands: method, plus the offload implementation or 'sharded' when states move.
+
+    The offload implementation is 'fsdp-offload' (FSDP's CPUOffload) or 'zero3-offload' (DeepSpeed ZeRO-Offload) —
+    different code that keeps different buffers on the GPU, so one's residuals say nothing about the other.
+    """
     if setting.offloads_to_cpu:
         return f"{setting.method}-{setting.sharding}"
     if setting.shards_states:
@@ -64,7 +66,9 @@ def estimate_setting(
     """Predict peak memory per GPU, step time and throughput for one setting.
 
     Args:
-        model: architecture. cluster: GPUs. workload: seq_len, global batch, dataset size.
+        model: architecture.
+        cluster: GPUs.
+        workload: seq_len, global batch, dataset size.
         setting: the full setting (micro batch and accumulation are taken as given).
         coefficients: fitted calibration (default: the shipped seed-table fit).
 

@@ -85,10 +85,12 @@ class CaseResult:
 
     @property
     def informs_memory_band(self) -> bool:
-        """Whether this row's memory residual says something about the modelled part: its kind is known and
-        the modelled part is at least ``MIN_MODELLED_SHARE`` of the predicted peak. (A peak made only of
-        counted states — e.g. full fine-tuning at the optimizer step — differs from a reserved measurement by
-        the allocator's caching, which it releases under memory pressure, not by a modelling error.)"""
+        """Whether this row's memory residual says something about the modelled part.
+
+        True when its kind is known and the modelled part is at least ``MIN_MODELLED_SHARE`` of the predicted peak. (A
+        peak made only of counted states — e.g. full fine-tuning at the optimizer step — differs from a reserved
+        measurement by the allocator's caching, which it releases under memory pressure, not by a modelling error.)
+        """
         return (
             self.measured_memory_gib is not None
             and self.case.measurement.memory_kind != "unknown"
@@ -189,8 +191,10 @@ def _squared_log(ratio_values: Iterable[tuple[float, float]]) -> list[float]:
 
 
 def memory_loss(results: Sequence[CaseResult]) -> float:
-    """Mean absolute log error of memory (robust: a few rows of a stack we model poorly do not drag the
-    coefficients away from the rows we model well). Out-of-memory rows carry no figure and are not fitted."""
+    """Mean absolute log error of memory; out-of-memory rows carry no figure and are not fitted.
+
+    Robust: a few rows of a stack we model poorly do not drag the coefficients away from the rows we model well.
+    """
     terms = [
         abs(math.log(r.predicted_memory_gib / r.measured_memory_gib))
         for r in results
@@ -228,10 +232,12 @@ def fit_parameters(
     step: float,
     max_evaluations: int,
 ) -> CostCoefficients:
-    """``start`` with ``update(point)`` applied, for the ``point`` that minimizes ``loss(evaluate(cases, ...))``:
+    """``start`` with ``update(point)`` applied, for the ``point`` that minimizes ``loss(evaluate(cases, ...))``.
+
     Nelder–Mead (:func:`~autotune.costmodel._optimize.nelder_mead`) from ``origin`` with simplex ``step``, within
-    ``max_evaluations`` loss evaluations. ``update`` maps a point (log-space parameters, so steps are relative)
-    to the coefficient fields it sets; the losses are :func:`memory_loss` / :func:`time_loss`."""
+    ``max_evaluations`` loss evaluations. ``update`` maps a point (log-space parameters, so steps are relative) to the
+    coefficient fields it sets; the losses are :func:`memory_loss` / :func:`time_loss`.
+    """
     best, _ = nelder_mead(
         lambda point: loss(evaluate(cases, _with(start, **update(point)))),
         list(origin),

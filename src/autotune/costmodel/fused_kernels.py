@@ -1,6 +1,8 @@
-"""What ``kernels: liger`` changes in memory and time: Liger Kernel's fused RMSNorm, SwiGLU, RoPE and fused linear
-cross-entropy, read from its source (liger-kernel 0.8.5, the version the training core's ``liger`` extra pins), and
-the eager transformers ops they replace, counted.
+"""What ``kernels: liger`` changes in memory and time, read from Liger Kernel's source.
+
+The kernels are Liger Kernel's fused RMSNorm, SwiGLU, RoPE and fused linear cross-entropy, read from its source
+(liger-kernel 0.8.5, the version the training core's ``liger`` extra pins), and the eager transformers ops they replace,
+counted.
 
 The training core applies ``_apply_liger_kernel_to_instance(rope=True, rms_norm=True, swiglu=True,
 cross_entropy=False, fused_linear_cross_entropy=True)`` (``autotune.trainer.kernels``). Per kernel, from
@@ -112,6 +114,7 @@ class Traffic:
     backward_kernels: float = 0.0
 
     def __add__(self, other: Traffic) -> Traffic:
+        """Sum two groups of ops: bytes and kernels added field by field."""
         return Traffic(
             self.forward_bytes_per_token + other.forward_bytes_per_token,
             self.backward_bytes_per_token + other.backward_bytes_per_token,
@@ -137,8 +140,10 @@ need); 10 and 16 kernels."""
 
 
 def eager_replaced_traffic(model: ModelSpec, fused: FusedKernels, trainable: bool) -> Traffic:
-    """The eager ops of one decoder layer that ``fused`` replaces, bf16 basis (the basis of
-    ``dispatch.layer_ops``, scaled by the caller like the rest of the layer's traffic)."""
+    """The eager ops of one decoder layer that ``fused`` replaces, bf16 basis.
+
+    The basis of ``dispatch.layer_ops``, scaled by the caller like the rest of the layer's traffic.
+    """
     h, inter = model.hidden_size, model.intermediate_size
     total = Traffic()
     if fused.rms_norm:
@@ -162,8 +167,10 @@ def eager_replaced_traffic(model: ModelSpec, fused: FusedKernels, trainable: boo
 
 
 def liger_layer_traffic(model: ModelSpec, fused: FusedKernels, dtypes: DtypeBytes, trainable: bool) -> Traffic:
-    """Bytes per token and kernels of one decoder layer's Liger kernels, in the tensors' own dtypes (module
-    docstring: RMSNorm on the residual stream, SwiGLU and RoPE on the compute dtype)."""
+    """Bytes per token and kernels of one decoder layer's Liger kernels, in the tensors' own dtypes.
+
+    See the module docstring: RMSNorm on the residual stream, SwiGLU and RoPE on the compute dtype.
+    """
     s_b, c_b = dtypes.residual_bytes, dtypes.compute_bytes
     h, inter = model.hidden_size, model.intermediate_size
     total = Traffic()
@@ -184,8 +191,10 @@ def liger_layer_traffic(model: ModelSpec, fused: FusedKernels, dtypes: DtypeByte
 
 
 def liger_norm_saved_bytes(dtypes: DtypeBytes) -> tuple[float, float]:
-    """(bytes per element of h, bytes per token) one Liger RMSNorm saves: X in the residual dtype and the fp32
-    RSTD (``LigerRMSNormFunction.forward``: ``ctx.save_for_backward(X, W, RSTD)``)."""
+    """(bytes per element of h, bytes per token) one Liger RMSNorm saves: X in the residual dtype and the fp32 RSTD.
+
+    See ``LigerRMSNormFunction.forward``: ``ctx.save_for_backward(X, W, RSTD)``.
+    """
     return dtypes.residual_bytes, FP32_BYTES
 
 
@@ -195,9 +204,11 @@ def liger_swiglu_saved_bytes(dtypes: DtypeBytes) -> float:
 
 
 def liger_chunk_rows(tokens: float, vocab: int, hidden: int) -> int:
-    """Rows per chunk of the fused linear cross-entropy (``fused_linear_cross_entropy_forward``:
-    ``inc_factor = cdiv(V, chunk_mem_const · H)``, ``chunk_size = min(next_power_of_2(cdiv(BT, inc_factor)), BT)``,
-    ``chunk_mem_const`` 1)."""
+    """Rows per chunk of the fused linear cross-entropy.
+
+    From ``fused_linear_cross_entropy_forward``: ``inc_factor = cdiv(V, chunk_mem_const · H)``, ``chunk_size =
+    min(next_power_of_2(cdiv(BT, inc_factor)), BT)``, ``chunk_mem_const`` 1.
+    """
     rows = max(1, math.ceil(tokens))
     inc_factor = math.ceil(vocab / hidden)
     chunk = 2 ** math.ceil(math.log2(math.ceil(rows / inc_factor)))
@@ -207,9 +218,11 @@ def liger_chunk_rows(tokens: float, vocab: int, hidden: int) -> int:
 def liger_loss_peak_bytes(
     model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, tokens: float, logit_bytes: float
 ) -> float:
-    """Peak bytes of the fused linear cross-entropy for ``tokens`` tokens (module docstring): one chunk's logits
-    (``logit_bytes`` each), ``grad_input`` (T×h, residual dtype), ``loss_1d`` (T fp32) and, when the head trains,
-    ``grad_weight`` (V×h, the weight's dtype: ``accum_dtype`` None). All but the chunk stay until backward."""
+    """Peak bytes of the fused linear cross-entropy for ``tokens`` tokens (module docstring).
+
+    One chunk's logits (``logit_bytes`` each), ``grad_input`` (T×h, residual dtype), ``loss_1d`` (T fp32) and, when the
+    head trains, ``grad_weight`` (V×h, the weight's dtype: ``accum_dtype`` None). All but the chunk stay until backward.
+    """
     rows = liger_chunk_rows(tokens, model.vocab_size, model.hidden_size)
     peak = rows * model.vocab_size * logit_bytes + tokens * (model.hidden_size * dtypes.residual_bytes + FP32_BYTES)
     if not setting.uses_adapters:

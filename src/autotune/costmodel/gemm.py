@@ -73,16 +73,20 @@ class GemmDevice:
 
 
 def tile_edge(dim: float, tile: int = TILE) -> int:
-    """Tile edge along one output dimension: ``tile``, or the smallest power of two ≥ 16 covering a skinny
-    dimension (cuBLAS picks narrow tiles for skinny GEMMs, e.g. LoRA's rank-16 outputs)."""
+    """Tile edge along one output dimension: ``tile``, or the smallest power of two ≥ 16 covering a skinny dimension.
+
+    cuBLAS picks narrow tiles for skinny GEMMs, e.g. LoRA's rank-16 outputs.
+    """
     if dim >= tile:
         return tile
     return max(16, 2 ** math.ceil(math.log2(max(dim, 1))))
 
 
 def split_k_slices(m: float, n: float, k: float, sm_count: int, tile: int = TILE) -> int:
-    """K slices of a GEMM whose output tiles do not fill the SMs (module docstring, split-K): as many as idle SMs
-    allow, each at least ``SPLIT_K_MIN_SLICE`` long; 1 when the tiles fill a wave."""
+    """K slices of a GEMM whose output tiles do not fill the SMs (module docstring, split-K).
+
+    As many as idle SMs allow, each at least ``SPLIT_K_MIN_SLICE`` long; 1 when the tiles fill a wave.
+    """
     tiles = math.ceil(m / tile_edge(m, tile)) * math.ceil(n / tile_edge(n, tile))
     if tiles >= sm_count:
         return 1
@@ -90,8 +94,9 @@ def split_k_slices(m: float, n: float, k: float, sm_count: int, tile: int = TILE
 
 
 def quantization_efficiency(m: float, n: float, sm_count: int, tile: int = TILE, slices: int = 1) -> float:
-    """Useful fraction of the issued tile-waves for an M×N output (tile × wave quantization) computed in
-    ``slices`` K slices (split-K), in (0, 1].
+    """Useful fraction of the issued tile-waves for an M×N output (tile × wave quantization), in (0, 1].
+
+    The output is computed in ``slices`` K slices (split-K).
 
     Raises:
         ValueError: a non-positive dimension or SM count.
@@ -108,7 +113,10 @@ def gemm_time_s(m: float, n: float, k: float, element_bytes: float, device: Gemm
     """Seconds for one GEMM of M×K by K×N (module docstring); 0 for an empty GEMM.
 
     Args:
-        m, n, k: GEMM dimensions (elements). element_bytes: bytes per operand element.
+        m: GEMM dimension M (elements).
+        n: GEMM dimension N (elements).
+        k: GEMM dimension K (elements).
+        element_bytes: bytes per operand element.
         device: the GPU's large-GEMM FLOP/s (peak × fitted efficiency), SMs and achievable DRAM bytes/s.
     """
     if m <= 0 or n <= 0 or k <= 0:
@@ -126,8 +134,11 @@ def gemm_time_s(m: float, n: float, k: float, element_bytes: float, device: Gemm
 def linear_pass_time_s(
     tokens: float, in_features: int, out_features: int, element_bytes: float, device: GemmDevice, kind: str
 ) -> float:
-    """One ``nn.Linear`` GEMM of a pass: 'forward' Y = X·Wᵀ (M=T, N=out, K=in), 'input-grad' dX = dY·W
-    (M=T, N=in, K=out), 'weight-grad' dW = dYᵀ·X (M=out, N=in, K=T)."""
+    """One ``nn.Linear`` GEMM of a pass.
+
+    'forward' Y = X·Wᵀ (M=T, N=out, K=in), 'input-grad' dX = dY·W (M=T, N=in, K=out), 'weight-grad' dW = dYᵀ·X (M=out,
+    N=in, K=T).
+    """
     if kind == "forward":
         return gemm_time_s(tokens, out_features, in_features, element_bytes, device)
     if kind == "input-grad":
@@ -143,7 +154,8 @@ def attention_flops_forward(
     """FLOPs of QKᵀ and PV for ``tokens`` query tokens over sequences of ``seq`` tokens (module docstring).
 
     ``causal_skipped``: the kernel skips masked tiles (flash / memory-efficient SDPA); ``window``: a sliding
-    window bounds the context a query sees (None = no window)."""
+    window bounds the context a query sees (None = no window).
+    """
     context = min(seq, window) if window else seq
     if causal_skipped:
         context = context / 2 if not window or window >= seq else context
@@ -151,8 +163,10 @@ def attention_flops_forward(
 
 
 def attention_time_s(flops: float, seq: float, device: GemmDevice) -> float:
-    """Seconds for ``flops`` of attention whose score tiles are ``seq`` long (wave quantization does not apply:
-    one block per query tile per head per sequence fills the GPU at training sizes)."""
+    """Seconds for ``flops`` of attention whose score tiles are ``seq`` long.
+
+    Wave quantization does not apply: one block per query tile per head per sequence fills the GPU at training sizes.
+    """
     if flops <= 0:
         return 0.0
     return flops / (device.flops_per_s * (seq / (seq + K_HALF)))

@@ -68,7 +68,7 @@ device thread's (handles are per thread and stream)."""
 
 
 def cublas_workspace_bytes(gpu: GpuSpec) -> float:
-    """cuBLAS workspaces a training step holds in the caching allocator (counted by max_memory_allocated)."""
+    """The cuBLAS workspaces a training step holds in the caching allocator (counted by max_memory_allocated)."""
     per_handle = (
         HOPPER_CUBLAS_WORKSPACE_BYTES if "hopper" in gpu.architecture.lower() else DEFAULT_CUBLAS_WORKSPACE_BYTES
     )

@@ -65,7 +65,9 @@ def optimizer_step_s(
     ranks_per_node: int = 1,
 ) -> float:
     """Seconds of one optimizer step on one rank, without the fixed per-step overhead (module docstring).
-    ``ranks_per_node``: ranks whose CPU optimizers share one host under offload."""
+
+    ``ranks_per_node``: ranks whose CPU optimizers share one host under offload.
+    """
     if setting.offloads_to_cpu:
         cpu_rate = coefficients.cpu_adam_params_per_s
         updated = trainable_per_rank * dtypes.weight_bytes / host_link_bytes_per_s(gpu, coefficients)

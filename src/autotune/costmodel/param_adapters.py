@@ -49,8 +49,10 @@ def wrapped_parameters(model: ModelSpec, setting: TrainingSetting) -> set[str]:
 
 
 def wrapped_input_bytes_per_token(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
-    """Bytes per token per layer saved because a wrapped weight requires grad (module docstring's per-token list),
-    in the compute dtype."""
+    """Bytes per token per layer saved because a wrapped weight requires grad, in the compute dtype.
+
+    See the module docstring's per-token list.
+    """
     wrapped = wrapped_parameters(model, setting)
     if not wrapped:
         return 0.0
@@ -66,8 +68,10 @@ def wrapped_input_bytes_per_token(model: ModelSpec, setting: TrainingSetting, dt
 
 
 def merged_weight_bytes_per_layer(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
-    """Bytes of one layer's merged weights W + scaling·B·A (E·out·in each) and, for expert stacks, the factor
-    copies ``baddbmm`` saves (rank·E·(in + out)), in the weight dtype, kept for backward."""
+    """Bytes of one layer's merged weights W + scaling·B·A, in the weight dtype, kept for backward.
+
+    E·out·in each and, for expert stacks, the factor copies ``baddbmm`` saves (rank·E·(in + out)).
+    """
     if not setting.uses_adapters:
         return 0.0
     elements = 0
@@ -82,8 +86,11 @@ def merged_weight_bytes_per_layer(model: ModelSpec, setting: TrainingSetting, dt
 
 
 def merged_gradient_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
-    """Bytes of the merged-weight gradient alive beside one layer's saved set in its backward: the first wrapped
-    expert stack backward meets (``down_proj``, else ``gate_up_proj``), E·out·in in the weight dtype; 0 without."""
+    """Bytes of the merged-weight gradient alive beside one layer's saved set in its backward; 0 without.
+
+    It is the first wrapped expert stack backward meets (``down_proj``, else ``gate_up_proj``), E·out·in in the weight
+    dtype.
+    """
     if not setting.uses_adapters:
         return 0.0
     stacks = {a.name: a for a in lora_adapters(model, setting.lora_rank, setting.lora_targets) if a.experts > 1}
@@ -96,9 +103,11 @@ def merged_gradient_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: Dt
 def wrapped_gemm_s(
     model: ModelSpec, setting: TrainingSetting, tokens: float, element_bytes: float, device: GemmDevice
 ) -> tuple[float, float]:
-    """(forward, backward) seconds of one layer's parameter-adapter GEMMs for ``tokens`` tokens (module
-    docstring): the merge ``baddbmm`` forward; the experts' weight-gradient GEMMs (each expert sees
-    tokens·k/E rows) and the two factor-gradient GEMMs backward. (0, 0) without parameter adapters."""
+    """(forward, backward) seconds of one layer's parameter-adapter GEMMs for ``tokens`` tokens (module docstring).
+
+    The merge ``baddbmm`` forward; the experts' weight-gradient GEMMs (each expert sees tokens·k/E rows) and the two
+    factor-gradient GEMMs backward. (0, 0) without parameter adapters.
+    """
     if not setting.uses_adapters:
         return 0.0, 0.0
     forward = backward = 0.0

@@ -266,8 +266,9 @@ def lora_adapters(model: ModelSpec, rank: int, targets: tuple[str, ...]) -> tupl
 
 @functools.lru_cache(maxsize=512)
 def lora_target_modules(model: ModelSpec, targets: tuple[str, ...]) -> tuple[LinearModule, ...]:
-    """The :func:`linear_modules` entries that LoRA ``targets`` select (rules in :func:`lora_params`), whether
-    peft wraps them as modules or as parameters (:func:`lora_adapters` tells which).
+    """The :func:`linear_modules` entries that LoRA ``targets`` select (rules in :func:`lora_params`).
+
+    Whether peft wraps them as modules or as parameters (:func:`lora_adapters` tells which).
 
     Raises:
         InvalidRequestError: empty targets or a name the model does not have (lists the valid names).
@@ -279,8 +280,10 @@ def lora_target_modules(model: ModelSpec, targets: tuple[str, ...]) -> tuple[Lin
 
 @functools.lru_cache(maxsize=512)
 def lora_module_targets(model: ModelSpec, targets: tuple[str, ...]) -> tuple[LinearModule, ...]:
-    """The targeted linears whose adapter peft applies to the input (``lora.Linear``: x·Aᵀ·Bᵀ per token); the
-    parameter-stored ones (``ParamWrapper``) fold their adapter into the weight instead."""
+    """The targeted linears whose adapter peft applies to the input (``lora.Linear``: x·Aᵀ·Bᵀ per token).
+
+    The parameter-stored ones (``ParamWrapper``) fold their adapter into the weight instead.
+    """
     table = parameter_targets(model.model_type)
     chosen = lora_target_modules(model, targets)
     return chosen if table is None else tuple(m for m in chosen if m.name not in table.peft_names)
@@ -315,8 +318,9 @@ def _resolve_targets(model: ModelSpec, targets: tuple[str, ...], names: list[str
 
 @functools.lru_cache(maxsize=512)
 def lora_params(model: ModelSpec, rank: int, targets: tuple[str, ...]) -> int:
-    """Trainable LoRA parameters: r·(in_features + out_features) per targeted linear instance, as peft builds
-    them (:func:`lora_adapters`).
+    """Trainable LoRA parameters: r·(in_features + out_features) per targeted linear instance.
+
+    As peft builds them (:func:`lora_adapters`).
 
     Source: Hu et al. 2021, "LoRA", section 4.1 (ΔW = B·A with A ∈ R^{r×in}, B ∈ R^{out×r}); peft
     ``LoraLayer.update_layer`` creates exactly these two matrices without biases.

@@ -197,8 +197,9 @@ costs), and the settings they apply to."""
 
 
 def unidentified_time_factors(cases: Sequence[Case]) -> list[str]:
-    """Shared time coefficients (``SHARED_TIME_FACTORS``) that the timed rows cannot tell apart from the GPUs'
-    matmul efficiencies.
+    """Shared time coefficients (``SHARED_TIME_FACTORS``) that the timed rows cannot tell apart.
+
+    They cannot be told apart from the GPUs' matmul efficiencies.
 
     A coefficient is identified when some GPU has timed rows with and without it (e.g. LoRA and full fine-tuning
     on one card); when every row it applies to is alone on its GPU, the GPU's efficiency explains the same times,
@@ -216,8 +217,11 @@ def unidentified_time_factors(cases: Sequence[Case]) -> list[str]:
 
 
 def refit_efficiencies(cases: Sequence[Case], coefficients: CostCoefficients) -> CostCoefficients:
-    """Refit only the matmul efficiencies of the GPUs with timed rows (same objective and optimizer as
-    :func:`~autotune.costmodel.fitting.fit_coefficients`: mean squared log time error, Nelder–Mead)."""
+    """Refit only the matmul efficiencies of the GPUs with timed rows.
+
+    Same objective and optimizer as :func:`~autotune.costmodel.fitting.fit_coefficients`: mean squared log time error,
+    Nelder–Mead.
+    """
     time_cases = [r.case for r in evaluate(cases, coefficients) if r.measured_time_s is not None]
     keys = sorted({c.cluster.gpu.key for c in time_cases})
     if not keys:

@@ -170,9 +170,11 @@ def _map_fit(
     step: float = 0.3,
     row_log_sigma: float = 1.0,
 ) -> tuple[CostCoefficients, dict[str, float]]:
-    """One MAP fit of ``names`` on ``rows`` with one slowness factor per source (module docstring); ``step``: the
-    Nelder–Mead simplex's first step in log units; ``row_log_sigma``: the rows' expected log error (their squared
-    errors are divided by its square against the priors' penalty)."""
+    """One MAP fit of ``names`` on ``rows`` with one slowness factor per source (module docstring).
+
+    ``step``: the Nelder–Mead simplex's first step in log units; ``row_log_sigma``: the rows' expected log error (their
+    squared errors are divided by its square against the priors' penalty).
+    """
 
     def prior(table: dict[str, float], key: str) -> float:
         return table.get(key, table["default"])
@@ -240,8 +242,10 @@ def fit_time_coefficients(
 
 
 def stack_slowness(point: Sequence[float], reference: int | None = None) -> list[float]:
-    """Each stack's log slowness over the reference stack (index into ``point``), or over the fastest one in the
-    fit (min = 0) when ``reference`` is None; [] for no stacks."""
+    """Each stack's log slowness over the reference stack (index into ``point``); [] for no stacks.
+
+    Over the fastest one in the fit (min = 0) when ``reference`` is None.
+    """
     if not point:
         return []
     base = min(point) if reference is None else point[reference]
@@ -251,9 +255,11 @@ def stack_slowness(point: Sequence[float], reference: int | None = None) -> list
 def _transfer_to_unfitted(
     fitted: CostCoefficients, start: CostCoefficients, generations: list[str]
 ) -> CostCoefficients:
-    """Generations without rows (and 'default') get their prior times the geometric mean of fitted / prior over
-    the fitted generations: what the data says about the stack carries over, the datasheet ratio between
-    architectures stays."""
+    """Generations without rows (and 'default') get their prior times the fitted generations' mean fitted / prior ratio.
+
+    The mean is geometric, over the fitted generations: what the data says about the stack carries over, the datasheet
+    ratio between architectures stays.
+    """
     updates: dict[str, object] = {}
     for field in ("matmul_efficiency", "attention_efficiency"):
         before, after = getattr(start, field), getattr(fitted, field)

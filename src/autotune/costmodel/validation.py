@@ -120,8 +120,11 @@ def row_report(result: CaseResult) -> RowReport:
 
 
 def summarize(results: Sequence[CaseResult]) -> ErrorSummary:
-    """Summarize results: MAPE overall, by GPU, by method and by source (one training stack each: the project's own
-    core, ``autotune-core-h100``, reports apart from other stacks' tables), verdict accuracy."""
+    """Summarize results: MAPE overall, by GPU, by method and by source, and verdict accuracy.
+
+    One source is one training stack: the project's own core, ``autotune-core-h100``, reports apart from other stacks'
+    tables.
+    """
     rows = [row_report(r) for r in results]
     groups: dict[str, list[RowReport]] = {}
     for row in rows:

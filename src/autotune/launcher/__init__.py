@@ -1,5 +1,6 @@
-"""Plan → launch: pure builders (command, environment, accelerate / DeepSpeed configs, SLURM script)
-and a thin runner that writes the run directory and starts the shared training core.
+"""Plan → launch: pure builders and a thin runner that writes the run directory and starts the shared training core.
+
+The builders make the command, environment, accelerate / DeepSpeed configs and SLURM script.
 
 No heavy imports here (ruff TID253): the training stack runs in the subprocess. The launcher imports
 only schemas (import-linter checks it); the CLI passes the cost model and the GPU catalog in as functions.

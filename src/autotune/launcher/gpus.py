@@ -13,7 +13,7 @@ _ROCM_SERIES = re.compile(r"^GPU\[\d+\]\s*:\s*Card [Ss]eries:\s*(.+)$")
 
 
 def _command_lines(argv: list[str]) -> list[str]:
-    """stdout lines of a command, or [] when it is missing, fails or hangs."""
+    """The stdout lines of a command, or [] when it is missing, fails or hangs."""
     if shutil.which(argv[0]) is None:
         return []
     try:

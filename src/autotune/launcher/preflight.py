@@ -58,8 +58,9 @@ def _is_local(dataset: str) -> bool:
 
 
 def check_dataset(dataset: str, dataset_format: str) -> None:
-    """A local dataset exists, is readable, of a supported type, and every row holds what ``dataset_format``
-    needs (streamed: :func:`~autotune.schemas.dataset_rows.check_dataset_file`).
+    """A local dataset exists, is readable, of a supported type, and every row holds what ``dataset_format`` needs.
+
+    Rows are streamed: :func:`~autotune.schemas.dataset_rows.check_dataset_file`.
 
     Raises:
         ConfigError: one line naming the file and what is wrong (the line, or the columns found and expected).
@@ -136,17 +137,21 @@ PROXY_VARIABLES: Final[tuple[str, ...]] = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PRO
 
 
 def hub_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` (or transformers' older ``TRANSFORMERS_OFFLINE``) is set to a true value:
-    then transformers loads from the local cache only."""
+    """True when ``HF_HUB_OFFLINE`` (or transformers' older ``TRANSFORMERS_OFFLINE``) is set to a true value.
+
+    Then transformers loads from the local cache only.
+    """
     return any(
         os.environ.get(name, "").strip().lower() in _TRUE_VALUES for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     )
 
 
 def hub_cache_dir() -> Path:
-    """The Hugging Face hub cache, resolved as huggingface_hub does (without importing it): ``$HF_HUB_CACHE``,
-    else ``$HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``
-    (default ``~/.cache/huggingface/hub``)."""
+    """The Hugging Face hub cache, resolved as huggingface_hub does (without importing it).
+
+    ``$HF_HUB_CACHE``, else ``$HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``
+    (default ``~/.cache/huggingface/hub``).
+    """
     for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
         if os.environ.get(name):
             return Path(os.environ[name]).expanduser()
@@ -172,11 +177,13 @@ def cached_snapshot(repo_id: str, cache: Path | None = None) -> Path | None:
 
 
 def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> str | None:
-    """None when a TCP connection to the hub (``$HF_ENDPOINT``, default https://huggingface.co) opens within
-    ``timeout_s``; else why not, in a few words. Nothing is sent: this asks the network, not the hub.
+    """None when a TCP connection to the hub opens within ``timeout_s``; else why not, in a few words.
+
+    The hub is ``$HF_ENDPOINT``, default https://huggingface.co. Nothing is sent: this asks the network, not the hub.
 
     Behind a proxy (``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``ALL_PROXY``, either case) a direct connection says
-    nothing about the hub: not probed (None)."""
+    nothing about the hub: not probed (None).
+    """
     if any(os.environ.get(name) for key in PROXY_VARIABLES for name in (key, key.lower())):
         return None
     endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
@@ -238,8 +245,10 @@ def check_environment(plan: PlanFile) -> None:
 
 
 def check_gpu_visible() -> None:
-    """Refuse a launch without ``--cpu`` on a machine where torch sees no GPU (``torch.cuda.is_available()``,
-    which is also true on ROCm builds), asked in a subprocess of this interpreter.
+    """Refuse a launch without ``--cpu`` on a machine where torch sees no GPU, asked in a subprocess of this Python.
+
+    The subprocess runs this interpreter; the question is ``torch.cuda.is_available()``, which is also true on ROCm
+    builds.
 
     A probe that cannot import torch or times out is not a refusal: the training core reports it.
 
@@ -261,10 +270,11 @@ def check_gpu_visible() -> None:
 
 
 def torch_extensions_root() -> Path:
-    """Where torch's ``cpp_extension.load`` builds C++ extensions: ``$TORCH_EXTENSIONS_DIR``, else
-    ``$XDG_CACHE_HOME/torch_extensions`` (default ``~/.cache/torch_extensions``), as
-    ``torch.utils.cpp_extension._get_build_directory`` and ``torch._appdirs.user_cache_dir`` (torch 2.13) resolve it
-    (without importing torch)."""
+    """Where torch's ``cpp_extension.load`` builds C++ extensions, resolved without importing torch.
+
+    ``$TORCH_EXTENSIONS_DIR``, else ``$XDG_CACHE_HOME/torch_extensions`` (default ``~/.cache/torch_extensions``), as
+    ``torch.utils.cpp_extension._get_build_directory`` and ``torch._appdirs.user_cache_dir`` (torch 2.13) resolve it.
+    """
     explicit = os.environ.get("TORCH_EXTENSIONS_DIR")
     if explicit:
         return Path(explicit)
@@ -273,8 +283,9 @@ def torch_extensions_root() -> Path:
 
 
 def extension_build_locks(root: Path | None = None) -> list[Path]:
-    """The build locks under the torch extensions root (``ROOT/OP/lock`` with ``$TORCH_EXTENSIONS_DIR``,
-    ``ROOT/py311_cu124/OP/lock`` otherwise).
+    """The build locks under the torch extensions root.
+
+    ``ROOT/OP/lock`` with ``$TORCH_EXTENSIONS_DIR``, ``ROOT/py311_cu124/OP/lock`` otherwise.
 
     torch's ``FileBaton`` (``torch/utils/file_baton.py``) takes a build by creating ``lock`` and waits, with no
     timeout, while the file exists; the builder deletes it when done. A file left by a killed build therefore
@@ -306,8 +317,10 @@ def describe_build_lock(lock: Path, now_s: float | None = None) -> str:
 
 
 def preflight(plan: PlanFile, dataset: str, dataset_format: str, *, dry_run: bool, probe_gpu: bool) -> list[str]:
-    """Every check, in order: environment, model, dataset, then (with ``probe_gpu``) the GPU probe, then for a
-    DeepSpeed plan the leftover extension build locks (:func:`extension_build_locks`, warnings only).
+    """Every check, in order: environment, model, dataset, GPU probe, DeepSpeed extension build locks.
+
+    The GPU probe runs only with ``probe_gpu``; the leftover extension build locks (:func:`extension_build_locks`,
+    warnings only) are checked for a DeepSpeed plan.
 
     With ``dry_run`` a missing training stack is returned as a warning instead (a dry run plans on a machine
     that need not train); everything else refuses in both modes.

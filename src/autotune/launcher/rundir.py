@@ -36,9 +36,11 @@ def _report_status(out: Path) -> str | None:
 
 
 def never_trained(out: Path) -> bool:
-    """True when ``out`` is a run directory (``autotune launch`` wrote its ``plan.yaml``) that holds no training
-    state: no checkpoint (a partial save does not count), no ``final/``, and no report of a completed run.
-    Such a directory is safe to start again from step 0; any other existing directory is not touched."""
+    """True when ``out`` is a run directory (``autotune launch`` wrote its ``plan.yaml``) that holds no training state.
+
+    No training state: no checkpoint (a partial save does not count), no ``final/``, and no report of a completed run.
+    Such a directory is safe to start again from step 0; any other existing directory is not touched.
+    """
     if not (out / PLAN_FILE).is_file():
         return False
     if (out / FINAL_DIR).exists() or _report_status(out) == "completed":
@@ -50,8 +52,10 @@ def never_trained(out: Path) -> bool:
 
 
 def set_aside_report(out: Path) -> Path | None:
-    """Rename a previous ``run_report.json`` of a run that never trained to ``run_report.N.json`` (the first
-    free N), so the new run writes its own; returns the new name (None when there was no report)."""
+    """Rename a previous ``run_report.json`` of a run that never trained to ``run_report.N.json`` (the first free N).
+
+    So the new run writes its own; returns the new name (None when there was no report).
+    """
     report = out / REPORT_FILE
     if not report.exists():
         return None

@@ -194,10 +194,13 @@ def run_command(argv: Sequence[str], env: dict[str, str]) -> int:
 
 
 def exit_code(child_code: int, forwarded: int | None) -> int:
-    """The launch's exit code: the child's (128 + N when it was killed by signal N); but when this process
-    forwarded signal N and the child ended with 0 or 1 — what torchrun / accelerate return when their workers
-    stopped on it (the training core itself returns 128 + N) — 128 + N, so that an interrupted run (checkpoint
-    saved) is told apart from a completed one by the shell convention. Any other code (a refusal, 2) is kept."""
+    """The launch's exit code: the child's (128 + N when killed by signal N), or 128 + N for a forwarded signal N.
+
+    When this process forwarded signal N and the child ended with 0 or 1 — what torchrun / accelerate return when their
+    workers stopped on it (the training core itself returns 128 + N) — the code is 128 + N, so that an interrupted run
+    (checkpoint saved) is told apart from a completed one by the shell convention. Any other code (a refusal, 2) is
+    kept.
+    """
     code = 128 - child_code if child_code < 0 else child_code
     if forwarded is not None and code in (0, 1):
         return 128 + forwarded

@@ -1,5 +1,8 @@
-"""Why a predicted setting does not fit, in one line with the numbers (used when ``--set`` breaks a plan), and
-the nearest setting that does (``autotune estimate`` of one that does not)."""
+"""Why a predicted setting does not fit, in one line with the numbers, and the nearest setting that does.
+
+The line is used when ``--set`` breaks a plan; the nearest setting is used by ``autotune estimate`` of one that does not
+fit.
+"""
 
 from __future__ import annotations
 
@@ -29,8 +32,10 @@ def fit_shortfall(prediction: Estimate) -> str:
 
 
 def nearest_fitting(request: PlanRequest, keep: dict[str, object]) -> Scored | None:
-    """The best setting that fits for ``request`` with the choices in ``keep`` forced (``autotune estimate``
-    of a setting that does not fit), or with nothing forced when none fits with them; None when nothing fits.
+    """The best setting that fits for ``request`` with the choices in ``keep`` forced; None when nothing fits.
+
+    When none fits with them, the best with nothing forced. Used by ``autotune estimate`` of a setting that does not
+    fit.
 
     ``keep`` holds :class:`~autotune.planner.request.Overrides` fields (e.g. ``{"method": "lora"}``).
     """

@@ -69,9 +69,11 @@ def complexity(setting: TrainingSetting) -> int:
 
 
 def moving_parts(setting: TrainingSetting) -> list[tuple[str, int]]:
-    """The non-default moving parts of a setting with their weights: 8-bit optimizer state (1), a chunked loss
-    (1), FSDP reducing every micro-step (1: not the Trainer's default), CPU offload (2: it also needs host RAM
-    and pinned memory, and its step time depends on the host's load)."""
+    """The non-default moving parts of a setting with their weights.
+
+    8-bit optimizer state (1), a chunked loss (1), FSDP reducing every micro-step (1: not the Trainer's default), CPU
+    offload (2: it also needs host RAM and pinned memory, and its step time depends on the host's load).
+    """
     parts = []
     if setting.optimizer != "adamw":
         parts.append(("8-bit optimizer", 1))
@@ -86,7 +88,9 @@ def moving_parts(setting: TrainingSetting) -> list[tuple[str, int]]:
 
 def rank_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
     """The objective's order (smaller is better), its last element the run time: see the module docstring.
-    ``choice_key`` is the whole rule."""
+
+    ``choice_key`` is the whole rule.
+    """
     run = scored.run_time_s
     if objective == "speed":
         return (run,)
@@ -101,7 +105,8 @@ def without_allocator_retries(estimate: Estimate) -> bool:
     A setting whose allocated peak fits but whose reserved peak does not runs, yet each step the allocator fails
     to serve a request from its cache, frees every cached block (``cudaFree``, a device synchronization) and
     retries (PyTorch "CUDA semantics: memory management"; counted as ``num_alloc_retries`` in
-    ``torch.cuda.memory_stats``) — a slowdown the step-time terms do not contain."""
+    ``torch.cuda.memory_stats``) — a slowdown the step-time terms do not contain.
+    """
     return not estimate.reserved_at_capacity
 
 
@@ -111,7 +116,7 @@ def adjusted_run_time_s(scored: Scored) -> float:
 
 
 def choice_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
-    """The planner's one choice rule as a sort key (smaller is better), compared element by element:
+    """The planner's one choice rule as a sort key (smaller is better), compared element by element.
 
     1. settings whose reserved memory stays below the card (``without_allocator_retries``) before the others;
     2. the objective's leading key (``rank_key`` without the run time): quality — full, then LoRA, then QLoRA;
@@ -136,8 +141,10 @@ def choice_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
 
 
 def choose(fitting: list[Scored], objective: Objective) -> Scored:
-    """The planner's choice among fitting candidates: the smallest ``choice_key``. The same rule serves
-    ``search`` (the choice and each runner-up), ``autotune sweep`` and ``benchmarks/plan_quality.py``.
+    """The planner's choice among fitting candidates: the smallest ``choice_key``.
+
+    The same rule serves ``search`` (the choice and each runner-up), ``autotune sweep`` and
+    ``benchmarks/plan_quality.py``.
 
     Raises:
         ValueError: no candidates.
@@ -148,8 +155,10 @@ def choose(fitting: list[Scored], objective: Objective) -> Scored:
 
 
 def why_not_chosen(candidate: Scored, chosen: Scored, objective: Objective) -> str:
-    """Why ``choice_key`` puts ``chosen`` before ``candidate``: the first element of the key where they differ,
-    in words with the numbers (reserved memory at the card; the objective; within the tie band; slower)."""
+    """Why ``choice_key`` puts ``chosen`` before ``candidate``: the first element of the key where they differ.
+
+    Said in words with the numbers (reserved memory at the card; the objective; within the tie band; slower).
+    """
     e, c = candidate.estimate, chosen.estimate
     if without_allocator_retries(c) and not without_allocator_retries(e):
         return (
@@ -201,8 +210,10 @@ class RunnerUp:
 
 
 def runner_ups(fitting: list[Scored], chosen: Scored, objective: Objective) -> list[RunnerUp]:
-    """The best (``choose``) of each method / sharding family other than the chosen one's, in ``choice_key``
-    order: the best of each other method always, then the others up to ``MAX_ALTERNATIVES`` in all."""
+    """The best (``choose``) of each method / sharding family other than the chosen one's, in ``choice_key`` order.
+
+    The best of each other method always, then the others up to ``MAX_ALTERNATIVES`` in all.
+    """
     winners: dict[str, Scored] = {}
     for s in fitting:
         family = _family(s.setting)
@@ -232,8 +243,10 @@ def _states_gib(estimate: Estimate) -> float:
 
 
 def overshoot(scored: Scored, host_memory_gib: float | None) -> float:
-    """How far a candidate is from fitting: the larger of GPU need / GPU memory and host need / host RAM
-    (> 1 means it does not fit)."""
+    """How far a candidate is from fitting (> 1 means it does not fit).
+
+    The larger of GPU need / GPU memory and host need / host RAM.
+    """
     e = scored.estimate
     ratio = e.gpu_memory_need_gib / e.gpu_memory_gib
     if host_memory_gib:

@@ -116,8 +116,10 @@ def sharding_error(sharding: str | None, world_size: int) -> str | None:
 
 
 def grad_sync_error(grad_sync: str | None, sharding: str | None, world_size: int) -> str | None:
-    """Why ``--grad-sync every-micro-step`` cannot apply, or None (``sharding`` None = the planner chooses; one
-    rule for plan and estimate)."""
+    """Why ``--grad-sync every-micro-step`` cannot apply, or None (one rule for plan and estimate).
+
+    ``sharding`` None = the planner chooses.
+    """
     if grad_sync != "every-micro-step":
         return None
     if world_size == 1 or sharding not in (None, *FSDP_SHARDINGS):
@@ -151,16 +153,22 @@ def _choices(forced: Any, options: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def attention_impl_for(model: ModelSpec) -> AttentionImpl:
-    """The attention implementation the training core can run for ``model``: ``sdpa``, or ``eager`` when the
-    model soft-caps its attention logits (Gemma 2), which PyTorch SDPA cannot do — transformers refuses it
-    (``Gemma2PreTrainedModel._supports_sdpa = False``, "sdpa does not support softcapping", transformers 5.23)."""
+    """The attention implementation the training core can run for ``model``: ``sdpa``, or ``eager`` for soft-capping.
+
+    ``eager`` when the model soft-caps its attention logits (Gemma 2), which PyTorch SDPA cannot do — transformers
+    refuses it (``Gemma2PreTrainedModel._supports_sdpa = False``, "sdpa does not support softcapping", transformers
+    5.23).
+    """
     return "eager" if model.attn_logit_softcapping else "sdpa"
 
 
 def grad_syncs(request: PlanRequest, sharding: Sharding, grad_accum: int) -> tuple[GradSync, ...]:
-    """When FSDP reduces gradients: both choices where they differ (FSDP on several GPUs with accumulation —
-    ``last-micro-step`` keeps unsharded gradients for fewer collectives, ``every-micro-step`` reduce-scatters each
-    micro-step and keeps only shards), else the default; a forced choice applies to FSDP settings only."""
+    """When FSDP reduces gradients: both choices where they differ, else the default.
+
+    Both differ for FSDP on several GPUs with accumulation — ``last-micro-step`` keeps unsharded gradients for fewer
+    collectives, ``every-micro-step`` reduce-scatters each micro-step and keeps only shards. A forced choice applies to
+    FSDP settings only.
+    """
     if sharding not in FSDP_SHARDINGS or request.cluster.world_size == 1 or grad_accum == 1:
         return ("last-micro-step",)
     return _choices(request.overrides.grad_sync, GRAD_SYNCS)

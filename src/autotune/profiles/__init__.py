@@ -1,5 +1,6 @@
-"""Catalog data (GPUs, models, measurements, the shipped calibration) shipped as YAML inside the package,
-and the readers that turn files into schemas.
+"""Catalog data shipped as YAML inside the package, and the readers that turn files into schemas.
+
+The catalog holds GPUs, models, measurements and the shipped calibration.
 
 Modules:
   catalog          GPU and model catalogs: list, resolve names and aliases, load profiles

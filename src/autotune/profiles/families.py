@@ -40,6 +40,7 @@ class ConfigView:
     """
 
     def __init__(self, raw: dict[str, Any], path: Path) -> None:
+        """Wrap the parsed config ``raw`` read from ``path`` (named in every error)."""
         self.raw = raw
         self.path = path
 
@@ -47,6 +48,7 @@ class ConfigView:
         return ConfigError(f"{self.path}: {problem}")
 
     def has(self, key: str) -> bool:
+        """True when ``key`` is present and not null."""
         return self.raw.get(key) is not None
 
     def req_int(self, *keys: str) -> int:
@@ -57,6 +59,7 @@ class ConfigView:
         raise self._error(f"missing required key {' / '.join(repr(k) for k in keys)}")
 
     def opt_int(self, key: str, default: int) -> int:
+        """The value of ``key`` as a positive int, or ``default`` when it is absent or null."""
         value = self.raw.get(key)
         return default if value is None else self._positive(key, value)
 
@@ -68,6 +71,7 @@ class ConfigView:
         return value
 
     def opt_bool(self, key: str, default: bool) -> bool:
+        """The value of ``key`` as a bool, or ``default`` when it is absent or null."""
         value = self.raw.get(key)
         if value is None:
             return default
@@ -76,10 +80,12 @@ class ConfigView:
         return value
 
     def opt_str(self, key: str, default: str) -> str:
+        """The value of ``key`` when it is a string, else ``default``."""
         value = self.raw.get(key)
         return value if isinstance(value, str) else default
 
     def opt_float(self, key: str, default: float | None) -> float | None:
+        """The value of ``key`` as a float or None (null), or ``default`` when the key is absent."""
         if key not in self.raw:
             return default
         value = self.raw[key]
@@ -361,10 +367,12 @@ def _qwen_v1(cfg: ConfigView) -> dict[str, Any]:
 
 
 def _mpt(cfg: ConfigView) -> dict[str, Any]:
-    """MPT (llm-foundry / MosaicML ``configuration_mpt.py``): d_model, n_heads, n_layers, expansion_ratio,
-    fused Wqkv, GELU MLP, LayerNorm (bias unless ``no_bias``), tied embedding; ``attn_config.kv_n_heads`` for
-    grouped-query attention. A learned position table (``learned_pos_emb``, max_seq_len × d_model) is a lookup,
-    not counted (named in ``approximations``)."""
+    """MPT (llm-foundry / MosaicML ``configuration_mpt.py``).
+
+    d_model, n_heads, n_layers, expansion_ratio, fused Wqkv, GELU MLP, LayerNorm (bias unless ``no_bias``), tied
+    embedding; ``attn_config.kv_n_heads`` for grouped-query attention. A learned position table (``learned_pos_emb``,
+    max_seq_len × d_model) is a lookup, not counted (named in ``approximations``).
+    """
     hidden = cfg.req_int("d_model")
     heads = cfg.req_int("n_heads")
     raw_attn = cfg.raw.get("attn_config")

@@ -79,8 +79,10 @@ def all_measurements() -> list[Measurement]:
 
 @cache
 def measurement_models() -> dict[str, ModelSpec]:
-    """Models that only measurement sets use (``measurements/models/*.yaml``, e.g. the llm-foundry MPT yaml
-    models written by ``tools/ingest_mpt.py``), by key; they are not in the model catalog."""
+    """Models that only measurement sets use (``measurements/models/*.yaml``), by key; not in the model catalog.
+
+    E.g. the llm-foundry MPT yaml models written by ``tools/ingest_mpt.py``.
+    """
     directory = resources.files(_PACKAGE).joinpath(_DIRECTORY).joinpath("models")
     if not directory.is_dir():
         return {}

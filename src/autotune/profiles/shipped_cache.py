@@ -1,5 +1,6 @@
-"""A derived cache of the parsed shipped YAML: plain data in JSON, so a cold start neither parses YAML nor imports
-PyYAML.
+"""A derived cache of the parsed shipped YAML.
+
+Plain data in JSON, so a cold start neither parses YAML nor imports PyYAML.
 
 ``autotune plan`` reads ~50 catalog files (``profiles/gpus``, ``profiles/models``), the op counts and the shipped
 calibration on every start. Parsing them, even with PyYAML's C loader, costs about 20 ms and importing PyYAML as
@@ -57,8 +58,9 @@ def source_digest(sources: Sequence[tuple[str, str]]) -> str:
 
 
 def parsed_sources(kind: str, sources: Sequence[tuple[str, str]], parse: Callable[[str, str], Any]) -> list[Any]:
-    """``[parse(name, text) for name, text in sources]``, read from the cache file of ``kind`` when it was
-    written for exactly these sources, else parsed and cached.
+    """``[parse(name, text) for name, text in sources]``, cached per ``kind``.
+
+    Read from the cache file of ``kind`` when it was written for exactly these sources, else parsed and cached.
 
     Args:
         kind: the cache file's name (``catalog-<kind>.json``), e.g. ``"gpus"``.

@@ -21,9 +21,11 @@ USER_CALIBRATION_FILE = "calibration.yaml"
 
 
 def user_dir(override_env: str, xdg_env: str, home_default: str) -> Path:
-    """An autotune directory of the user's, by the XDG Base Directory rule: ``$override_env`` when set, else
-    ``$xdg_env/autotune`` when that is an absolute path (the specification ignores relative values), else
-    ``~/home_default/autotune``. It need not exist."""
+    """An autotune directory of the user's, by the XDG Base Directory rule; it need not exist.
+
+    ``$override_env`` when set, else ``$xdg_env/autotune`` when that is an absolute path (the specification ignores
+    relative values), else ``~/home_default/autotune``.
+    """
     override = os.environ.get(override_env)
     if override:
         return Path(override).expanduser()

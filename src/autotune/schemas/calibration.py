@@ -30,8 +30,10 @@ ATTENTION_EFFICIENCY_PRIOR: dict[str, float] = {"ampere": 0.6, "hopper": 0.4, "d
 
 
 def source_table(source: str) -> str:
-    """The table a measurement comes from: its ``source`` up to the first ',' or ':' (the seed file name, or the
-    development data file); one table = one training stack."""
+    """The table a measurement comes from: its ``source`` up to the first ',' or ':'.
+
+    That is the seed file name, or the development data file; one table = one training stack.
+    """
     return re.split(r"[,:]", source, maxsplit=1)[0].strip()
 
 

@@ -1,5 +1,6 @@
-"""What a training dataset must hold for each format: one home for the launcher's pre-flight check and the
-training core.
+"""What a training dataset must hold for each format.
+
+One home for the launcher's pre-flight check and the training core.
 
 - instruction: ``instruction``, optional ``input``, ``output`` (the Stanford Alpaca layout);
 - chat: ``messages`` = a list of ``{"role", "content"}``;

@@ -63,8 +63,10 @@ def row_error(row: Any, fmt: str) -> str | None:
 
 
 def has_learned_text(row: dict[str, Any], fmt: str) -> bool:
-    """True when a valid row (:func:`row_error` is None) has something to learn: a non-blank learned field
-    (instruction ``output``, ``text``), or for chat a non-blank assistant message."""
+    """True when a valid row (:func:`row_error` is None) has something to learn.
+
+    That is a non-blank learned field (instruction ``output``, ``text``), or for chat a non-blank assistant message.
+    """
     if fmt == "chat":
         return any(m.get("role") == "assistant" and str(m.get("content")).strip() for m in row["messages"])
     return bool(str(row.get(LEARNED_FIELD[fmt]) or "").strip())
@@ -95,8 +97,9 @@ def _short(value: Any) -> str:
 
 
 def file_records(path: Path, name: str) -> Iterator[tuple[str, Any]]:
-    """The records of a local ``.jsonl`` / ``.json`` / ``.txt`` file, streamed, each with where it is
-    (``line N`` for JSONL and txt, 1-based, blank JSONL lines skipped; ``record N`` in a ``.json`` array).
+    """The records of a local ``.jsonl`` / ``.json`` / ``.txt`` file, streamed, each with where it is.
+
+    Where: ``line N`` for JSONL and txt, 1-based, blank JSONL lines skipped; ``record N`` in a ``.json`` array.
 
     Raises:
         ConfigError: one line: unreadable file, invalid UTF-8 or broken JSON (naming the line), a ``.json``
@@ -159,8 +162,10 @@ def _json_records(path: Path, name: str) -> Iterator[tuple[str, Any]]:
 
 
 def is_checked_file(dataset: str) -> bool:
-    """True for a local file whose rows :func:`check_dataset_file` reads (``.jsonl``, ``.json``, ``.txt``;
-    parquet is binary and left to the loader)."""
+    """True for a local file whose rows :func:`check_dataset_file` reads.
+
+    Those are ``.jsonl``, ``.json``, ``.txt``; parquet is binary and left to the loader.
+    """
     path = Path(dataset).expanduser()
     return path.is_file() and path.suffix.lower() in DATASET_LOADERS and path.suffix.lower() != ".parquet"
 

@@ -65,8 +65,10 @@ class Estimate(FrozenModel):
 
     @property
     def reserved_at_capacity(self) -> bool:
-        """True when the allocator's cache would outgrow the card and is capped there (it frees cached
-        blocks and retries before reporting out-of-memory, at some cost in speed)."""
+        """True when the allocator's cache would outgrow the card and is capped there.
+
+        It frees cached blocks and retries before reporting out-of-memory, at some cost in speed.
+        """
         return self.fits and self.peak_reserved_gib >= self.gpu_memory_gib - self.cuda_context_gib - 0.001
 
     @property

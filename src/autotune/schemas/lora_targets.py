@@ -1,5 +1,6 @@
-"""Which LoRA targets peft builds for an architecture, and how: the one home shared by the cost model (what it
-counts) and the training core (what it asks peft for). No torch.
+r"""Which LoRA targets peft builds for an architecture, and how. No torch.
+
+The one home shared by the cost model (what it counts) and the training core (what it asks peft for).
 
 transformers 5 stores the experts of a Mixtral-style MoE as fused 3-D parameters (``modeling_mixtral.py``,
 ``MixtralExperts``: ``gate_up_proj`` [E, 2I, h] and ``down_proj`` [E, h, I]) and the router as a bare [E, h]
@@ -19,7 +20,7 @@ Each adapted parameter is wrapped by ``lora.ParamWrapper`` (``peft/tuners/lora/l
 a run with any parameter target runs every adapter without dropout (:func:`effective_lora_dropout`).
 
 peft also warns "The following rank_pattern keys did not match any targeted module and were ignored:
-['.*\\\\.gate_up_proj']" (``peft/tuners/tuners_utils.py``, ``BaseTuner.inject_adapter``: the check compares the
+['.*\\.gate_up_proj']" (``peft/tuners/tuners_utils.py``, ``BaseTuner.inject_adapter``: the check compares the
 patterns with ``targeted_module_names`` only, not ``targeted_parameter_names``); the pattern is applied all
 the same (``ParamWrapper.r`` is 2r on ``gate_up_proj``, checked by ``tests/unit/test_lora_targets.py`` against
 the real peft model).
@@ -129,8 +130,10 @@ def parameter_targets(model_type: str) -> ParameterTargets | None:
 
 
 def adapted_parameters(model_type: str, targets: tuple[str, ...]) -> tuple[str, ...]:
-    """Plan module names among ``targets`` (every one for ``all-linear``) that peft adapts as parameters, with
-    a fused group reported once under its fused name (e.g. ``gate_up_proj``, ``down_proj``, ``router``)."""
+    """Plan module names among ``targets`` (every one for ``all-linear``) that peft adapts as parameters.
+
+    A fused group is reported once under its fused name (e.g. ``gate_up_proj``, ``down_proj``, ``router``).
+    """
     table = parameter_targets(model_type)
     if table is None:
         return ()
@@ -159,9 +162,12 @@ def fused_target_error(model_type: str, targets: tuple[str, ...]) -> str | None:
 
 
 def peft_target_modules(model_type: str, targets: tuple[str, ...]) -> str | list[str]:
-    """The ``LoraConfig.target_modules`` for plan ``targets``: ``"all-linear"`` as is, else each name as the model
-    calls it (:data:`MODULE_NAMES`; plan and transformers names both accepted), fused projections as their fused
-    module and parameter-stored ones as the names peft's conversion recognises (order kept, no repeats)."""
+    """The ``LoraConfig.target_modules`` for plan ``targets``.
+
+    ``"all-linear"`` as is, else each name as the model calls it (:data:`MODULE_NAMES`; plan and transformers names both
+    accepted), fused projections as their fused module and parameter-stored ones as the names peft's conversion
+    recognises (order kept, no repeats).
+    """
     if ALL_LINEAR in targets:
         return ALL_LINEAR
     table = parameter_targets(model_type)
@@ -176,14 +182,18 @@ def peft_target_modules(model_type: str, targets: tuple[str, ...]) -> str | list
 
 
 def effective_lora_dropout(model_type: str, targets: tuple[str, ...], dropout: float) -> float:
-    """The LoRA dropout the trainer runs with: 0 when any target is parameter-stored (``ParamWrapper`` has no
-    dropout and one config has one dropout), else ``dropout``."""
+    """The LoRA dropout the trainer runs with: 0 when any target is parameter-stored, else ``dropout``.
+
+    ``ParamWrapper`` has no dropout and one config has one dropout.
+    """
     return 0.0 if adapted_parameters(model_type, targets) else dropout
 
 
 def lora_dropout_note(model_type: str, targets: tuple[str, ...], dropout: float) -> str | None:
-    """One line for the plan / estimate notes when the targets force the dropout to 0 (saying from what, when the
-    setting states another value; a plan already records the 0), else None."""
+    """One line for the plan / estimate notes when the targets force the dropout to 0, else None.
+
+    It says from what, when the setting states another value; a plan already records the 0.
+    """
     wrapped = ", ".join(adapted_parameters(model_type, targets))
     if not wrapped:
         return None

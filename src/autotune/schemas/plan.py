@@ -131,8 +131,9 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 1 → 2: v1 plans ran adapters in fp32 (``setting.with_adapter_dtype_recorded``) and had no ``training``
-    recipe.
+    """Version 1 → 2: v1 plans ran adapters in fp32 and had no ``training`` recipe.
+
+    The fp32 adapters are recorded by ``setting.with_adapter_dtype_recorded``.
 
     The recipe is left out, so :class:`PlanFile` fills in the method's default (``_default_training``): v1's one
     learning rate for every method (2e-4) made full fine-tuning diverge, so it is not carried over.

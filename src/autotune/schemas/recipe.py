@@ -54,8 +54,10 @@ class TrainingRecipe(FrozenModel):
     source: str = Field(default="", description="The recipe the values follow (for the reader; not used).")
 
     def overridden(self, learning_rate: float | None, warmup_ratio: float | None) -> TrainingRecipe:
-        """The recipe a run trains with: ``--learning-rate`` / ``--warmup-ratio`` (None = not given) replace the
-        plan's values (one rule for the training core and the line ``autotune launch`` prints)."""
+        """The recipe a run trains with: ``--learning-rate`` / ``--warmup-ratio`` replace the plan's values.
+
+        None = not given. One rule for the training core and the line ``autotune launch`` prints.
+        """
         given = {"learning_rate": learning_rate, "warmup_ratio": warmup_ratio}
         return self.model_copy(update={name: value for name, value in given.items() if value is not None})
 

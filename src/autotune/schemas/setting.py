@@ -26,8 +26,10 @@ schemas 1 and 2): peft's default ``get_peft_model(autocast_adapter_dtype=True)``
 
 
 def with_adapter_dtype_recorded(setting: Any) -> Any:
-    """A recorded setting (the dict of a plan or run report file) with :data:`PRE_FIELD_ADAPTER_DTYPE` filled in
-    when it predates the ``adapter_dtype`` field; anything else is returned unchanged for validation to judge.
+    """A recorded setting with :data:`PRE_FIELD_ADAPTER_DTYPE` filled in when it predates the ``adapter_dtype`` field.
+
+    A recorded setting is the dict of a plan or run report file; anything else is returned unchanged for validation to
+    judge.
 
     The one rule for reading old files: without it the field's default (``compute``) would describe fp32-adapter
     runs as the fast path, and ``autotune calibrate`` on them would fit the wrong work.
@@ -133,9 +135,11 @@ DESCRIPTIONS: dict[str, str] = {
 
 
 def trainer_precision_switches(precision: str, deepspeed: bool, cpu: bool) -> tuple[bool, bool]:
-    """transformers ``TrainingArguments``' (``bf16``, ``fp16``) switches for a plan precision: one rule for the
-    training core and the DeepSpeed JSON, whose ``bf16.enabled`` / ``fp16.enabled`` transformers requires to equal
-    them (``HfTrainerDeepSpeedConfig.trainer_config_process``: ``fill_match("bf16.enabled", args.bf16)``).
+    """The (``bf16``, ``fp16``) switches of transformers ``TrainingArguments`` for a plan precision.
+
+    One rule for the training core and the DeepSpeed JSON, whose ``bf16.enabled`` / ``fp16.enabled`` transformers
+    requires to equal them (``HfTrainerDeepSpeedConfig.trainer_config_process``: ``fill_match("bf16.enabled",
+    args.bf16)``).
 
     Without DeepSpeed the switches turn torch autocast on: only the ``*-mixed`` precisions set one (pure bf16 loads
     bf16 weights and needs none). Under DeepSpeed they select the engine's 16-bit mode (16-bit weights, fp32
@@ -157,8 +161,10 @@ def combination_error(method: str | None, precision: str | None) -> str | None:
 
 
 def attention_run_error(attention_impl: str) -> str | None:
-    """The reason the training core cannot run ``attention_impl``, or None
-    (:data:`MEASUREMENT_ONLY_ATTENTION_IMPLS`; one rule for ``autotune launch`` and ``autotune trace``)."""
+    """The reason the training core cannot run ``attention_impl``, or None.
+
+    See :data:`MEASUREMENT_ONLY_ATTENTION_IMPLS`; one rule for ``autotune launch`` and ``autotune trace``.
+    """
     for impl, reason in MEASUREMENT_ONLY_ATTENTION_IMPLS.items():
         if impl == attention_impl:
             return (
@@ -173,8 +179,10 @@ LIGER_PACKAGE = "liger_kernel"
 
 
 def kernels_installed(kernels: str) -> bool:
-    """True when the package ``kernels`` needs can be imported here (``importlib.util.find_spec``: nothing is
-    imported); ``none`` needs none."""
+    """True when the package ``kernels`` needs can be imported here; ``none`` needs none.
+
+    Asked with ``importlib.util.find_spec``: nothing is imported.
+    """
     return kernels == "none" or importlib.util.find_spec(LIGER_PACKAGE) is not None
 
 

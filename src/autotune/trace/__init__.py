@@ -68,7 +68,7 @@ STEADY_STATE_PHASES = ("forward", "backward")
 
 
 def cublas_workspace(cluster: ClusterSpec | None) -> int:
-    """cuBLAS workspaces of the cluster's GPU (``costmodel.memory.cublas_workspace_bytes``; none → non-Hopper)."""
+    """The cuBLAS workspaces of the cluster's GPU (``costmodel.memory.cublas_workspace_bytes``; none → non-Hopper)."""
     from autotune.costmodel.memory import CUBLAS_HANDLES, DEFAULT_CUBLAS_WORKSPACE_BYTES, cublas_workspace_bytes
 
     if cluster is None:

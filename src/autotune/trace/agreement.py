@@ -42,8 +42,11 @@ class Agreement:
 
 @dataclass
 class BuildCache:
-    """The last ``size`` built models (:class:`autotune.trace.TracedModel`), reused across cells that differ
-    only in micro batch, sequence length, loss or optimizer (what the step does, not what is built)."""
+    """The last ``size`` built models (:class:`autotune.trace.TracedModel`), reused across cells.
+
+    Reused across cells that differ only in micro batch, sequence length, loss or optimizer (what the step does, not
+    what is built).
+    """
 
     size: int = 2
     models: OrderedDict[tuple[str, tuple[object, ...]], TracedModel] = field(default_factory=OrderedDict)

@@ -46,8 +46,10 @@ _SPEC_TO_CONFIG = (
 
 
 def config_from_spec(spec: ModelSpec, source: str | None = None) -> PretrainedConfig:
-    """The transformers config of a model: its config.json when ``source`` is a local file/directory
-    holding one, else one built from the catalog's shapes (field names follow config.json).
+    """The transformers config of a model: its config.json, else one built from the catalog's shapes.
+
+    Its config.json when ``source`` is a local file/directory holding one; the built one's field names follow
+    config.json.
 
     Raises:
         ConfigError: transformers does not know the model_type, or cannot read the config.json.
@@ -84,8 +86,10 @@ def trace_precision(setting: TrainingSetting) -> PrecisionChoice:
 
 
 def build_meta_model(config: PretrainedConfig, setting: TrainingSetting) -> PreTrainedModel:
-    """The trainer's model on the meta device: transformers class from config, attention kernel, dtype,
-    QLoRA stand-in layers, peft method and gradient checkpointing.
+    """The trainer's model on the meta device.
+
+    Transformers class from config, attention kernel, dtype, QLoRA stand-in layers, peft method and gradient
+    checkpointing.
 
     Raises:
         ConfigError: transformers cannot build the architecture, or the LoRA targets do not fit it.
@@ -115,8 +119,11 @@ def build_meta_model(config: PretrainedConfig, setting: TrainingSetting) -> PreT
 
 
 def materialize_fake(model: torch.nn.Module, fake_mode: FakeTensorMode, setting: TrainingSetting) -> None:
-    """Replace every meta parameter and buffer by a fake CPU tensor (same shape, dtype, requires_grad;
-    shared parameters stay shared). QLoRA stand-in layers get their packed weight and constants."""
+    """Replace every meta parameter and buffer by a fake CPU tensor.
+
+    Same shape, dtype, requires_grad; shared parameters stay shared. QLoRA stand-in layers get their packed weight and
+    constants.
+    """
     from autotune.trace.qlora import TracedLinear4bit
 
     precision = trace_precision(setting)

@@ -48,6 +48,7 @@ class QuantStateTensors:
     """The fake tensors bitsandbytes' ``QuantState`` holds for one (N, K) weight."""
 
     def __init__(self, out_features: int, in_features: int, double_quant: bool, dtype: torch.dtype) -> None:
+        """Allocate the fake state tensors of an (N, K) weight (N = ``out_features``); ``double_quant`` nests them."""
         numel = out_features * in_features
         blocks = _blocks(numel, NF4_BLOCK_SIZE)
         self.shape = (out_features, in_features)
@@ -130,9 +131,11 @@ class TracedLinear4bit(bnb.nn.Linear4bit):
 def quantize_linear_layers(
     model: torch.nn.Module, compute_dtype: torch.dtype, double_quant: bool, storage_dtype: torch.dtype
 ) -> list[str]:
-    """Swap every ``nn.Linear`` except the output head for a meta :class:`TracedLinear4bit`, as
-    transformers' bitsandbytes integration does (``replace_with_bnb_linear``; the head and its tied
-    embedding stay unquantized, ``get_keys_to_not_convert``). Returns the names swapped."""
+    """Swap every ``nn.Linear`` except the output head for a meta :class:`TracedLinear4bit`; returns the names swapped.
+
+    As transformers' bitsandbytes integration does (``replace_with_bnb_linear``; the head and its tied embedding stay
+    unquantized, ``get_keys_to_not_convert``).
+    """
     inner: Any = model
     head = inner.get_output_embeddings() if hasattr(inner, "get_output_embeddings") else None
     swapped = []

@@ -98,8 +98,11 @@ def _recompute_marker(tracker: LiveBytesTracker) -> Iterator[None]:
 def forward_loss(
     model: torch.nn.Module, setting: TrainingSetting, tracker: LiveBytesTracker, input_ids: torch.Tensor
 ) -> torch.Tensor:
-    """Forward of one micro batch and its loss; births from the output head on are tagged 'loss', and the
-    first backward births until the head's input receives its gradient too."""
+    """Forward of one micro batch and its loss.
+
+    Births from the output head on are tagged 'loss', and the first backward births until the head's input receives its
+    gradient too.
+    """
     wrapper: Any = model
     inner: Any = wrapper.get_base_model() if hasattr(wrapper, "get_base_model") else wrapper
     head = inner.get_output_embeddings()
@@ -133,8 +136,10 @@ def _leave_loss(tracker: LiveBytesTracker) -> Any:
 
 
 def build_optimizer(model: torch.nn.Module, setting: TrainingSetting) -> torch.optim.Optimizer | None:
-    """``torch.optim.AdamW`` with the Trainer's two parameter groups (``foreach=True`` as on CUDA), or None
-    for the bitsandbytes 8-bit optimizers (their state is allocated by :func:`allocate_8bit_state`)."""
+    """``torch.optim.AdamW`` with the Trainer's two parameter groups (``foreach=True`` as on CUDA).
+
+    Or None for the bitsandbytes 8-bit optimizers (their state is allocated by :func:`allocate_8bit_state`).
+    """
     if setting.optimizer != "adamw":
         return None
     from transformers.trainer_pt_utils import get_parameter_names
@@ -149,7 +154,7 @@ def build_optimizer(model: torch.nn.Module, setting: TrainingSetting) -> torch.o
 
 
 def allocate_8bit_state(model: torch.nn.Module, paged: bool) -> tuple[list[torch.Tensor], int]:
-    """bitsandbytes' 8-bit AdamW state for every trainable parameter (``Optimizer8bit.init_state``).
+    """The bitsandbytes 8-bit AdamW state for every trainable parameter (``Optimizer8bit.init_state``).
 
     Returns the state tensors allocated through PyTorch and the bytes the paged variant puts in unified
     memory instead (``get_state_buffer``: paged only for parameters of at least ``PAGED_MIN_NUMEL`` elements).

@@ -151,8 +151,10 @@ _COPY = (
 
 
 def op_class(name: str) -> str:
-    """Op class of an aten op name such as ``aten.mm.default``: matmul, attention, reduction, copy,
-    view (metadata only, no kernel) or elementwise (everything else)."""
+    """Op class of an aten op name such as ``aten.mm.default``.
+
+    matmul, attention, reduction, copy, view (metadata only, no kernel) or elementwise (everything else).
+    """
     base = name.split(".")[1] if name.startswith("aten.") else name
     packet = ".".join(name.split(".")[:2])
     if any(part in base for part in _ATTENTION):
@@ -211,8 +213,10 @@ _CPU_FLASH_OPS = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_pr
 
 
 def _tensors(tree: Any) -> list[torch.Tensor]:
-    """The tensors in an op's arguments or outputs (nested tuples, lists and dicts), in pytree order;
-    ``tree_flatten`` without building a spec (the dispatch hot path)."""
+    """The tensors in an op's arguments or outputs (nested tuples, lists and dicts), in pytree order.
+
+    ``tree_flatten`` without building a spec (the dispatch hot path).
+    """
     if isinstance(tree, torch.Tensor):
         return [tree]
     if isinstance(tree, (tuple, list)):
@@ -229,9 +233,11 @@ def _tensors(tree: Any) -> list[torch.Tensor]:
 
 
 def _flops(func: Any, args: Any, kwargs: Any, out: Any) -> int:
-    """FLOPs of one op by ``torch.utils.flop_counter``'s registered formulas; the CPU flash-attention ops,
-    which the registry lacks, use its SDPA formulas (``sdpa_flop_count`` / ``sdpa_backward_flop_count``:
-    the full s×s product, causal masking not discounted)."""
+    """FLOPs of one op by ``torch.utils.flop_counter``'s registered formulas.
+
+    The CPU flash-attention ops, which the registry lacks, use its SDPA formulas (``sdpa_flop_count`` /
+    ``sdpa_backward_flop_count``: the full s×s product, causal masking not discounted).
+    """
     formula = flop_registry.get(func.overloadpacket)
     if formula is not None:
         return int(formula(*args, **kwargs, out_val=out))
@@ -254,6 +260,7 @@ class LiveBytesTracker(TorchDispatchMode):
     """
 
     def __init__(self) -> None:
+        """Start in phase 'setup', region 'model', with nothing registered and nothing live."""
         super().__init__()
         self.records: list[StorageRecord] = []
         self._ids: WeakIdKeyDictionary = WeakIdKeyDictionary()
@@ -333,6 +340,7 @@ class LiveBytesTracker(TorchDispatchMode):
         return info
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        """Run the op, add its count, FLOPs and bytes moved to the current phase, and register its outputs."""
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         kind, formula = self._op_info(func)

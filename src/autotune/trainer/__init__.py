@@ -1,5 +1,7 @@
-"""The shared training core (``python -m autotune.trainer``): runs exactly the setting of a plan with
-transformers' Trainer, peft, bitsandbytes, accelerate / DeepSpeed. The only package that imports torch & co.
+"""The shared training core (``python -m autotune.trainer``): runs exactly the setting of a plan.
+
+It runs with transformers' Trainer, peft, bitsandbytes, accelerate / DeepSpeed. The only package that imports torch &
+co.
 
 Modules:
   __main__       entry point: parse the arguments, run, user errors → one line and exit code 2

@@ -1,5 +1,7 @@
-"""Trainer callbacks: timing and losses for the report, the progress display, clean stops on signals and a stop
-when the loss stops being a finite number."""
+"""Trainer callbacks: timing and losses for the report, the progress display, clean stops.
+
+Clean stops on signals, and a stop when the loss stops being a finite number.
+"""
 
 from __future__ import annotations
 
@@ -57,10 +59,13 @@ class RunMetrics:
 
 
 class MetricsCallback(TrainerCallback):
-    """Record logged losses (finite ones: a NaN/inf loss stops the run and its report's message names it), step and
-    micro-step times, and tokens seen."""
+    """Record logged losses (finite ones), step and micro-step times, and tokens seen.
+
+    A NaN/inf loss stops the run and its report's message names it.
+    """
 
     def __init__(self, metrics: RunMetrics, grad_accum: int) -> None:
+        """Record into ``metrics``; ``grad_accum`` micro-steps make one optimizer step."""
         self.metrics = metrics
         self.grad_accum = grad_accum
         self._step_begin_s: float | None = None
@@ -69,6 +74,7 @@ class MetricsCallback(TrainerCallback):
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        """Record the starting step and token count (a resumed run starts past 0)."""
         self.metrics.first_step = state.global_step
         self.metrics.last_step = state.global_step
         self.metrics.tokens_at_start = state.num_input_tokens_seen
@@ -77,15 +83,18 @@ class MetricsCallback(TrainerCallback):
     def on_step_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        """Note when the optimizer step begins."""
         self._step_begin_s = time.perf_counter()
 
     def on_pre_optimizer_step(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        """Record the mean micro-step time of this step (the first step of the run is left out)."""
         if self._step_begin_s is not None and state.global_step > (self.metrics.first_step or 0):
             self.metrics.micro_step_times_s.append((time.perf_counter() - self._step_begin_s) / self.grad_accum)
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        """Record the time since the last step's end, the step reached and the tokens seen."""
         now = time.perf_counter()
         if self._last_step_end_s is not None:
             self.metrics.step_times_s.append(now - self._last_step_end_s)
@@ -101,6 +110,7 @@ class MetricsCallback(TrainerCallback):
         logs: dict[str, float] | None = None,
         **kwargs: Any,
     ) -> None:
+        """Record a logged loss when it is finite, with its step."""
         if logs and "loss" in logs and math.isfinite(float(logs["loss"])):  # JSON has no NaN: the message says it
             self.metrics.losses.append(float(logs["loss"]))
             self.metrics.loss_steps.append(state.global_step)
@@ -113,6 +123,7 @@ class ProgressCallback(TrainerCallback):
     """
 
     def __init__(self, metrics: RunMetrics, console: Console | None = None) -> None:
+        """Show progress from ``metrics`` on ``console`` (default: a stderr console)."""
         self.metrics = metrics
         self.console = console or Console(stderr=True, highlight=False)
         self._progress: Progress | None = None
@@ -122,6 +133,7 @@ class ProgressCallback(TrainerCallback):
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        """Start the live progress bar on the main process when stderr is a terminal."""
         if not state.is_world_process_zero or not self.console.is_terminal:
             return
         self._progress = Progress(
@@ -139,6 +151,7 @@ class ProgressCallback(TrainerCallback):
         self._refresh(state.global_step)
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        """Update tokens/s and peak memory, then the bar."""
         tps = self.metrics.tokens_per_s()
         if tps is not None:
             self._fields["tps"] = f"{tps:,.0f}"
@@ -154,6 +167,7 @@ class ProgressCallback(TrainerCallback):
         logs: dict[str, float] | None = None,
         **kwargs: Any,
     ) -> None:
+        """Show the logged loss and learning rate: in the bar, or as one plain line when there is none."""
         if not logs or "loss" not in logs or not state.is_world_process_zero:
             return
         self._fields["loss"] = f"{logs['loss']:.4f}"
@@ -171,6 +185,7 @@ class ProgressCallback(TrainerCallback):
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        """Stop the live display."""
         self.stop()
 
     def _refresh(self, step: int) -> None:
@@ -197,6 +212,7 @@ class StopOnSignalCallback(TrainerCallback):
     """
 
     def __init__(self) -> None:
+        """Start with no signal received and no handlers installed."""
         self.requested: int | None = None  # signal number
         self.stopped = False
         self._previous: dict[int, Any] = {}
@@ -216,6 +232,7 @@ class StopOnSignalCallback(TrainerCallback):
         self.requested = signum
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        """Save and stop training when any rank received a signal."""
         if self._agreed_stop():
             control.should_save = True
             control.should_training_stop = True
@@ -250,6 +267,7 @@ class StopOnNonFiniteLossCallback(TrainerCallback):
     """
 
     def __init__(self) -> None:
+        """Start with no non-finite loss seen."""
         self.bad_loss: float | None = None
         self.bad_step: int | None = None
 
@@ -266,6 +284,7 @@ class StopOnNonFiniteLossCallback(TrainerCallback):
         logs: dict[str, float] | None = None,
         **kwargs: Any,
     ) -> None:
+        """Stop training, without saving this step, at the first logged loss that is NaN or infinite."""
         if self.stopped or not logs or "loss" not in logs:
             return
         loss = float(logs["loss"])

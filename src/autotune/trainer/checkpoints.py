@@ -314,9 +314,11 @@ def free_bytes(directory: Path) -> int | None:
 
 
 def out_of_space(error: BaseException, directory: Path | None = None) -> bool:
-    """True when ``error``, or one it was raised from, reports a full disk: ``ENOSPC`` / ``EDQUOT``, one of
-    :data:`NO_SPACE_MESSAGES` (``torch.save`` raises ``RuntimeError`` without an errno), or any error while
-    ``directory``'s file system has less than :data:`LOW_SPACE_BYTES` free."""
+    """True when ``error``, or one it was raised from, reports a full disk.
+
+    That is ``ENOSPC`` / ``EDQUOT``, one of :data:`NO_SPACE_MESSAGES` (``torch.save`` raises ``RuntimeError`` without an
+    errno), or any error while ``directory``'s file system has less than :data:`LOW_SPACE_BYTES` free.
+    """
     seen: BaseException | None = error
     for _ in range(10):
         if seen is None:

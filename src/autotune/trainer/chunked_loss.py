@@ -74,8 +74,10 @@ def chunked_loss_sum(
     chunk_tokens: int = CHUNK_TOKENS,
     softcap: float | None = None,
 ) -> torch.Tensor:
-    """Summed fp32 cross-entropy of rows ``hidden`` (n, h) against ``labels`` (n,), ``chunk_tokens`` rows at a
-    time, each chunk under a non-reentrant checkpoint (its logits are recomputed in backward)."""
+    """Summed fp32 cross-entropy of rows ``hidden`` (n, h) against ``labels`` (n,), ``chunk_tokens`` rows at a time.
+
+    Each chunk runs under a non-reentrant checkpoint (its logits are recomputed in backward).
+    """
     total = hidden.new_zeros((), dtype=torch.float32)
     for start in range(0, hidden.shape[0], chunk_tokens):
         rows = slice(start, start + chunk_tokens)
@@ -205,6 +207,7 @@ class ChunkedLossTrainer(Trainer):
     """
 
     def __init__(self, *args: Any, chunk_tokens: int = CHUNK_TOKENS, **kwargs: Any) -> None:
+        """Build the Trainer with the chunked loss (``chunk_tokens`` rows at a time) as its ``compute_loss_func``."""
         if kwargs.get("compute_loss_func") is not None:
             raise ValueError("ChunkedLossTrainer sets compute_loss_func itself")
         kwargs["compute_loss_func"] = self._chunked_loss

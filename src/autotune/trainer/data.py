@@ -201,8 +201,10 @@ def build_train_dataset(
 
 
 def pack_blocks(batch: dict[str, list[list[int]]], seq_len: int) -> dict[str, list[list[int]]]:
-    """Concatenate a batch of sequences and cut blocks of exactly ``seq_len`` tokens (the remainder is
-    dropped); fewer than ``seq_len`` tokens in all give one shorter block."""
+    """Concatenate a batch of sequences and cut blocks of exactly ``seq_len`` tokens (the remainder is dropped).
+
+    Fewer than ``seq_len`` tokens in all give one shorter block.
+    """
     ids = [token for sequence in batch["input_ids"] for token in sequence]
     labels = [label for sequence in batch["labels"] for label in sequence]
     starts = range(0, len(ids) - seq_len + 1, seq_len) if len(ids) >= seq_len else [0]
@@ -210,7 +212,7 @@ def pack_blocks(batch: dict[str, list[list[int]]], seq_len: int) -> dict[str, li
 
 
 def build_collator(tokenizer: PreTrainedTokenizerBase) -> DataCollatorForSeq2Seq:
-    """transformers' ``DataCollatorForSeq2Seq``: pads ``input_ids`` / ``labels`` to the longest in the batch.
+    """The transformers ``DataCollatorForSeq2Seq``: pads ``input_ids`` / ``labels`` to the longest in the batch.
 
     Padding is on the right (a shallow copy of the tokenizer is set so; the run's tokenizer is saved as
     loaded), labels of padding are ``IGNORE_INDEX`` and ``attention_mask`` is 0 there; tensors are int64 of

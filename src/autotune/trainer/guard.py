@@ -50,9 +50,11 @@ def check_runtime(trainer: Any, plan: PlanFile) -> None:
 
 
 def _check_compile(trainer: Any, plan: PlanFile) -> None:
-    """The model the Trainer runs is ``torch.compile``d exactly when the plan says compile (a peft model too: the
-    whole ``PeftModel`` is compiled by accelerate's ``prepare_model``, adapters included). Under DeepSpeed the
-    engine wraps the model and compiles it itself; not checked there."""
+    """The model the Trainer runs is ``torch.compile``d exactly when the plan says compile.
+
+    A peft model too: the whole ``PeftModel`` is compiled by accelerate's ``prepare_model``, adapters included. Under
+    DeepSpeed the engine wraps the model and compiles it itself; not checked there.
+    """
     if plan.setting.uses_deepspeed:
         return
     compiled = _is_compiled(trainer.model_wrapped)

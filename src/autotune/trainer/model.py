@@ -247,9 +247,10 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
 
 
 def peft_wrapped_parameters(model: PreTrainedModel, config: Any) -> set[str]:
-    """The parameters (not modules) that peft will adapt for ``config`` on ``model``: an MoE's fused 3-D expert
-    weights (transformers 5 stores Mixtral-style experts as ``experts.gate_up_proj`` / ``experts.down_proj``
-    parameters, and peft maps linear targets, ``"all-linear"`` included, onto them and the router weight).
+    """The parameters (not modules) that peft will adapt for ``config`` on ``model``: an MoE's fused 3-D expert weights.
+
+    Transformers 5 stores Mixtral-style experts as ``experts.gate_up_proj`` / ``experts.down_proj`` parameters, and peft
+    maps linear targets, ``"all-linear"`` included, onto them and the router weight.
 
     peft wraps each with ``lora.ParamWrapper``, which refuses ``lora_dropout != 0`` (``peft/tuners/lora/layer.py``);
     the mapping is peft's own ``convert_peft_config_for_transformers``

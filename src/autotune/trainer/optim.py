@@ -52,8 +52,11 @@ def choose_optimizer(
     learning_rate: float | None = None,
     warmup_ratio: float | None = None,
 ) -> OptimizerChoice:
-    """Map the plan's optimizer and training recipe to TrainingArguments names; ``learning_rate`` /
-    ``warmup_ratio`` (the command line's, None = not given) replace the recipe's (:meth:`TrainingRecipe.overridden`)."""
+    """Map the plan's optimizer and training recipe to TrainingArguments names.
+
+    ``learning_rate`` / ``warmup_ratio`` (the command line's, None = not given) replace the recipe's
+    (:meth:`TrainingRecipe.overridden`).
+    """
     recipe = recipe.overridden(learning_rate, warmup_ratio)
     return OptimizerChoice(
         optim=OPTIMIZER_NAMES[optimizer],
