@@ -39,6 +39,7 @@ from autotune.costmodel.params import ParamCounts, count_params, lora_params
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
+from autotune.schemas.memory_parts import MemoryPart
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.units import nf4_bytes_per_param
@@ -70,11 +71,6 @@ def cublas_workspace_bytes(gpu: GpuSpec) -> float:
         HOPPER_CUBLAS_WORKSPACE_BYTES if "hopper" in gpu.architecture.lower() else DEFAULT_CUBLAS_WORKSPACE_BYTES
     )
     return float(CUBLAS_HANDLES * per_handle)
-
-
-CUDA_CONTEXT_BYTES = 0.5 * 2**30
-"""CUDA/ROCm context, cuBLAS workspaces and kernels outside the caching allocator: ~300–600 MiB on
-recent drivers with lazy module loading (PyTorch CUDA semantics notes); 0.5 GiB is our stated prior."""
 
 
 @dataclass(frozen=True)
@@ -245,7 +241,7 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
     # inputs of every checkpointed layer.
     checkpoints = model.num_hidden_layers * dtypes.residual_bytes * model.hidden_size * tokens + masks
 
-    resident = {
+    resident: dict[MemoryPart, float] = {
         "weights": states.weights,
         "lora adapters": states.adapter_weights,
         "optimizer states": states.optimizer_states,
@@ -254,7 +250,7 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
     persistent_grads = states.gradients if setting.grad_accum > 1 else 0.0
     if states.unsharded_gradients:  # no_sync: only the unsharded gradients persist between micro-steps
         persistent_grads = states.unsharded_gradients
-    phase_a = {
+    phase_a: dict[MemoryPart, float] = {
         **resident,
         "gathered weights": states.gathered_weights,
         "gradients": persistent_grads,
@@ -263,7 +259,7 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         "activations": stored,
         "logits + loss": logits,
     }
-    phase_early = {
+    phase_early: dict[MemoryPart, float] = {
         **resident,
         "gathered weights": states.gathered_weights,
         "gradients": persistent_grads,
@@ -272,7 +268,7 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         # without checkpointing: the last layer's backward with every layer's saved set still alive (logits freed)
         "activations": checkpoints + working if setting.grad_ckpt else (stored + merged_grad if merged_grad else 0.0),
     }
-    phase_b = {
+    phase_b: dict[MemoryPart, float] = {
         **resident,
         "gathered weights": states.gathered_weights,
         "gradients": states.gradients + states.unsharded_gradients,
@@ -280,7 +276,7 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         "autocast weight copies": states.autocast_weight_copies,
         "activations": working,
     }
-    phase_c = {
+    phase_c: dict[MemoryPart, float] = {
         **resident,
         "gradients": states.gradients,
         "ddp buckets": states.ddp_buckets,
