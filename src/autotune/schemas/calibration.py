@@ -341,8 +341,10 @@ PRIOR_FIELDS = _fields_marked(False)
 
 
 def field_bounds(name: str) -> tuple[float, float]:
-    """(lower, upper) bound of a numeric ``CostCoefficients`` field from its ``ge`` / ``gt`` / ``le`` / ``lt``
-    (``-inf`` / ``inf`` where it has none): the bounds a fit keeps to."""
+    """Return the (lower, upper) bounds of a numeric ``CostCoefficients`` field: the bounds a fit keeps to.
+
+    Read from the field's ``ge`` / ``gt`` / ``le`` / ``lt``; ``-inf`` / ``inf`` where it has none.
+    """
     lower, upper = -math.inf, math.inf
     for item in CostCoefficients.model_fields[name].metadata:
         for attribute in ("ge", "gt"):

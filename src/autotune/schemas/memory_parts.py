@@ -1,5 +1,4 @@
-"""One vocabulary of memory part names: what the memory model emits, what the headroom band covers, what the
-planner, the plots and the trace call each part.
+"""One vocabulary of memory part names, shared by the memory model, the headroom band, planner, plots and trace.
 
 ``Estimate.memory_breakdown_gib`` and the trace's ``categories_bytes`` are keyed by these words; a part renamed in
 one place and not another would silently drop out of the headroom band or a sum, so every user names the parts
