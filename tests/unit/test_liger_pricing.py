@@ -26,7 +26,7 @@ from autotune.costmodel.fused_kernels import (
     liger_chunk_rows,
 )
 from autotune.costmodel.memory import predict_memory_in
-from autotune.costmodel.optimizer_step import GPU_KERNEL_MIN_S
+from autotune.costmodel.priors import GPU_KERNEL_MIN_S
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas import ClusterSpec, TrainingSetting, Workload
 from autotune.units import GB
@@ -129,8 +129,9 @@ def test_the_terms_still_sum_to_the_step_time() -> None:
 
 
 def test_the_fused_head_runs_its_gemms_per_chunk_and_reads_each_logit_three_times() -> None:
-    from autotune.costmodel.compute import HEAD_KERNELS, _device
+    from autotune.costmodel.compute import _device
     from autotune.costmodel.gemm import linear_pass_time_s
+    from autotune.costmodel.priors import HEAD_KERNELS_PER_MICRO_STEP
 
     _, liger = contexts()
     timing = predict_time_in(liger, COEFFICIENTS)
@@ -142,7 +143,7 @@ def test_the_fused_head_runs_its_gemms_per_chunk_and_reads_each_logit_three_time
     bandwidth = H100.memory_bandwidth_gb_per_s * GB * COEFFICIENTS.bandwidth_efficiency
     # CE kernel: 3 logit accesses × 2 bytes; grad_input zero-filled, then read and written by element_mul
     traffic = (3 * 2 * T * V + 3 * T * H * 2) / bandwidth
-    kernels = HEAD_KERNELS + chunks * 3 + 2
+    kernels = HEAD_KERNELS_PER_MICRO_STEP + chunks * 3 + 2
     assert timing.terms.lm_head_loss_s == pytest.approx(gemm + traffic + kernels * GPU_KERNEL_MIN_S, rel=1e-9)
 
 

@@ -13,6 +13,7 @@ from autotune.costmodel.compute import predict_time
 from autotune.costmodel.dispatch import layer_ops, optimizer_launches
 from autotune.costmodel.estimate import estimate_setting
 from autotune.costmodel.params import count_params
+from autotune.costmodel.priors import GEMM_K_HALF_ELEMENTS
 from autotune.costmodel.ranking import ranks, spearman
 from autotune.planner.search import TIE_TOLERANCE, Scored, choose
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
@@ -56,7 +57,7 @@ def test_gemm_efficiency_saturates_with_size() -> None:
     # 2.56 waves run as 3), so the rate need not rise monotonically at small M; it saturates at large M
     assert rates[0] < rates[1] and rates[2] < rates[3] < rates[4]
     assert all(rate <= DEVICE.flops_per_s for rate in rates)
-    assert rates[-1] > 0.95 * DEVICE.flops_per_s * 4096 / (4096 + gemm.K_HALF)
+    assert rates[-1] > 0.95 * DEVICE.flops_per_s * 4096 / (4096 + GEMM_K_HALF_ELEMENTS)
     assert rates[0] < 0.2 * DEVICE.flops_per_s  # M = 16: bandwidth-bound
 
 

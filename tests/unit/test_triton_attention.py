@@ -1,6 +1,6 @@
 """flash-triton attention (FlashAttention written in Triton, as llm-foundry ran it for the MPT development data):
-flash's FLOPs, causal saving and memory, a slower kernel (``gemm.TRITON_FLASH_ATTENTION_SLOWDOWN``), and the training
-core refusing it (``autotune trace``: ``test_legacy_attention.test_trace_refuses_it_in_one_line``)."""
+flash's FLOPs, causal saving and memory, a slower kernel (``priors.TRITON_FLASH_ATTENTION_TIME_RATIO``), and the
+training core refusing it (``autotune trace``: ``test_legacy_attention.test_trace_refuses_it_in_one_line``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.compute import predict_time
 from autotune.costmodel.dispatch import layer_ops
-from autotune.costmodel.gemm import TRITON_FLASH_ATTENTION_SLOWDOWN
 from autotune.costmodel.memory import predict_memory
-from autotune.costmodel.optimizer_step import GPU_KERNEL_MIN_S
+from autotune.costmodel.priors import GPU_KERNEL_MIN_S, TRITON_FLASH_ATTENTION_TIME_RATIO
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.profiles.measurements import list_measurement_sets
 from autotune.schemas.hardware import ClusterSpec
@@ -43,7 +42,7 @@ def test_only_the_attention_term_is_slower_by_the_kernel_ratio(seq_len: int) -> 
     per_layer = (1 + setting.grad_ckpt) * ops.forward_attention_kernels + ops.backward_attention_kernels
     tails = setting.grad_accum * MODEL.num_hidden_layers * per_layer * GPU_KERNEL_MIN_S
     assert triton["attention"] - tails == pytest.approx(
-        TRITON_FLASH_ATTENTION_SLOWDOWN * (sdpa["attention"] - tails), rel=1e-9
+        TRITON_FLASH_ATTENTION_TIME_RATIO * (sdpa["attention"] - tails), rel=1e-9
     )
     assert sdpa["attention"] > 0
     assert {k: v for k, v in triton.items() if k != "attention"} == pytest.approx(

@@ -27,7 +27,7 @@ from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import Workload
+from autotune.schemas.setting import DEFAULT_LORA_RANK, DEFAULT_SEQ_LEN, Workload
 
 
 def estimate_command(
@@ -37,14 +37,14 @@ def estimate_command(
     num_nodes: opt.NumNodesOpt = 1,
     host_memory_gib: opt.HostMemoryOpt = None,
     method: opt.StatedMethodOpt = "lora",
-    seq_len: opt.SeqLenOpt = 2048,
+    seq_len: opt.SeqLenOpt = DEFAULT_SEQ_LEN,
     micro_batch_size: opt.StatedMicroBatchOpt = 1,
     grad_accum: opt.StatedGradAccumOpt = 1,
     grad_ckpt: opt.StatedGradCkptOpt = True,
     optimizer: opt.StatedOptimizerOpt = "adamw",
     precision: opt.PrecisionOpt = None,
     sharding: opt.ShardingOpt = None,
-    lora_rank: opt.StatedLoraRankOpt = 16,
+    lora_rank: opt.StatedLoraRankOpt = DEFAULT_LORA_RANK,
     lora_targets: opt.StatedLoraTargetsOpt = "all-linear",
     compile_: opt.StatedCompileOpt = False,
     loss_impl: opt.StatedLossImplOpt = "fp32-upcast",

@@ -12,6 +12,7 @@ from autotune.cli import options as opt
 from autotune.cli.console import console
 from autotune.cli.planning import options_from_params, plan_from_options
 from autotune.cli.render import print_json, render_plan
+from autotune.schemas.setting import DEFAULT_SEQ_LEN
 
 
 def plan_command(
@@ -21,7 +22,7 @@ def plan_command(
     num_gpus: opt.NumGpusOpt = 1,
     num_nodes: opt.NumNodesOpt = 1,
     host_memory_gib: opt.HostMemoryOpt = None,
-    seq_len: opt.SeqLenOpt = 2048,
+    seq_len: opt.SeqLenOpt = DEFAULT_SEQ_LEN,
     global_batch_size: opt.GlobalBatchOpt = 32,
     objective: opt.ObjectiveOpt = "quality",
     method: opt.MethodOpt = None,

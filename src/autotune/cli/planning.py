@@ -17,6 +17,7 @@ from autotune.planner.build import build_plan_file
 from autotune.planner.request import PlanRequest
 from autotune.planner.search import PlanResult, search
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.setting import DEFAULT_SEQ_LEN
 
 
 def request_from_options(
@@ -25,7 +26,7 @@ def request_from_options(
     num_gpus: int = 1,
     num_nodes: int = 1,
     host_memory_gib: float | None = None,
-    seq_len: int = 2048,
+    seq_len: int = DEFAULT_SEQ_LEN,
     global_batch_size: int = 32,
     num_samples: int | None = None,
     dataset_tokens: int | None = None,

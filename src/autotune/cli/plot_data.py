@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from autotune.costmodel.fitting import CaseResult
     from autotune.costmodel.validation import RowReport
 
-PART_COLOURS = {
+PART_COLOURS: dict[str, str] = {  # keys: schemas.memory_parts.MEMORY_PARTS (a test keeps them equal)
     "weights": "#4C72B0",
     "gathered weights": "#8172B3",
     "autocast weight copies": "#64B5CD",

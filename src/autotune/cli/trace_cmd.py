@@ -25,7 +25,7 @@ from autotune.cli.console import console
 from autotune.cli.render import print_json
 from autotune.cli.tracing import AttentionOpt, render_trace, require_torch, run_trace, setting_inputs
 from autotune.errors import InvalidRequestError
-from autotune.schemas.setting import attention_run_error
+from autotune.schemas.setting import DEFAULT_LORA_RANK, DEFAULT_SEQ_LEN, attention_run_error
 
 
 def trace_command(
@@ -35,14 +35,14 @@ def trace_command(
     num_nodes: opt.NumNodesOpt = 1,
     host_memory_gib: opt.HostMemoryOpt = None,
     method: opt.StatedMethodOpt = "lora",
-    seq_len: opt.SeqLenOpt = 2048,
+    seq_len: opt.SeqLenOpt = DEFAULT_SEQ_LEN,
     micro_batch_size: opt.StatedMicroBatchOpt = 1,
     grad_accum: opt.StatedGradAccumOpt = 1,
     grad_ckpt: opt.StatedGradCkptOpt = True,
     optimizer: opt.StatedOptimizerOpt = "adamw",
     precision: opt.PrecisionOpt = None,
     sharding: opt.ShardingOpt = None,
-    lora_rank: opt.StatedLoraRankOpt = 16,
+    lora_rank: opt.StatedLoraRankOpt = DEFAULT_LORA_RANK,
     lora_targets: opt.StatedLoraTargetsOpt = "all-linear",
     compile_: opt.StatedCompileOpt = False,
     loss_impl: opt.StatedLossImplOpt = "fp32-upcast",

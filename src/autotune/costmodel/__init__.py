@@ -26,4 +26,5 @@ Modules:
   time_fit       fit the time coefficients (efficiencies per GPU generation)
   ranking        does the time model rank settings as the GPUs ran them (Spearman ρ, MAPE per source)
   _optimize      the pure-Python Nelder–Mead minimizer
+  priors         the stated priors no fit moves (each with its unit and source) and the rule for where a number lives
 """

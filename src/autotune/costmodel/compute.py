@@ -13,14 +13,14 @@ Each term (docs/cost-model.md §5 has the formulas, sources and measured error):
   forward (Narayanan et al. 2021, eq. 3). lm_head is the (T × V × h) GEMM, in fp32 when the head is fp32.
 * **attention** — ``gemm.attention_flops_forward`` (causal saving only for flash / memory-efficient kernels),
   backward 2.5× (flash) or 2× (math), at the attention efficiency of the GPU's architecture; the Triton flash
-  kernel of the 2023 MPT measurements (``flash-triton``) takes ``gemm.TRITON_FLASH_ATTENTION_SLOWDOWN`` × as long.
+  kernel of the 2023 MPT measurements (``flash-triton``) takes ``priors.TRITON_FLASH_ATTENTION_TIME_RATIO`` × as long.
 * **element-wise** — the bytes the layer's non-GEMM kernels move, counted from the real module code
   (``dispatch.layer_ops``; bf16 basis, scaled by the residual dtype), at ``bandwidth × bandwidth_efficiency``;
   the logits/loss traffic (``activations.loss_bytes_per_logit``, forward and backward).
 * **dispatch** — each kernel costs ``kernel_launch_s`` of CPU time (eager PyTorch), each peft LoRA target
   ``lora_target_cpu_s`` per forward pass and each bitsandbytes Linear4bit ``qlora_linear_cpu_s`` per pass; per
   decoder-layer pass the GPU hides it when its own work is longer, so a pass takes max(GPU time, CPU time) and the
-  excess is the ``exposed cpu dispatch`` term. On the GPU each kernel adds ``optimizer_step.GPU_KERNEL_MIN_S``
+  excess is the ``exposed cpu dispatch`` term. On the GPU each kernel adds ``priors.GPU_KERNEL_MIN_S``
   (launch latency, ramp and tail) to its term. Small micro batches become dispatch-bound; large ones hide it.
 * **LoRA** and **QLoRA** — counted from what peft and bitsandbytes run (``adapter_time``): casts only when the
   adapters' dtype differs from the input's, dropout only when p > 0, two skinny GEMMs at their own shape, scale
@@ -63,32 +63,31 @@ from autotune.costmodel.context import SettingContext, setting_context
 from autotune.costmodel.dispatch import LEGACY_CLAMP, eager_attention, layer_ops
 from autotune.costmodel.fused_kernels import eager_replaced_traffic, liger_head_work, liger_layer_traffic
 from autotune.costmodel.gemm import (
-    DEFAULT_SM_COUNT,
-    FLASH_BACKWARD_FACTOR,
-    TRITON_FLASH_ATTENTION_SLOWDOWN,
     GemmDevice,
     attention_flops_forward,
     attention_time_s,
     linear_pass_time_s,
 )
 from autotune.costmodel.memory import base_weight_bytes
-from autotune.costmodel.optimizer_step import GPU_KERNEL_MIN_S, offload_traffic_s, optimizer_step_s
+from autotune.costmodel.optimizer_step import dram_bytes_per_s, offload_traffic_s, optimizer_step_s
 from autotune.costmodel.param_adapters import wrapped_gemm_s
 from autotune.costmodel.params import linear_modules, lora_params
 from autotune.costmodel.precision import DtypeBytes
+from autotune.costmodel.priors import (
+    DEFAULT_SM_COUNT,
+    FLASH_BACKWARD_FLOPS_RATIO,
+    GPU_KERNEL_MIN_S,
+    HEAD_KERNELS_PER_MICRO_STEP,
+    TRITON_FLASH_ATTENTION_TIME_RATIO,
+)
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
-from autotune.units import GB, TERA
-
-HEAD_KERNELS = 40
-"""Kernels outside the decoder layers per micro-step (embedding, final norm, lm_head, shift + cross-entropy
-and its backward): a stated prior; the layer counts dominate (≥ 30 layers × 40+ kernels)."""
+from autotune.units import TERA
 
 MATH_ATTENTION_BACKWARD_FACTOR = 2.0
 """Math (eager) attention backward: two GEMMs per forward GEMM (input gradients of QKᵀ and PV)."""
-
 
 TERM_LABELS: dict[str, str] = {
     "gemm_s": "gemm",
@@ -197,7 +196,7 @@ def efficiency(table: dict[str, float], gpu: GpuSpec) -> float:
 
 def _device(gpu: GpuSpec, dtype: str, coefficients: CostCoefficients, table: dict[str, float]) -> GemmDevice:
     peak = gpu.fp32_tflops if dtype == "fp32-simt" else gpu.matmul_tflops(dtype)
-    bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
+    bandwidth = dram_bytes_per_s(gpu, coefficients)
     return GemmDevice(peak * TERA * efficiency(table, gpu), gpu.sm_count or DEFAULT_SM_COUNT, bandwidth)
 
 
@@ -268,7 +267,7 @@ def _layer_passes(context: SettingContext, coefficients: CostCoefficients) -> tu
     tokens, seq = context.tokens, context.seq_tokens
     adapters = setting.uses_adapters
     flash = context.flash_attention
-    bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
+    bandwidth = dram_bytes_per_s(gpu, coefficients)
     compile_keep = 1 - coefficients.compile_speedup if setting.compile else 1.0
     device = _device(gpu, dtypes.compute_dtype, coefficients, coefficients.matmul_efficiency)
     tail = GPU_KERNEL_MIN_S
@@ -286,8 +285,8 @@ def _layer_passes(context: SettingContext, coefficients: CostCoefficients) -> tu
     )
     fwd_attention = attention_time_s(attention_fwd_flops, seq, attention_device)
     if setting.attention_impl == "flash-triton":  # same FLOPs and causal saving, a slower kernel (fwd + bwd)
-        fwd_attention *= TRITON_FLASH_ATTENTION_SLOWDOWN
-    bwd_attention = fwd_attention * (FLASH_BACKWARD_FACTOR if flash else MATH_ATTENTION_BACKWARD_FACTOR)
+        fwd_attention *= TRITON_FLASH_ATTENTION_TIME_RATIO
+    bwd_attention = fwd_attention * (FLASH_BACKWARD_FLOPS_RATIO if flash else MATH_ATTENTION_BACKWARD_FACTOR)
 
     traffic_scale = (dtypes.residual_bytes / 2 + dtypes.compute_bytes / 2) / 2 * compile_keep
     # fused kernels: the eager ops they replace leave (bf16 basis), their own traffic enters (own dtypes)
@@ -394,7 +393,7 @@ def _head_s(context: SettingContext, coefficients: CostCoefficients) -> tuple[fl
     """
     model, setting, gpu, dtypes = context.model, context.setting, context.gpu, context.dtypes
     tokens = context.tokens
-    bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
+    bandwidth = dram_bytes_per_s(gpu, coefficients)
     fp32_head = act.logits_dtype_bytes(setting, dtypes) == 4 and not dtypes.autocast
     head_device = _device(
         gpu, "fp32-simt" if fp32_head else dtypes.compute_dtype, coefficients, coefficients.matmul_efficiency
@@ -403,7 +402,7 @@ def _head_s(context: SettingContext, coefficients: CostCoefficients) -> tuple[fl
     if context.fused.linear_cross_entropy:
         logit_bytes = act.logits_dtype_bytes(setting, dtypes)
         work = liger_head_work(model, setting, dtypes, tokens, logit_bytes, head_device)
-        kernels = HEAD_KERNELS + work.kernels
+        kernels = HEAD_KERNELS_PER_MICRO_STEP + work.kernels
         return work.gemm_s + work.elementwise_bytes / bandwidth + kernels * GPU_KERNEL_MIN_S, kernels
     head_s = _head_gemm_s(
         tokens, model.hidden_size, model.vocab_size, head_element, head_device,
@@ -411,7 +410,7 @@ def _head_s(context: SettingContext, coefficients: CostCoefficients) -> tuple[fl
     )  # fmt: skip
     vocab = model.vocab_size
     logits_s = act.loss_bytes_per_logit(model, setting, dtypes) * tokens * vocab * 2 / bandwidth
-    return head_s + logits_s + HEAD_KERNELS * GPU_KERNEL_MIN_S, HEAD_KERNELS
+    return head_s + logits_s + HEAD_KERNELS_PER_MICRO_STEP * GPU_KERNEL_MIN_S, HEAD_KERNELS_PER_MICRO_STEP
 
 
 def predict_time_in(context: SettingContext, coefficients: CostCoefficients) -> TimePrediction:

@@ -7,31 +7,20 @@ import math
 from autotune.costmodel.calibration import default_coefficients, error_band
 from autotune.costmodel.compute import predict_time_in
 from autotune.costmodel.context import setting_context
-from autotune.costmodel.memory import CUDA_CONTEXT_BYTES, predict_memory_in
+from autotune.costmodel.memory import predict_memory_in
+from autotune.costmodel.priors import COMPILE_FIXED_S, COMPILE_PER_LAYER_S, CUDA_CONTEXT_BYTES
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.memory_parts import MODELLED_PARTS
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.units import GIB, TERA
-
-COMPILE_FIXED_S = 20.0
-COMPILE_PER_LAYER_S = 2.0
-"""torch.compile time prior: ~20 s of set-up plus ~2 s per decoder layer traced (Dynamo inlines the whole
-model forward; observed 1–2 minutes for 7–8B models in the PyTorch 2.x release notes' benchmarks). Not
-fitted: no seed row states a compile time."""
 
 
 def compile_time_s(model: ModelSpec) -> float:
     """One-off torch.compile time in seconds (prior in ``COMPILE_FIXED_S`` / ``COMPILE_PER_LAYER_S``)."""
     return COMPILE_FIXED_S + COMPILE_PER_LAYER_S * model.num_hidden_layers
-
-
-MODELLED_PARTS = ("activations", "logits + loss", "embedding gradient buffer")
-"""Breakdown parts that are modelled (activation and loss tensors, a compiled backward's fp32 embedding-gradient
-buffer). Every other part — weights, adapters, gradients (a compiled backward's new ones too), optimizer states and
-its step buffers, gathered units, DDP buckets, autocast copies — is a parameter count times bytes per parameter,
-exact for a given implementation."""
 
 
 def dynamic_memory_gib(breakdown_bytes: dict[str, float]) -> float:

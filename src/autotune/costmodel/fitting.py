@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from autotune.costmodel._optimize import nelder_mead
 from autotune.costmodel.estimate import dynamic_memory_gib, estimate_setting, memory_family
-from autotune.costmodel.memory import CUDA_CONTEXT_BYTES
+from autotune.costmodel.priors import CUDA_CONTEXT_BYTES
 from autotune.costmodel.time_fit import fit_time_coefficients
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.profiles.measurements import measurement_models

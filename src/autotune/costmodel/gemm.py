@@ -12,9 +12,9 @@ computed by one SM (NVIDIA, "Matrix Multiplication Background User's Guide", sec
 * **split-K** — a grid of fewer tiles than SMs with a long K (LoRA's x·Aᵀ: M = tokens, N = rank 16,
   K = 4096) is split along K over otherwise idle SMs, each slice writing an fp32 partial product that a second
   pass reduces (cuBLAS's split-K heuristics; CUTLASS ``GemmSplitKParallel`` and Hopper's stream-K schedule):
-  ``split_k_slices`` slices of at least ``SPLIT_K_MIN_SLICE``, the partials' bytes added to the roofline;
+  ``split_k_slices`` slices of at least ``SPLIT_K_MIN_SLICE_ELEMENTS``, the partials' bytes added to the roofline;
 * **K saturation** — each tile streams K through a pipelined main loop; its fixed prologue/epilogue is about
-  ``K_HALF`` elements of K, so the main-loop share is K / (K + K_HALF) (saturating in K);
+  ``GEMM_K_HALF_ELEMENTS`` elements of K, so the main-loop share is K / (K + GEMM_K_HALF_ELEMENTS) (saturating in K);
 * **roofline** (Williams et al. 2009) — the kernel takes at least its operand and result bytes at the achievable
   DRAM bandwidth, so skinny GEMMs (small M: LoRA adapters, micro batch 1 at short sequences) are
   bandwidth-bound.
@@ -34,33 +34,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from autotune.costmodel.priors import GEMM_K_HALF_ELEMENTS, SPLIT_K_MIN_SLICE_ELEMENTS
+
 TILE = 128
 """Output tile edge (elements) of the GEMM kernels (NVIDIA Matrix Multiplication Background guide, 128×128 and
 256×128 tiles for large half-precision GEMMs on A100)."""
 
-K_HALF = 32
-"""K at which a tile's main loop is half of its time (prologue + epilogue ≈ one 32-wide K slice of the
-multistage main loop, CUTLASS's K tile for 16-bit GEMMs). Stated prior, not fitted."""
-
 FP32_PARTIAL_BYTES = 4
 """Bytes per element of a split-K slice's partial product (accumulated in fp32)."""
-
-SPLIT_K_MIN_SLICE = 256
-"""Shortest K slice a split-K GEMM gives one tile (8 of CUTLASS's 32-wide K steps: below it the fp32 partial
-product costs more traffic than the slice saves). Stated prior, not fitted."""
-
-DEFAULT_SM_COUNT = 108
-"""SMs assumed for a GPU whose profile does not state them (an A100)."""
-
-FLASH_BACKWARD_FACTOR = 2.5
-"""Flash-attention backward FLOPs over its forward (Dao et al. 2022, section 3.1 / appendix B.4)."""
-
-TRITON_FLASH_ATTENTION_SLOWDOWN = 1.8
-"""Forward + backward time of FlashAttention written in Triton over FlashAttention-2 on the same work (attention
-impl ``flash-triton``). Dao 2023, "FlashAttention-2" (arXiv:2307.08691), section 4.1: FlashAttention-2 is
-1.3-2.5x faster than FlashAttention in Triton (A100, forward + backward, head dim 64 / 128, causal and not,
-sequence 512-16k). 1.8 is the geometric middle of that range (sqrt(1.3 x 2.5)), chosen before it was compared with
-any measurement and not fitted; the range bounds it. No figure is published for H100: the same ratio is assumed."""
 
 
 @dataclass(frozen=True)
@@ -85,12 +66,12 @@ def tile_edge(dim: float, tile: int = TILE) -> int:
 def split_k_slices(m: float, n: float, k: float, sm_count: int, tile: int = TILE) -> int:
     """K slices of a GEMM whose output tiles do not fill the SMs (module docstring, split-K).
 
-    As many as idle SMs allow, each at least ``SPLIT_K_MIN_SLICE`` long; 1 when the tiles fill a wave.
+    As many as idle SMs allow, each at least ``SPLIT_K_MIN_SLICE_ELEMENTS`` long; 1 when the tiles fill a wave.
     """
     tiles = math.ceil(m / tile_edge(m, tile)) * math.ceil(n / tile_edge(n, tile))
     if tiles >= sm_count:
         return 1
-    return max(1, min(sm_count // tiles, int(k // SPLIT_K_MIN_SLICE)))
+    return max(1, min(sm_count // tiles, int(k // SPLIT_K_MIN_SLICE_ELEMENTS)))
 
 
 def quantization_efficiency(m: float, n: float, sm_count: int, tile: int = TILE, slices: int = 1) -> float:
@@ -124,7 +105,7 @@ def gemm_time_s(m: float, n: float, k: float, element_bytes: float, device: Gemm
     slices = split_k_slices(m, n, k, device.sm_count)
     slice_k = k / slices
     quantization = quantization_efficiency(m, n, device.sm_count, slices=slices)
-    compute_rate = device.flops_per_s * quantization * (slice_k / (slice_k + K_HALF))
+    compute_rate = device.flops_per_s * quantization * (slice_k / (slice_k + GEMM_K_HALF_ELEMENTS))
     flops_s = 2.0 * m * n * k / compute_rate
     partials = 2 * FP32_PARTIAL_BYTES * slices * m * n if slices > 1 else 0.0  # written, then read by the reduction
     bytes_s = (element_bytes * (m * k + k * n + m * n) + partials) / device.bytes_per_s
@@ -169,4 +150,4 @@ def attention_time_s(flops: float, seq: float, device: GemmDevice) -> float:
     """
     if flops <= 0:
         return 0.0
-    return flops / (device.flops_per_s * (seq / (seq + K_HALF)))
+    return flops / (device.flops_per_s * (seq / (seq + GEMM_K_HALF_ELEMENTS)))

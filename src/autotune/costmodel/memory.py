@@ -42,6 +42,7 @@ from autotune.costmodel.params import ParamCounts, count_params, lora_params
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
+from autotune.schemas.memory_parts import MemoryPart
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.units import nf4_bytes_per_param
@@ -98,11 +99,6 @@ def compiled_backward_extra_bytes(
     embedding_trains = not setting.uses_adapters
     buffer = model.vocab_size * model.hidden_size * 4.0 if embedding_trains and dtypes.grad_bytes < 4 else 0.0
     return new_gradients, buffer
-
-
-CUDA_CONTEXT_BYTES = 0.5 * 2**30
-"""CUDA/ROCm context, cuBLAS workspaces and kernels outside the caching allocator: ~300–600 MiB on
-recent drivers with lazy module loading (PyTorch CUDA semantics notes); 0.5 GiB is our stated prior."""
 
 
 @dataclass(frozen=True)
@@ -273,7 +269,7 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
     # inputs of every checkpointed layer.
     checkpoints = model.num_hidden_layers * dtypes.residual_bytes * model.hidden_size * tokens + masks
 
-    resident = {
+    resident: dict[MemoryPart, float] = {
         "weights": states.weights,
         "lora adapters": states.adapter_weights,
         "optimizer states": states.optimizer_states,
@@ -282,7 +278,7 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
     persistent_grads = states.gradients if setting.grad_accum > 1 else 0.0
     if states.unsharded_gradients:  # no_sync: only the unsharded gradients persist between micro-steps
         persistent_grads = states.unsharded_gradients
-    phase_a = {
+    phase_a: dict[MemoryPart, float] = {
         **resident,
         "gathered weights": states.gathered_weights,
         "gradients": persistent_grads,
@@ -291,7 +287,7 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         "activations": stored,
         "logits + loss": logits,
     }
-    phase_early = {
+    phase_early: dict[MemoryPart, float] = {
         **resident,
         "gathered weights": states.gathered_weights,
         "gradients": persistent_grads,
@@ -300,7 +296,7 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         # without checkpointing: the last layer's backward with every layer's saved set still alive (logits freed)
         "activations": checkpoints + working if setting.grad_ckpt else (stored + merged_grad if merged_grad else 0.0),
     }
-    phase_b = {
+    phase_b: dict[MemoryPart, float] = {
         **resident,
         "gathered weights": states.gathered_weights,
         "gradients": states.gradients + states.unsharded_gradients,
@@ -308,7 +304,7 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         "autocast weight copies": states.autocast_weight_copies,
         "activations": working,
     }
-    phase_c = {
+    phase_c: dict[MemoryPart, float] = {
         **resident,
         "gradients": states.gradients,
         "ddp buckets": states.ddp_buckets,

@@ -5,7 +5,7 @@
   (``dispatch.optimizer_launches``) over the trainable tensors of one rank (FSDP / ZeRO flatten a unit into one).
 * CPU offload: the optimizer runs on the host — trainable parameters per rank × ranks per node /
   ``cpu_adam_params_per_s`` (DeepSpeed's vectorized CPU-Adam; every rank of a node steps at once on the same host
-  cores and DRAM, so the rate is the node's), ``TORCH_CPU_ADAM_SLOWDOWN`` slower for FSDP's torch AdamW — and the
+  cores and DRAM, so the rate is the node's), ``TORCH_CPU_ADAM_TIME_RATIO`` slower for FSDP's torch AdamW — and the
   updated weights return over the host link; per micro-step the weights come in twice (forward, backward) and the
   gradients go out once, over the pinned host link (``host_link_efficiency``), hidden only behind compute that
   exists in that micro-step.
@@ -16,20 +16,12 @@ from __future__ import annotations
 from autotune.costmodel.dispatch import optimizer_launches
 from autotune.costmodel.params import linear_modules, lora_adapters
 from autotune.costmodel.precision import DtypeBytes
+from autotune.costmodel.priors import GPU_KERNEL_MIN_S, TORCH_CPU_ADAM_TIME_RATIO
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting
 from autotune.units import GB
-
-GPU_KERNEL_MIN_S = 3e-6
-"""Time a launched kernel occupies the GPU beyond its work (launch latency + ramp-up + tail; ~2–4 µs on current
-GPUs: the back-to-back empty-kernel rate of CUDA's launch-latency measurements, e.g. NVIDIA's "CUDA Graphs"
-blog post, 2019: ~2 µs launch + ~1 µs execution of an empty kernel). Stated prior, not fitted."""
-
-TORCH_CPU_ADAM_SLOWDOWN = 5.5
-"""FSDP CPU offload steps ``torch.optim.AdamW`` on the host; DeepSpeed's vectorized CPU-Adam is 5.1–6.4× faster
-(Ren et al. 2021, ZeRO-Offload, §4.1 / table 3). ``cpu_adam_params_per_s`` is DeepSpeed's rate."""
 
 
 def trainable_tensors(model: ModelSpec, setting: TrainingSetting) -> int:
@@ -41,6 +33,11 @@ def trainable_tensors(model: ModelSpec, setting: TrainingSetting) -> int:
     per_layer = sum((1 + int(m.bias)) * m.count for m in linear_modules(model)) // model.num_hidden_layers
     per_layer += model.norms_per_layer * (2 if model.norm_has_bias else 1)
     return model.num_hidden_layers * per_layer + 2 + int(not model.tie_word_embeddings)
+
+
+def dram_bytes_per_s(gpu: GpuSpec, coefficients: CostCoefficients) -> float:
+    """Achievable DRAM bandwidth per GPU, bytes/s: the datasheet bandwidth × ``bandwidth_efficiency``."""
+    return gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
 
 
 def host_link_bytes_per_s(gpu: GpuSpec, coefficients: CostCoefficients) -> float:
@@ -74,11 +71,11 @@ def optimizer_step_s(
         if setting.sharding == "fsdp-offload":
             # FSDP's CPU offload steps torch.optim.AdamW on the host: the same foreach ops as on the GPU, each
             # dispatched by the same Python / dispatcher path, so it is never faster than their dispatch.
-            cpu_step = trainable_per_rank * ranks_per_node / (cpu_rate / TORCH_CPU_ADAM_SLOWDOWN)
+            cpu_step = trainable_per_rank * ranks_per_node / (cpu_rate / TORCH_CPU_ADAM_TIME_RATIO)
             calls, _ = optimizer_launches(trainable_tensors(model, setting), foreach=True)
             return max(cpu_step, calls * coefficients.kernel_launch_s) + updated
         return trainable_per_rank * ranks_per_node / cpu_rate + updated
-    bandwidth = gpu.memory_bandwidth_gb_per_s * GB * coefficients.bandwidth_efficiency
+    bandwidth = dram_bytes_per_s(gpu, coefficients)
     touched = 2 * dtypes.weight_bytes + 2 * dtypes.grad_bytes + 2 * dtypes.optimizer_bytes
     touched += 2 * dtypes.optimizer_temp_bytes
     calls, launches = optimizer_launches(trainable_tensors(model, setting), foreach=True)

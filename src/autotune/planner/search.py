@@ -20,6 +20,7 @@ from autotune.errors import InfeasibleError
 from autotune.planner.request import Objective, Overrides, PlanRequest
 from autotune.planner.space import candidates, check_overrides_supported, unsupported_reasons
 from autotune.schemas.estimate import Estimate
+from autotune.schemas.memory_parts import MODEL_STATE_PARTS
 from autotune.schemas.setting import TrainingSetting
 
 DEFAULT_RUN_STEPS = 1000
@@ -238,8 +239,7 @@ def _family(setting: TrainingSetting) -> str:
 
 
 def _states_gib(estimate: Estimate) -> float:
-    parts = ("weights", "lora adapters", "gradients", "optimizer states")
-    return sum(estimate.memory_breakdown_gib.get(name, 0.0) for name in parts)
+    return sum(estimate.memory_breakdown_gib.get(name, 0.0) for name in MODEL_STATE_PARTS)
 
 
 def overshoot(scored: Scored, host_memory_gib: float | None) -> float:

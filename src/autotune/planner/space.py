@@ -16,6 +16,8 @@ from autotune.planner.request import PlanRequest
 from autotune.schemas.lora_targets import effective_lora_dropout
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import (
+    DEFAULT_LORA_ALPHA,
+    DEFAULT_LORA_RANK,
     FSDP_SHARDINGS,
     GRAD_SYNCS,
     METHODS,
@@ -43,10 +45,6 @@ one 24 GB card). Offload plans are checked against it; ``--host-memory-gib`` rep
 
 LOSS_IMPLEMENTATIONS: tuple[LossImpl, ...] = ("fp32-upcast", "chunked")
 """Loss implementations the training core provides (``native`` only describes other trainers' seeds)."""
-
-
-DEFAULT_LORA_RANK = 16
-DEFAULT_LORA_ALPHA = 32.0
 
 
 def assumed_host_memory_gib(gpu_memory_gib: float, num_gpus_per_node: int) -> float:

@@ -14,6 +14,7 @@ from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas._base import StrictModel
 from autotune.schemas.calibration import MeasuredMemoryGiB, MeasuredStepS, Measurement, MemoryKind
 from autotune.schemas.setting import (
+    DEFAULT_LORA_RANK,
     Method,
     Optimizer,
     Precision,
@@ -40,7 +41,7 @@ class CsvRow(StrictModel):
     sharding: Sharding | None = Field(default=None, description="Default: none on one GPU, ddp on several.")
     optimizer: Optimizer = "adamw"
     precision: Precision | None = Field(default=None, description="Default: bf16 if the GPU has it, else fp16-mixed.")
-    lora_rank: int = Field(default=16, ge=1)
+    lora_rank: int = Field(default=DEFAULT_LORA_RANK, ge=1)
     # the measured figures' ranges are Measurement's (schemas/calibration.py), for every calibration input
     peak_memory_gib: MeasuredMemoryGiB | None = None
     memory_kind: MemoryKind | None = Field(default=None, description="Required with peak_memory_gib.")

@@ -6,6 +6,7 @@ Modules:
   model            ModelSpec (architecture shapes)
   setting          TrainingSetting (sharding traits, default precision / sharding), Workload
   estimate         Estimate (gpu_memory_need_gib: the sum ``fits`` compares)
+  memory_parts     the one vocabulary of memory part names (memory model, headroom band, planner, plots, trace)
   plan             PlanFile, ClusterChoice (world_size), schema migration
   recipe           TrainingRecipe: learning rate, schedule, warm-up, weight decay by method (cited defaults)
   plan_io          plan.yaml read / write (beside its schema; the launcher and the trainer both use it)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
+from pydantic.json_schema import JsonDict
 
 from autotune.schemas._base import StrictModel
 from autotune.schemas.setting import TrainingSetting, Workload
@@ -80,6 +82,19 @@ LORA_TARGET_CPU_S_MAX = 2e-3
 call (~10 µs), at most 2 ms (twenty times the prior: beyond it the number would stand for something other than
 Python per call)."""
 
+ZERO3_MODULE_FETCH_S_MIN = 1e-5
+ZERO3_MODULE_FETCH_S_MAX = 1e-2
+"""Bounds of ``zero3_module_fetch_s``: at least one Python hook call (~10 µs), at most 10 ms (thirty times the prior:
+beyond it the number would stand for something other than the hooks' gather and wait)."""
+
+FITTED: JsonDict = {"fitted": True}
+"""``json_schema_extra`` of a coefficient that a fit moves (``autotune.costmodel.time_fit`` / ``fitting`` /
+``recalibrate``); its default is its prior, its ``ge`` / ``le`` the bounds the fit keeps to."""
+
+PRIOR: JsonDict = {"fitted": False}
+"""``json_schema_extra`` of a stated prior that no fit moves, kept in the schema because calibration files hold it
+(the rule: ``autotune.costmodel.priors``)."""
+
 RETIRED_TIME_FACTORS = ("adapter_time_factor", "qlora_time_factor")
 """Calibration keys of the fitted LoRA / QLoRA multipliers that counted adapter and dequantization work replaced
 (issue 18). A file that still holds them at 1 (what every fit wrote) loads; another value is refused."""
@@ -148,10 +163,12 @@ class MeasurementSet(StrictModel):
 
 
 class CostCoefficients(StrictModel):
-    """The few cost-model coefficients that physics does not give, fitted to measurements.
+    """The cost-model coefficients that physics does not give: the fitted ones and the priors calibration files hold.
 
     Every other quantity (bytes per parameter, FLOPs per token, bandwidths, peaks) is derived;
-    see docs/cost-model.md. Defaults are the physics priors used before any fit.
+    see docs/cost-model.md. Defaults are the physics priors used before any fit. A field a fit moves says
+    ``fitted: true`` in its JSON schema extra (:data:`FITTED_FIELDS`), one no fit moves ``fitted: false``
+    (:data:`PRIOR_FIELDS`); stated priors outside the calibration files live in ``autotune.costmodel.priors``.
     """
 
     @model_validator(mode="before")
@@ -174,15 +191,18 @@ class CostCoefficients(StrictModel):
     name: str = Field(default="prior", description="Calibration name (file name without .yaml).")
     source: str = Field(default="physics priors, not fitted", description="Provenance: data, date, command.")
     matmul_efficiency: dict[str, float] = Field(
+        json_schema_extra=FITTED,
         default_factory=lambda: dict(MATMUL_EFFICIENCY_PRIOR),
         description="GPU key or architecture generation ('ampere', 'hopper', …) → fraction of the dense datasheet "
         "peak that a large, well-shaped GEMM reaches (shape effects are modelled separately); 'default' for others.",
     )
     attention_efficiency: dict[str, float] = Field(
+        json_schema_extra=FITTED,
         default_factory=lambda: dict(ATTENTION_EFFICIENCY_PRIOR),
         description="GPU key or architecture generation → fraction of the dense peak the attention kernels reach.",
     )
     bandwidth_efficiency: float = Field(
+        json_schema_extra=FITTED,
         default=0.8,
         ge=BANDWIDTH_EFFICIENCY_MIN,
         le=BANDWIDTH_EFFICIENCY_MAX,
@@ -190,6 +210,7 @@ class CostCoefficients(StrictModel):
         "kernels reach on a GPU (BANDWIDTH_EFFICIENCY_MIN/MAX).",
     )
     lora_target_cpu_s: float = Field(
+        json_schema_extra=FITTED,
         default=3e-4,
         ge=LORA_TARGET_CPU_S_MIN,
         le=LORA_TARGET_CPU_S_MAX,
@@ -199,6 +220,7 @@ class CostCoefficients(StrictModel):
         "within one σ; no public figure), bounded LORA_TARGET_CPU_S_MIN..MAX; fitted on the runs with adapters.",
     )
     qlora_linear_cpu_s: float = Field(
+        json_schema_extra=FITTED,
         default=3e-4,
         ge=LORA_TARGET_CPU_S_MIN,
         le=LORA_TARGET_CPU_S_MAX,
@@ -207,21 +229,29 @@ class CostCoefficients(StrictModel):
         "ops) beyond its kernels' dispatch. Prior 0.3 ms, wide, same bounds; fitted on the QLoRA runs.",
     )
     kernel_launch_s: float = Field(
+        json_schema_extra=PRIOR,
         default=1.0e-5,
         gt=0,
         description="CPU seconds to dispatch one eager op (Python + dispatcher + launch); prior 10 µs (PyTorch "
-        "eager overhead, Ansel et al. 2024, PyTorch 2 paper §2).",
+        "eager overhead, Ansel et al. 2024, PyTorch 2 paper §2). Prior: no fit moves it.",
     )
     micro_step_overhead_s: float = Field(
-        default=3e-3, ge=0, description="Per-micro-step trainer overhead (batch to device, hooks, autocast), s."
+        json_schema_extra=PRIOR,
+        default=3e-3,
+        ge=0,
+        description="Per-micro-step trainer overhead (batch to device, hooks, autocast), s. Prior: no fit moves it.",
     )
     step_overhead_s: float = Field(
-        default=1e-2, ge=0, description="Per-optimizer-step fixed cost (scheduler, zero_grad, logging, loader), s."
+        json_schema_extra=PRIOR,
+        default=1e-2,
+        ge=0,
+        description="Per-optimizer-step fixed cost (scheduler, zero_grad, logging, loader), s. Prior: no fit moves it.",
     )
     zero3_module_fetch_s: float = Field(
+        json_schema_extra=FITTED,
         default=3e-4,
-        ge=1e-5,
-        le=1e-2,
+        ge=ZERO3_MODULE_FETCH_S_MIN,
+        le=ZERO3_MODULE_FETCH_S_MAX,
         description="CPU seconds DeepSpeed ZeRO-3 spends per submodule with parameters per pass (forward, "
         "recomputed forward, backward) in its fetch / release hooks (deepspeed/runtime/zero/parameter_offload.py "
         "registers them on every submodule; partitioned_param_coordinator.fetch_sub_module gathers, waits for and "
@@ -230,12 +260,20 @@ class CostCoefficients(StrictModel):
         "ZeRO-3 rows when a fit has them.",
     )
     collective_latency_s: float = Field(
-        default=2.5e-5, gt=0, description="Fixed latency of one NCCL collective (small-message ring latency), s."
+        json_schema_extra=PRIOR,
+        default=2.5e-5,
+        gt=0,
+        description="Fixed latency of one NCCL collective (small-message ring latency), s. Prior: no fit moves it.",
     )
     collective_bandwidth_efficiency: float = Field(
-        default=0.75, gt=0, le=1, description="NCCL bus bandwidth / link bandwidth (nccl-tests busbw)."
+        json_schema_extra=PRIOR,
+        default=0.75,
+        gt=0,
+        le=1,
+        description="NCCL bus bandwidth / link bandwidth (nccl-tests busbw). Prior: no fit moves it.",
     )
     allocator_overhead_fraction: float = Field(
+        json_schema_extra=FITTED,
         default=0.05,
         ge=0,
         description="reserved = allocated × (1 + this): caching-allocator fragmentation, which a CPU trace cannot "
@@ -243,39 +281,78 @@ class CostCoefficients(StrictModel):
         "rows that measured reserved memory.",
     )
     host_link_efficiency: float = Field(
+        json_schema_extra=PRIOR,
         default=0.8,
         gt=0,
         le=1,
         description="Fraction of host-link bandwidth reached by pinned copies (CUDA bandwidthTest: ~26 of 32 GB/s "
-        "on PCIe 4.0 x16); FSDP CPU offload and DeepSpeed pin their host buffers.",
+        "on PCIe 4.0 x16); FSDP CPU offload and DeepSpeed pin their host buffers. Prior: no fit moves it.",
     )
     cpu_adam_params_per_s: float = Field(
+        json_schema_extra=FITTED,
         default=1e9,
         gt=0,
         description="Parameters per second the CPU Adam of one node updates under offload: the ranks of a node share "
         "its cores and DRAM bandwidth, so each rank's step takes (its parameters × ranks per node) / this rate.",
     )
     compile_speedup: float = Field(
+        json_schema_extra=PRIOR,
         default=0.5,
         ge=0,
         lt=1,
-        description="Fraction of element-wise traffic and kernel launches torch.compile removes by fusion (prior).",
+        description="Fraction of element-wise traffic and kernel launches torch.compile removes by fusion. Prior: no "
+        "fit moves it.",
     )
     stack_time_factor: dict[str, float] = Field(
+        json_schema_extra=FITTED,
         default_factory=dict,
         description="Diagnostic, not used to predict: source table → how much slower than these coefficients "
         "that source's training stack ran (≥ 1; the fastest stack in the fit is 1), fitted jointly (time_fit).",
     )
     memory_error_band: dict[str, float] = Field(
+        json_schema_extra=FITTED,
         default_factory=lambda: {"default": 0.15},
         description="Family → relative ± band on peak memory (from held-out residuals).",
     )
     memory_headroom_band: dict[str, float] = Field(
+        json_schema_extra=FITTED,
         default_factory=lambda: {"default": 0.15},
         description="Family → one-sided band: 90th percentile of under-prediction, relative to the modelled "
         "part; the planner's memory headroom.",
     )
     time_error_band: dict[str, float] = Field(
+        json_schema_extra=FITTED,
         default_factory=lambda: {"default": 0.35},
         description="Family → relative ± band on times (from held-out residuals).",
     )
+
+
+def _fields_marked(fitted: bool) -> tuple[str, ...]:
+    return tuple(
+        name
+        for name, info in CostCoefficients.model_fields.items()
+        if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("fitted") is fitted
+    )
+
+
+FITTED_FIELDS = _fields_marked(True)
+"""The coefficients a fit moves (marked ``FITTED``)."""
+
+PRIOR_FIELDS = _fields_marked(False)
+"""The coefficients no fit moves (marked ``PRIOR``): stated priors that calibration files hold."""
+
+
+def field_bounds(name: str) -> tuple[float, float]:
+    """Return the (lower, upper) bounds of a numeric ``CostCoefficients`` field: the bounds a fit keeps to.
+
+    Read from the field's ``ge`` / ``gt`` / ``le`` / ``lt``; ``-inf`` / ``inf`` where it has none.
+    """
+    lower, upper = -math.inf, math.inf
+    for item in CostCoefficients.model_fields[name].metadata:
+        for attribute in ("ge", "gt"):
+            if getattr(item, attribute, None) is not None:
+                lower = float(getattr(item, attribute))
+        for attribute in ("le", "lt"):
+            if getattr(item, attribute, None) is not None:
+                upper = float(getattr(item, attribute))
+    return lower, upper

@@ -94,6 +94,15 @@ LINEAR_MODULES: tuple[str, ...] = (
     "down_proj",
 )
 
+DEFAULT_LORA_RANK = 16
+"""LoRA rank when none is given (the schema's default; the CLI options and the planner read it)."""
+
+DEFAULT_LORA_ALPHA = 32.0
+"""LoRA alpha when none is given (the schema's default; alpha / r = 2 at the default rank; the planner reads it)."""
+
+DEFAULT_SEQ_LEN = 2048
+"""Tokens per sequence when none is given (the schema's default; the CLI options read it)."""
+
 DESCRIPTIONS: dict[str, str] = {
     "method": "Fine-tuning method: full (all weights), lora (bf16 base + adapters), qlora (NF4 base + adapters).",
     "micro_batch_size": "Sequences per GPU per forward/backward pass.",
@@ -219,8 +228,8 @@ class TrainingSetting(FrozenModel):
     sharding: Sharding = Field(default="none", description=DESCRIPTIONS["sharding"])
     optimizer: Optimizer = Field(default="adamw", description=DESCRIPTIONS["optimizer"])
     precision: Precision = Field(default="bf16", description=DESCRIPTIONS["precision"])
-    lora_rank: int = Field(default=16, ge=1, le=4096, description=DESCRIPTIONS["lora_rank"])
-    lora_alpha: float = Field(default=32.0, gt=0, description=DESCRIPTIONS["lora_alpha"])
+    lora_rank: int = Field(default=DEFAULT_LORA_RANK, ge=1, le=4096, description=DESCRIPTIONS["lora_rank"])
+    lora_alpha: float = Field(default=DEFAULT_LORA_ALPHA, gt=0, description=DESCRIPTIONS["lora_alpha"])
     lora_dropout: float = Field(default=0.0, ge=0, lt=1, description=DESCRIPTIONS["lora_dropout"])
     adapter_dtype: AdapterDtype = Field(default="compute", description=DESCRIPTIONS["adapter_dtype"])
     lora_targets: tuple[str, ...] = Field(default=(ALL_LINEAR,), description=DESCRIPTIONS["lora_targets"])
@@ -310,7 +319,7 @@ class TrainingSetting(FrozenModel):
 class Workload(FrozenModel):
     """What is trained on: sequence length, global batch and dataset size."""
 
-    seq_len: int = Field(default=2048, ge=8, le=1_048_576, description=DESCRIPTIONS["seq_len"])
+    seq_len: int = Field(default=DEFAULT_SEQ_LEN, ge=8, le=1_048_576, description=DESCRIPTIONS["seq_len"])
     global_batch_size: int = Field(default=32, ge=1, le=1_048_576, description=DESCRIPTIONS["global_batch_size"])
     num_samples: int | None = Field(default=None, ge=1, description=DESCRIPTIONS["num_samples"])
     dataset_tokens: int | None = Field(default=None, ge=1, description=DESCRIPTIONS["dataset_tokens"])

@@ -5,11 +5,13 @@ Produced by ``autotune.trace`` (needs torch); read by the CLI and ``plan --verif
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 from pydantic import Field
 
 from autotune.schemas._base import StrictModel
 
-CATEGORIES = (
+TraceCategory = Literal[
     "weights",
     "adapters",
     "gradients",
@@ -18,7 +20,10 @@ CATEGORIES = (
     "recomputed activations",
     "logits + loss",
     "temporaries",
-)
+]
+"""A category of live bytes in a traced step (each maps to one memory part: ``schemas.memory_parts``)."""
+
+CATEGORIES: tuple[str, ...] = get_args(TraceCategory)
 """Categories of live bytes, in display order (how each storage is classified: ``trace/__init__.py``)."""
 
 
