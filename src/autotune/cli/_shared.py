@@ -41,7 +41,7 @@ def coefficients_from_option(path: Path | None) -> tuple[CostCoefficients, str]:
 
 def stack_note(coefficients: CostCoefficients | None) -> str | None:
     """One line saying whose speed a plan's times are: the time fit's reference stack (``stack_time_factor`` 1,
-    the fastest training stack in the calibration data: ``costmodel/time_fit.py``, docs/cost-model.md "Stacks"),
+    the fastest training stack in the calibration data: ``calibration/time_fit.py``, docs/cost-model.md "Stacks"),
     with how much slower the other stacks ran. None when the reference is the user's own runs (a calibration by
     ``autotune calibrate``) or the calibration has no stacks (priors only)."""
     coefficients = coefficients or default_coefficients()
