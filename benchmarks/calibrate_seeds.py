@@ -1,6 +1,6 @@
 """Produce the shipped calibration ``src/autotune/profiles/calibration/seeds.yaml`` from the seed tables.
 
-1. Fit the free coefficients on every transcribed seed row (``fitting.fit_coefficients`` from the physics
+1. Fit the free coefficients on every transcribed seed row (``calibration.fit.fit_coefficients`` from the physics
    priors).
 2. Cross-validate: leave one GPU out and leave one model family out (``calibration.crossval``).
 3. Replace the three band dicts (memory, headroom, time) with the bands of the held-out residuals of both

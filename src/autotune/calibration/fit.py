@@ -26,6 +26,9 @@ from autotune.schemas.calibration import CostCoefficients
 BAND_QUANTILE = 0.9
 """The error bands' quantile of the rows' errors per family (the 90th percentile)."""
 
+BAND_DECIMALS = 4
+"""Decimals a band is rounded to (the calibration file stays readable; 1e-4 is far below any band's meaning)."""
+
 BAND_MIN_ROWS = 3
 """Fewest rows a family needs to get its own band (fewer: it falls back to its method's, then 'default')."""
 
@@ -184,7 +187,9 @@ def error_bands(
             time.setdefault("default", []).append(abs(r.time_error))
 
     def bands(values: dict[str, list[float]], fallback: float) -> dict[str, float]:
-        result = {k: round(_quantile(v, BAND_QUANTILE), 4) for k, v in values.items() if len(v) >= BAND_MIN_ROWS}
+        result = {
+            k: round(_quantile(v, BAND_QUANTILE), BAND_DECIMALS) for k, v in values.items() if len(v) >= BAND_MIN_ROWS
+        }
         result.setdefault("default", fallback)
         return result
 
