@@ -19,8 +19,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from autotune.costmodel.calibration import default_coefficients
-from autotune.costmodel.crossval import (
+from autotune.calibration.cases import prepare_cases
+from autotune.calibration.crossval import (
     CVReport,
     ProgressFunction,
     VerdictCounts,
@@ -31,7 +31,8 @@ from autotune.costmodel.crossval import (
     verdict_counts,
     worst_rows,
 )
-from autotune.costmodel.fitting import CaseResult, evaluate, prepare_cases
+from autotune.calibration.results import CaseResult, evaluate
+from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.memory import model_state_bytes
 from autotune.costmodel.precision import dtype_bytes
 from autotune.errors import InvalidRequestError

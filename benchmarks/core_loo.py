@@ -19,9 +19,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from autotune.calibration.recalibrate import collect, recalibrate
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.estimate import estimate_setting
-from autotune.costmodel.recalibrate import collect, recalibrate
 from autotune.profiles.measurements import CORE_SOURCE
 from autotune.profiles.run_reports import load_run_report
 from autotune.schemas.calibration import CostCoefficients

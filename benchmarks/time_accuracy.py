@@ -4,7 +4,7 @@ Leave-one-source-out (``crossval.cross_validate(..., "source")``): each source t
 llm-foundry MPT development data) is predicted by coefficients fitted from the physics priors on the other
 tables only — the seeds held out when fitting MPT rows, and the reverse. Prints, per source, the time MAPE
 (= tokens/s error: same tokens, inverse time, reported as |predicted/measured − 1| of the time) and the Spearman ρ
-of measured vs predicted throughput inside every sweep (``costmodel.ranking``), in-sample and held out, and the
+of measured vs predicted throughput inside every sweep (``calibration.ranking``), in-sample and held out, and the
 mean signed time error per source split by activation checkpointing (a bias between the two shows in the order of
 settings the planner compares).
 
@@ -22,9 +22,11 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 
-from autotune.costmodel.crossval import cross_validate, fit_from_priors
-from autotune.costmodel.fitting import CaseResult, prepare_cases
-from autotune.costmodel.ranking import by_source, ranking_text
+from autotune.calibration.cases import prepare_cases
+from autotune.calibration.crossval import cross_validate, fit_from_priors
+from autotune.calibration.ranking import by_source
+from autotune.calibration.results import CaseResult
+from autotune.cli.validation_text import ranking_text
 from autotune.profiles.measurements import all_measurements
 from autotune.schemas.calibration import source_table
 

@@ -1,8 +1,8 @@
 """Produce the shipped calibration ``src/autotune/profiles/calibration/seeds.yaml`` from the seed tables.
 
-1. Fit the free coefficients on every transcribed seed row (``fitting.fit_coefficients`` from the physics
+1. Fit the free coefficients on every transcribed seed row (``calibration.fit.fit_coefficients`` from the physics
    priors).
-2. Cross-validate: leave one GPU out and leave one model family out (``costmodel.crossval``).
+2. Cross-validate: leave one GPU out and leave one model family out (``calibration.crossval``).
 3. Replace the three band dicts (memory, headroom, time) with the bands of the held-out residuals of both
    groupings pooled (``crossval.held_out_bands``): the planner's headroom and every ± a plan prints then come
    from errors on rows the fit did not see.
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import yaml
 
+from autotune.calibration.cases import prepare_cases
+from autotune.calibration.crossval import ProgressFunction, cross_validate, fit_from_priors, held_out_bands
 from autotune.costmodel.calibration import save_coefficients
-from autotune.costmodel.crossval import ProgressFunction, cross_validate, fit_from_priors, held_out_bands
-from autotune.costmodel.fitting import prepare_cases
 from autotune.profiles.measurements import all_measurements, list_measurement_sets
 from autotune.schemas.calibration import CostCoefficients
 
@@ -61,10 +61,10 @@ def build_calibration(today: str | None = None) -> CostCoefficients:
     sets = ", ".join(s.name for s in list_measurement_sets())
     folds = " + ".join(f"{len(r.folds)} {r.label} folds" for r in reports)
     source = (
-        f"fitted on {len(cases)} measurements ({sets}) by autotune.costmodel.fitting.fit_coefficients "
+        f"fitted on {len(cases)} measurements ({sets}) by autotune.calibration.fit.fit_coefficients "
         f"from the physics priors; error bands = 90th percentile of held-out residuals per family "
         f"({folds}, {sum(len(r.held_out) for r in reports)} held-out predictions pooled; "
-        f"autotune.costmodel.crossval.held_out_bands); {today or _dt.date.today().isoformat()}; "
+        f"autotune.calibration.crossval.held_out_bands); {today or _dt.date.today().isoformat()}; "
         f"command: {COMMAND}"
     )
     return full.model_copy(

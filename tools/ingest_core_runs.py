@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from autotune.costmodel.recalibrate import collect
+from autotune.calibration.recalibrate import collect
 from autotune.profiles.measurements import CORE_SOURCE
 from autotune.schemas.calibration import Measurement, MeasurementSet
 from autotune.schemas.plan_io import load_plan

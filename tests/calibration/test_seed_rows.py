@@ -4,7 +4,7 @@ Tolerances (relative error of the prediction):
   * memory, rows whose memory kind is known (allocated / reserved): ±25 %;
   * time (micro-step, step or whole-run wall time): ±50 %, times the row's stack factor (the calibration's
     ``stack_time_factor`` of its source table: the coefficients describe the fastest stack in the fit and each
-    table's trainer runs a constant factor slower, ``costmodel/time_fit.py``; one factor per table, never per
+    table's trainer runs a constant factor slower, ``calibration/time_fit.py``; one factor per table, never per
     row — the stack-free error held out is ``benchmarks/time_accuracy.py``'s);
   * out of memory: a row that ran out of memory must be predicted not to fit, and a row that ran must be
     predicted to fit.
@@ -19,10 +19,11 @@ import functools
 
 import pytest
 
+from autotune.calibration.cases import comparable_time, memory_of_known_kind, prepare_cases
+from autotune.calibration.results import CaseResult, evaluate
 from autotune.costmodel.calibration import default_coefficients
-from autotune.costmodel.fitting import CaseResult, evaluate, prepare_cases
 from autotune.profiles.measurements import all_measurements
-from autotune.schemas.calibration import Measurement, source_table
+from autotune.schemas.calibration import source_table
 
 MEMORY_TOLERANCE = 0.25
 TIME_TOLERANCE = 0.50
@@ -81,23 +82,11 @@ HF-stack seeds) predicts most of llm-foundry's fused MPT runs not to fit — a m
 docs/cost-model.md §7.1, not a row property; their times are tested through ``TIME_ROW_IDS``."""
 
 
-def _has_memory(m: Measurement) -> bool:
-    """The row states a peak memory of known kind (what fitting.evaluate compares)."""
-    return m.peak_memory_gib is not None and m.memory_kind != "unknown"
-
-
-def _has_time(m: Measurement) -> bool:
-    """The row states a time the model can predict (fitting.evaluate's choice: micro-step, step, or run)."""
-    if m.unknown_tokens:
-        return False
-    run_predictable = m.run_time_s is not None and m.workload.total_samples is not None
-    return m.micro_step_time_s is not None or m.step_time_s is not None or run_predictable
-
-
-MEMORY_ROW_IDS = [m.id for m in all_measurements() if _has_memory(m)]
-"""Rows with a memory figure: a test per row that can assert (rows without one get no test)."""
-TIME_ROW_IDS = [m.id for m in all_measurements() if _has_time(m)]
-"""Rows with a comparable time."""
+MEMORY_ROW_IDS = [m.id for m in all_measurements() if memory_of_known_kind(m)]
+"""Rows with a memory figure of known kind (``cases.memory_of_known_kind``): a test per row that can assert (rows
+without one get no test)."""
+TIME_ROW_IDS = [m.id for m in all_measurements() if comparable_time(m) is not None]
+"""Rows with a comparable time (``cases.comparable_time``: the rule validation and the time fit use)."""
 
 
 def _mark(row_id: str, quantity: str):  # type: ignore[no-untyped-def]

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from tests.unit.cli_runner import run
 
+from autotune.calibration.cases import prepare_cases
+from autotune.calibration.recalibrate import recalibrate
 from autotune.cli.refit import bound_notes
 from autotune.costmodel.calibration import default_coefficients
-from autotune.costmodel.fitting import prepare_cases
-from autotune.costmodel.recalibrate import recalibrate
 from autotune.profiles.measurement_csv import measurements_from_csv
 
 EXAMPLE_CSV = """model,gpu,method,seq_len,micro_batch_size,grad_accum,peak_memory_gib,memory_kind,micro_step_time_s,oom

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from autotune.costmodel.crossval import (
+from autotune.calibration.cases import Case, prepare_cases
+from autotune.calibration.crossval import (
     comparison,
     cross_validate,
     fit_from_priors,
@@ -17,8 +18,9 @@ from autotune.costmodel.crossval import (
     source_table,
     verdict_counts,
 )
+from autotune.calibration.fit import error_bands
+from autotune.calibration.results import evaluate
 from autotune.costmodel.estimate import memory_family
-from autotune.costmodel.fitting import Case, error_bands, evaluate, prepare_cases
 from autotune.errors import InvalidRequestError
 from autotune.profiles.measurements import all_measurements
 from autotune.schemas.calibration import CostCoefficients

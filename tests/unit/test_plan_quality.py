@@ -1,15 +1,20 @@
-"""autotune.planner.quality (printed by benchmarks/plan_quality.py): sweeps, the planner's choice and its judgement."""
+"""autotune.calibration.plan_quality (rendered by benchmarks/plan_quality.py): sweeps, the planner's choice and its
+judgement."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from autotune.planner import quality
+from autotune.calibration import plan_quality as quality
 from autotune.schemas.calibration import CostCoefficients, Measurement
 from autotune.schemas.setting import TrainingSetting, Workload
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -115,11 +120,25 @@ def test_judge_counts_a_correct_refusal(pq: ModuleType) -> None:
     assert outcome.status == "correct refusal" and not outcome.failed and outcome.ratio is None
 
 
-def test_summary_line_counts_outcomes(pq: ModuleType) -> None:
+def test_tally_counts_outcomes(pq: ModuleType) -> None:
     sweep = one_sweep(pq, [row("a", 1, 8, 120.0), row("b", 2, 4, 96.0), row("c", 8, 1, oom=True)])
     slower = pq.judge(sweep, fake_predictor(pq, {"a": (True, 1.0), "b": (True, 2.0), "c": (False, 0.5)}))
     best = pq.judge(sweep, fake_predictor(pq, {"a": (True, 3.0), "b": (True, 2.0), "c": (False, 0.5)}))
-    line = pq.summary_line([slower, best], skipped=4)
+    counts = pq.tally([slower, best], skipped=4)
+    assert (counts.sweeps, counts.best, len(counts.ratios), counts.skipped) == (2, 1, 2, 4)
+    assert counts.median_ratio == pytest.approx(1.125) and counts.worst_ratio == pytest.approx(1.25)
+    assert (counts.chose_oom, counts.refused, counts.correct_refusals) == (0, 0, 0)
+
+
+def test_summary_line_states_the_tally(pq: ModuleType) -> None:
+    spec = importlib.util.spec_from_file_location("plan_quality_script", ROOT / "benchmarks" / "plan_quality.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    sweep = one_sweep(pq, [row("a", 1, 8, 120.0), row("b", 2, 4, 96.0), row("c", 8, 1, oom=True)])
+    slower = pq.judge(sweep, fake_predictor(pq, {"a": (True, 1.0), "b": (True, 2.0), "c": (False, 0.5)}))
+    best = pq.judge(sweep, fake_predictor(pq, {"a": (True, 3.0), "b": (True, 2.0), "c": (False, 0.5)}))
+    line = script.summary_line([slower, best], skipped=4)
     assert "fastest measured setting in 1/2 comparable sweeps" in line
     assert "median ratio 1.12, worst 1.25" in line
     assert "4 single-setting groups skipped" in line

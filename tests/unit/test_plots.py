@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from cli_runner import run as run_cli
 
+from autotune.calibration.cases import prepare_cases
+from autotune.calibration.results import evaluate
+from autotune.calibration.validation import summarize
 from autotune.cli import plot_data, plot_validation, plots
 from autotune.cli.planning import request_from_options
-from autotune.costmodel.fitting import evaluate, prepare_cases
-from autotune.costmodel.validation import summarize
 from autotune.errors import AutotuneError, ConfigError, InvalidRequestError
 from autotune.planner.search import search
 from autotune.profiles.measurements import all_measurements

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from autotune.costmodel import fitting, priors, recalibrate, time_fit
+from autotune.calibration import fit as fitting
+from autotune.calibration import recalibrate, time_fit
+from autotune.costmodel import priors
 from autotune.costmodel.calibration import default_coefficients
 from autotune.schemas.calibration import FITTED_FIELDS, PRIOR_FIELDS, CostCoefficients, field_bounds
 

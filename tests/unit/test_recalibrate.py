@@ -1,4 +1,4 @@
-"""Run reports and CSV rows → measurements, and the recalibration fit (autotune.costmodel.recalibrate)."""
+"""Run reports and CSV rows → measurements, and the recalibration fit (autotune.calibration.recalibrate)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 from run_reports import NOW, make_report
 
-from autotune.cli.planning import request_from_options
-from autotune.costmodel.calibration import default_coefficients
-from autotune.costmodel.recalibrate import (
+from autotune.calibration.recalibrate import (
     USER_STACK,
     case_from_run,
     collect,
@@ -18,6 +16,8 @@ from autotune.costmodel.recalibrate import (
     unidentified_time_factors,
     widest_bands,
 )
+from autotune.cli.planning import request_from_options
+from autotune.costmodel.calibration import default_coefficients
 from autotune.errors import ConfigError
 from autotune.planner import build_plan_file, search
 from autotune.profiles.measurement_csv import CSV_COLUMNS, measurements_from_csv

@@ -8,8 +8,8 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from autotune.costmodel.fitting import Case, prepare_cases
-from autotune.costmodel.time_fit import BOUNDS, fit_time_coefficients, predicted_time_s, stack_slowness, time_rows
+from autotune.calibration.cases import Case, prepare_cases
+from autotune.calibration.time_fit import BOUNDS, fit_time_coefficients, predicted_time_s, stack_slowness, time_rows
 from autotune.profiles.measurements import all_measurements
 from autotune.schemas.calibration import (
     BANDWIDTH_EFFICIENCY_MAX,

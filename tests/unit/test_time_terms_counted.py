@@ -12,12 +12,13 @@ import pytest
 import yaml
 from cli_runner import run
 
+from autotune.calibration.cases import prepare_cases
+from autotune.calibration.results import evaluate
 from autotune.costmodel import adapter_time, gemm
 from autotune.costmodel.calibration import default_coefficients, load_coefficients
 from autotune.costmodel.compute import TERM_LABELS, predict_time
 from autotune.costmodel.context import setting_context
 from autotune.costmodel.estimate import estimate_setting
-from autotune.costmodel.fitting import evaluate, prepare_cases
 from autotune.costmodel.memory import predict_memory
 from autotune.costmodel.params import count_params
 from autotune.errors import ConfigError

@@ -43,7 +43,7 @@ def stack_note(coefficients: CostCoefficients | None) -> str | None:
     """One line saying whose speed a plan's times are (the time fit's reference stack) and how much slower others ran.
 
     The reference stack has ``stack_time_factor`` 1: the fastest training stack in the calibration data
-    (``costmodel/time_fit.py``, docs/cost-model.md "Stacks"). None when the reference is the user's own runs (a
+    (``calibration/time_fit.py``, docs/cost-model.md "Stacks"). None when the reference is the user's own runs (a
     calibration by ``autotune calibrate``) or the calibration has no stacks (priors only).
     """
     coefficients = coefficients or default_coefficients()

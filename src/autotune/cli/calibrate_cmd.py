@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from autotune.calibration.recalibrate import collect
 from autotune.cli.refit import (
     NameOpt,
     OutputOpt,
@@ -22,7 +23,6 @@ from autotune.cli.refit import (
     render_recalibration,
     resolve_output,
 )
-from autotune.costmodel.recalibrate import collect
 from autotune.schemas.plan_io import load_plan
 
 

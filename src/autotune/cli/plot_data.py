@@ -17,8 +17,8 @@ from autotune.planner.sweep import SweepResult
 from autotune.schemas.estimate import Estimate
 
 if TYPE_CHECKING:
-    from autotune.costmodel.fitting import CaseResult
-    from autotune.costmodel.validation import RowReport
+    from autotune.calibration.results import CaseResult
+    from autotune.calibration.validation import RowReport
 
 PART_COLOURS: dict[str, str] = {  # keys: schemas.memory_parts.MEMORY_PARTS (a test keeps them equal)
     "weights": "#4C72B0",

@@ -15,7 +15,7 @@ from autotune.cli.plot_data import GPU_COLOURS, OomPoint, scatter_points
 from autotune.cli.plots import check_plot_path, new_figure, save_figure
 
 if TYPE_CHECKING:
-    from autotune.costmodel.validation import RowReport
+    from autotune.calibration.validation import RowReport
 
 BAND = 0.20
 """Relative band drawn around y = x in the validation scatter (±20 %)."""

@@ -20,6 +20,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from autotune.calibration.recalibrate import collect
 from autotune.cli._shared import coefficients_from_option, plan_coefficients
 from autotune.cli.console import console
 from autotune.cli.refit import (
@@ -33,7 +34,6 @@ from autotune.cli.refit import (
     resolve_output,
 )
 from autotune.costmodel.estimate import estimate_setting
-from autotune.costmodel.recalibrate import collect
 from autotune.errors import AutotuneError, InvalidRequestError
 from autotune.launcher import LaunchOptions, LaunchSpec, build_launch_spec, run_launch
 from autotune.launcher.gpus import detect_gpus

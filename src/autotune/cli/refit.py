@@ -9,12 +9,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from autotune.calibration.cases import Case
+from autotune.calibration.recalibrate import Collected, Recalibration, recalibrate
+from autotune.calibration.results import CaseResult
+from autotune.calibration.validation import ErrorSummary, summarize
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
 from autotune.costmodel.calibration import save_coefficients
-from autotune.costmodel.fitting import Case, CaseResult
-from autotune.costmodel.recalibrate import Collected, Recalibration, recalibrate
-from autotune.costmodel.validation import ErrorSummary, summarize
 from autotune.errors import ConfigError
 from autotune.profiles.user_config import user_calibration_path
 from autotune.schemas.calibration import CostCoefficients
@@ -201,7 +202,7 @@ def _number(value: float | None) -> str:
 def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> list[str]:
     """What the refit fits and what it cannot, from the rows and the coefficients it moved.
 
-    * time (micro-step / optimizer-step times): the time coefficients (``costmodel/time_fit.py``);
+    * time (micro-step / optimizer-step times): the time coefficients (``calibration/time_fit.py``);
     * reserved memory: ``allocator_overhead_fraction``, only from rows that measured reserved or nvidia-smi memory;
     * peak allocated memory is derived (weights, adapters, gradients, optimizer states, activations, logits from
       the architecture and the setting: docs/cost-model.md), not fitted: a calibration leaves it unchanged and

@@ -8,13 +8,15 @@ from typing import Annotated
 
 import typer
 
+from autotune.calibration.cases import prepare_cases
+from autotune.calibration.results import evaluate
+from autotune.calibration.validation import summarize
 from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console, err_console
 from autotune.cli.render import human_seconds, print_json
 from autotune.cli.tables import Column, print_table
-from autotune.costmodel.fitting import evaluate, prepare_cases
-from autotune.costmodel.validation import summarize
+from autotune.cli.validation_text import percent, ranking_text, summary_text, worst_text
 from autotune.profiles.measurements import all_measurements, load_measurement_set
 from autotune.schemas.calibration import Measurement
 
@@ -101,7 +103,7 @@ def validate_command(
         for row in summary.rows
     ]
     print_table(f"Predicted vs measured ({len(results)} rows, calibration '{name}')", columns, table_rows)
-    console().print(summary.text(worst))
+    console().print(summary_text(summary, worst))
     if plot is not None:
         console().print(f"[green]wrote[/] {plot}")
 
@@ -111,7 +113,7 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
 
     With ``plot``, the scatter of the first grouping's held-out predictions against the measurements.
     """
-    from autotune.costmodel.crossval import (
+    from autotune.calibration.crossval import (
         comparison,
         cross_validate,
         fit_from_priors,
@@ -119,7 +121,7 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
         verdict_counts,
         worst_rows,
     )
-    from autotune.costmodel.ranking import by_source, ranking_text
+    from autotune.calibration.ranking import by_source
 
     groupings = parse_groupings(cv_by)
     started = time.perf_counter()
@@ -165,11 +167,11 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
         [
             line.group,
             str(line.memory_rows),
-            _mape(line.memory_in_sample),
-            *(_mape(line.memory_held_out[label]) for label in labels),
+            percent(line.memory_in_sample),
+            *(percent(line.memory_held_out[label]) for label in labels),
             str(line.time_rows),
-            _mape(line.time_in_sample),
-            *(_mape(line.time_held_out[label]) for label in labels),
+            percent(line.time_in_sample),
+            *(percent(line.time_held_out[label]) for label in labels),
         ]
         for line in comparison(reports)
     ]
@@ -189,9 +191,7 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
     print_table("OOM / fits verdicts", verdict_columns, verdict_rows)
     for report in reports:
         for quantity in ("memory", "time"):
-            listed = ", ".join(
-                f"{r.id} {getattr(r, quantity + '_error') * 100:+.0f}%" for r in worst_rows(report, worst, quantity)
-            )
+            listed = worst_text(worst_rows(report, worst, quantity), quantity)
             if listed:
                 console().print(f"worst held-out {quantity} ({short[report.label]}): {listed}")
     for label, results in [("in-sample", reports[0].in_sample)] + [(r.label, r.held_out) for r in reports]:
@@ -199,7 +199,3 @@ def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool
             console().print(text, highlight=False)
     if plot is not None:
         console().print(f"[green]wrote[/] {plot} (held-out predictions, {reports[0].label})")
-
-
-def _mape(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:.1f}%"

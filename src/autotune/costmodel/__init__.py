@@ -2,29 +2,25 @@
 
 Both are derived from shapes and datasheets, with a few fitted coefficients. docs/cost-model.md has the formulas.
 
+It only predicts: fitting the coefficients, validating and cross-validating predictions live in
+:mod:`autotune.calibration`, which imports this package (never the reverse).
+
 Modules:
-  params         parameter counts from a ModelSpec (per module, LoRA adapters)
-  precision      bytes per weight / gradient / optimizer state for a method and precision
-  activations    activation and logits bytes per layer (Korthikanti et al. 2022)
-  memory         model states per rank (sharding, offload), peak phases, the memory breakdown
-  compute        FLOPs, GEMM and bandwidth time, collectives, offload, optimizer step
-  estimate       estimate_setting: one Estimate (memory, time, fits) for one setting on one cluster
-  calibration    the shipped coefficients and user calibration files; error bands
-  fitting        fit the coefficients to measured rows (cases, residuals; fit_parameters: the one Nelder–Mead
-                 fit, via _optimize, that the allocator fit and recalibrate's refit both use)
-  validation     error summaries of predictions against measurements
-  crossval       held-out error (leave one source / GPU / family out)
-  recalibrate    refit from the user's runs (the rows are read by profiles.run_reports / measurement_csv)
-  context        the derived facts of one setting (dtypes, tokens, recompute, attention kernel)
-  gemm           GEMM and attention kernel time from their shapes
-  collectives    collective communication time (latency plus ring bandwidth, bucketed)
+  params          parameter counts from a ModelSpec (per module, LoRA adapters)
+  param_adapters  memory of LoRA adapters peft folds into a parameter (an MoE's experts and router)
+  precision       bytes per weight / gradient / optimizer state for a method and precision
+  context         the derived facts of one setting, built once for the memory and the time model
+  activations     activation and logits bytes per layer (Korthikanti et al. 2022)
+  fused_kernels   what kernels: liger changes in memory and time (fused RMSNorm, SwiGLU, RoPE, linear CE)
+  memory          model states per rank (sharding, offload), peak phases, the memory breakdown
+  gemm            GEMM and attention kernel time from their shapes
+  dispatch        kernels dispatched and element-wise bytes per layer (profiles/op_counts.yaml)
+  adapter_time    the work LoRA adapters and QLoRA dequantization add to a layer's pass
+  collectives     collective communication time (latency plus ring bandwidth, the frameworks' buckets)
   optimizer_step  the optimizer step and CPU offload traffic
-  dispatch       kernels dispatched and element-wise bytes per layer (profiles/op_counts.yaml)
-  adapter_time   the work LoRA adapters and QLoRA dequantization add to a layer's pass
-  param_adapters  memory of LoRA adapters peft folds into a parameter (MoE experts and router)
-  fused_kernels  what ``kernels: liger`` changes in memory and time
-  time_fit       fit the time coefficients (efficiencies per GPU generation)
-  ranking        does the time model rank settings as the GPUs ran them (Spearman ρ, MAPE per source)
-  _optimize      the pure-Python Nelder–Mead minimizer
-  priors         the stated priors no fit moves (each with its unit and source) and the rule for where a number lives
+  compute         step time of one setting as a sum of named terms (TimeTerms)
+  estimate        estimate_setting: one Estimate (memory, time, fits) for one setting on one cluster
+  calibration     the shipped coefficients and user calibration files (load, save); error bands
+  priors          the stated priors no fit moves (each with its unit and source) and the rule for where a number
+                  lives
 """

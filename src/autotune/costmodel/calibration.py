@@ -1,7 +1,7 @@
 """Calibration coefficients: loading the shipped fit, user calibration files, and error bands.
 
 The shipped coefficients live in ``profiles/calibration/seeds.yaml`` and are produced by
-``autotune calibrate --seeds`` (see ``autotune.costmodel.fitting``) from the transcribed seed tables.
+``python benchmarks/calibrate_seeds.py`` (the fit: ``autotune.calibration.fit``) from the transcribed seed tables.
 """
 
 from __future__ import annotations

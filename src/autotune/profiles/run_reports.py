@@ -4,7 +4,7 @@ Assumptions (and why):
   * A CPU run (``memory_kind: cpu-rss``) measures the host process's resident set, not a GPU's memory or
     time, so it cannot calibrate a GPU prediction: :class:`UnusableRunError`.
   * A run that failed with an out-of-memory error is an OOM row (validated, not fitted; see
-    :mod:`autotune.costmodel.fitting`).
+    :mod:`autotune.calibration.fit`).
   * The GPU measured is the device the run used when its name is in the catalog (the report's ``gpu`` is
     the planned card, which need not be the device), else the planned card.
 """

@@ -88,7 +88,7 @@ ZERO3_MODULE_FETCH_S_MAX = 1e-2
 beyond it the number would stand for something other than the hooks' gather and wait)."""
 
 FITTED: JsonDict = {"fitted": True}
-"""``json_schema_extra`` of a coefficient that a fit moves (``autotune.costmodel.time_fit`` / ``fitting`` /
+"""``json_schema_extra`` of a coefficient that a fit moves (``autotune.calibration.time_fit`` / ``fit`` /
 ``recalibrate``); its default is its prior, its ``ge`` / ``le`` the bounds the fit keeps to."""
 
 PRIOR: JsonDict = {"fitted": False}

@@ -22,7 +22,8 @@ stated (the 7900 XTX sweep) only under the assumption — flagged in the output 
 covered the same data; then the planner ranks at a nominal dataset size (``NOMINAL_SAMPLES``) and the output
 says whether the choice is the same for every larger dataset (choice at infinity = by time per sample).
 
-The script ``benchmarks/plan_quality.py`` prints the result (markdown or JSON).
+The script ``benchmarks/plan_quality.py`` prints the result (markdown or JSON); this module returns data
+(:class:`Outcome` per sweep, :func:`tally` over them).
 
 ``--held-out`` ranks each sweep with coefficients fitted (from the physics priors) on every seed row except
 those of the sweep's source table, so the planner has never seen the rows it is judged on.
@@ -35,12 +36,11 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from autotune.costmodel.crossval import source_table
+from autotune.calibration.cases import prepare_cases
 from autotune.costmodel.estimate import estimate_setting
-from autotune.costmodel.fitting import prepare_cases
 from autotune.planner.request import Objective
 from autotune.planner.search import Scored, choose, rank_key, run_time_s
-from autotune.schemas.calibration import CostCoefficients, Measurement
+from autotune.schemas.calibration import CostCoefficients, Measurement, source_table
 from autotune.schemas.setting import TrainingSetting
 
 NOMINAL_SAMPLES = 51_760
@@ -266,139 +266,45 @@ def planner_predictor(coefficients_for: Callable[[Sweep], CostCoefficients]) -> 
     return predict
 
 
-def _hours(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    hours, rest = divmod(round(seconds), 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+@dataclass(frozen=True)
+class Tally:
+    """Counts over the judged sweeps (what the summary line of ``benchmarks/plan_quality.py`` states)."""
+
+    sweeps: int
+    best: int
+    """Sweeps where the planner picked the fastest measured setting."""
+    ratios: tuple[float, ...]
+    """Measured time of the choice / fastest, one per comparable sweep."""
+    chose_oom: int
+    refused: int
+    correct_refusals: int
+    assumed_same_data: int
+    """Sweeps compared under the same-data assumption (dataset not stated)."""
+    not_comparable: int
+    skipped: int
+    """Single-setting groups skipped."""
+
+    @property
+    def median_ratio(self) -> float | None:
+        """The median ratio over the comparable sweeps, or None without any."""
+        return statistics.median(self.ratios) if self.ratios else None
+
+    @property
+    def worst_ratio(self) -> float | None:
+        """The largest ratio over the comparable sweeps, or None without any."""
+        return max(self.ratios) if self.ratios else None
 
 
-def _measured(candidate: Candidate | None, basis: str) -> str:
-    if candidate is None:
-        return "—"
-    if not candidate.ran:
-        return "OOM"
-    value = candidate.measured_time_s(basis)
-    if value is None:
-        return "ran"
-    return _hours(value) if basis.startswith("run") else f"{value:.3g} s/seq"
-
-
-def _setting(candidate: Candidate | None) -> str:
-    return "nothing fits" if candidate is None else candidate.setting.short()
-
-
-def summary_line(outcomes: Sequence[Outcome], skipped: int) -> str:
-    """One line: how often the planner picked the fastest, ratios, failures, and what could not be compared."""
-    ratios = [o.ratio for o in outcomes if o.ratio is not None]
-    assumed = sum(o.sweep.basis == "run, dataset not stated" for o in outcomes)
-    parts = [
-        f"{len(outcomes)} sweeps: planner picked the fastest measured setting in "
-        f"{sum(o.status == 'best' for o in outcomes)}/{len(ratios)} comparable sweeps",
-    ]
-    if ratios:
-        parts.append(f"median ratio {statistics.median(ratios):.2f}, worst {max(ratios):.2f}")
-    parts.append(
-        f"failures: {sum(o.status == 'chose OOM' for o in outcomes)} chose a setting that ran out of memory, "
-        f"{sum(o.status == 'refused' for o in outcomes)} predicted nothing fits although a setting ran"
+def tally(outcomes: Sequence[Outcome], skipped: int) -> Tally:
+    """Count the outcomes by status, with the ratios of the comparable sweeps."""
+    return Tally(
+        sweeps=len(outcomes),
+        best=sum(o.status == "best" for o in outcomes),
+        ratios=tuple(o.ratio for o in outcomes if o.ratio is not None),
+        chose_oom=sum(o.status == "chose OOM" for o in outcomes),
+        refused=sum(o.status == "refused" for o in outcomes),
+        correct_refusals=sum(o.status == "correct refusal" for o in outcomes),
+        assumed_same_data=sum(o.sweep.basis == "run, dataset not stated" for o in outcomes),
+        not_comparable=sum(o.status == "not comparable" for o in outcomes),
+        skipped=skipped,
     )
-    parts.append(f"{sum(o.status == 'correct refusal' for o in outcomes)} correct refusals (nothing ran)")
-    if assumed:
-        parts.append(f"{assumed} compared under the same-data assumption (dataset not stated)")
-    not_comparable = sum(o.status == "not comparable" for o in outcomes)
-    if not_comparable:
-        parts.append(f"{not_comparable} not comparable")
-    parts.append(f"{skipped} single-setting groups skipped")
-    return "; ".join(parts) + "."
-
-
-def _skipped_text(skipped: Sequence[str], listed_up_to: int = 4) -> str:
-    """Skipped groups per table: listed when few, else counted."""
-    by_table: dict[str, list[str]] = {}
-    for label in skipped:
-        table, rest = label.split(": ", 1)
-        by_table.setdefault(table, []).append(rest)
-    parts = []
-    for table, rests in by_table.items():
-        if len(rests) <= listed_up_to:
-            parts.append(f"{table}: " + "; ".join(rests))
-        else:
-            parts.append(f"{table}: {len(rests)} groups (one row per model × GPU × method)")
-    return ". ".join(parts)
-
-
-def markdown(outcomes: Sequence[Outcome], skipped: Sequence[str], calibration: str, details: bool) -> str:
-    """The paste-ready markdown table, notes, optional per-candidate details, and the summary line."""
-    lines = [
-        f"### Plan quality on the seed sweeps (calibration: {calibration})",
-        "",
-        "| sweep | settings ran / OOM | predicted to fit | planner's choice | its measured result "
-        "| fastest that ran | ratio | status |",
-        "|---|---:|---:|---|---:|---|---:|---|",
-    ]
-    for o in outcomes:
-        ran = sum(c.ran for c in o.sweep.candidates)
-        fastest = "—" if o.fastest is None else f"{_setting(o.fastest)} ({_measured(o.fastest, o.sweep.basis)})"
-        lines.append(
-            f"| {o.sweep.label} | {ran} / {len(o.sweep.candidates) - ran} | {o.predicted_fit} "
-            f"| {_setting(o.chosen)} | {_measured(o.chosen, o.sweep.basis)} | {fastest} "
-            f"| {'—' if o.ratio is None else f'{o.ratio:.2f}'} | {o.status} |"
-        )
-    lines += ["", "Notes:"]
-    for o in outcomes:
-        note = f"- {o.sweep.label}: {o.sweep.note}"
-        if o.stable_for_larger_datasets is not None:
-            note += f"; ranked at a nominal {NOMINAL_SAMPLES:,} samples, " + (
-                "same choice for every larger dataset"
-                if o.stable_for_larger_datasets
-                else "the choice changes for larger datasets (compile amortization)"
-            )
-        if o.verdict_errors:
-            note += f"; wrong fit verdicts: {', '.join(o.verdict_errors)}"
-        lines.append(note + ".")
-    if skipped:
-        lines.append(f"- Skipped (one measured setting that ran, nothing to choose): {_skipped_text(skipped)}.")
-    if details:
-        lines += [
-            "",
-            f"Per candidate (predicted run at the nominal {NOMINAL_SAMPLES:,} samples where the dataset is not "
-            "stated: only its ranking is meaningful there):",
-            "",
-            "| sweep | row | setting | measured | predicted run | predicted fits |",
-            "|---|---|---|---:|---:|---|",
-        ]
-        for o in outcomes:
-            for c in o.sweep.candidates:
-                p = o.predictions[c.id]
-                predicted = _hours(p.run_time_s) if p.run_time_s >= 1 else f"{p.run_time_s:.3g} s/seq"
-                lines.append(
-                    f"| {o.sweep.label} | {c.id} | {c.setting.short()} | {_measured(c, o.sweep.basis)} "
-                    f"| {predicted} | {'yes' if p.fits else 'no'} |"
-                )
-    lines += ["", summary_line(outcomes, len(skipped))]
-    return "\n".join(lines)
-
-
-def as_json(outcomes: Sequence[Outcome], skipped: Sequence[str], calibration: str) -> dict[str, object]:
-    """The same figures as a JSON-ready dict."""
-    return {
-        "calibration": calibration,
-        "sweeps": [
-            {
-                "sweep": o.sweep.label,
-                "basis": o.sweep.basis,
-                "note": o.sweep.note,
-                "status": o.status,
-                "ratio": o.ratio,
-                "chosen": None if o.chosen is None else o.chosen.id,
-                "fastest": None if o.fastest is None else o.fastest.id,
-                "predicted_fit": o.predicted_fit,
-                "candidates": len(o.sweep.candidates),
-                "verdict_errors": list(o.verdict_errors),
-                "stable_for_larger_datasets": o.stable_for_larger_datasets,
-            }
-            for o in outcomes
-        ],
-        "skipped": list(skipped),
-        "summary": summary_line(outcomes, len(skipped)),
-    }

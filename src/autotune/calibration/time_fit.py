@@ -31,18 +31,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autotune.costmodel._optimize import nelder_mead
+from autotune.calibration.cases import Case, TimeKind, comparable_time
+from autotune.calibration.nelder_mead import nelder_mead
 from autotune.costmodel.compute import architecture_generation, predict_time
 from autotune.costmodel.estimate import compile_time_s
 from autotune.profiles.measurements import CORE_SOURCE
-from autotune.schemas.calibration import (
-    BANDWIDTH_EFFICIENCY_MAX,
-    BANDWIDTH_EFFICIENCY_MIN,
-    LORA_TARGET_CPU_S_MAX,
-    LORA_TARGET_CPU_S_MIN,
-    CostCoefficients,
-    source_table,
-)
+from autotune.schemas.calibration import CostCoefficients, field_bounds, source_table
 
 PRIOR_LOG_SIGMA = 0.5
 """One standard deviation of each efficiency's prior, in natural-log units (a factor of 1.65)."""
@@ -53,6 +47,13 @@ PRIOR_LOG_SIGMA_BY_FIELD: dict[str, float] = {"lora_target_cpu_s": 1.2, "qlora_l
 
 MAX_EVALUATIONS = 1200
 """Nelder–Mead budget (≈ 40 s on 170 rows on one core; the stack factors add one dimension per source)."""
+
+FIRST_STEP = 0.3
+"""Nelder–Mead's first step (log units, a factor 1.35) on all rows."""
+
+ROW_LOG_SIGMA = 1.0
+"""Expected log error of a row of the foreign tables (the fit's original scale; each table's stack factor takes its
+constant slowness): their squared log errors enter the loss unscaled."""
 
 
 UNBOUNDED_ABOVE_ONE = ("cpu_adam_params_per_s", "zero3_module_fetch_s", "lora_target_cpu_s", "qlora_linear_cpu_s")
@@ -73,51 +74,58 @@ CORE_FIRST_STEP = 1.0
 STACK_LOG_SIGMA = 0.5
 """Half-normal prior scale of a stack's slowness factor over the fastest stack, in natural-log units."""
 
-BOUNDS: dict[str, tuple[float, float]] = {
-    "zero3_module_fetch_s": (1e-5, 1e-2),
-    "lora_target_cpu_s": (LORA_TARGET_CPU_S_MIN, LORA_TARGET_CPU_S_MAX),
-    "qlora_linear_cpu_s": (LORA_TARGET_CPU_S_MIN, LORA_TARGET_CPU_S_MAX),
-    "bandwidth_efficiency": (BANDWIDTH_EFFICIENCY_MIN, BANDWIDTH_EFFICIENCY_MAX),
-}
+BOUNDED_FIELDS = ("zero3_module_fetch_s", "lora_target_cpu_s", "qlora_linear_cpu_s", "bandwidth_efficiency")
+"""Fitted fields the fit clamps to their schema bounds (the ``ge`` / ``le`` of their ``CostCoefficients`` field)."""
+
+
+def schema_bounds(field: str) -> tuple[float, float]:
+    """The (lower, upper) bound of a ``CostCoefficients`` field (``schemas.calibration.field_bounds``), both finite.
+
+    Raises:
+        ValueError: the field does not state both bounds (a fit must not run unbounded).
+    """
+    lower, upper = field_bounds(field)
+    if not (math.isfinite(lower) and math.isfinite(upper)):
+        raise ValueError(f"CostCoefficients.{field} states no ge / le bounds")
+    return lower, upper
+
+
+BOUNDS: dict[str, tuple[float, float]] = {field: schema_bounds(field) for field in BOUNDED_FIELDS}
 """Schema bounds (``CostCoefficients``) the fit keeps to."""
 
 
 @dataclass(frozen=True)
 class TimeRow:
-    """A case with a comparable measured time: 'micro-step', 'step' or 'run' (``fitting.evaluate`` rules)."""
+    """A case with a comparable measured time (``cases.comparable_time``: 'micro-step', 'step' or 'run')."""
 
-    case: object
-    kind: str
+    case: Case
+    kind: TimeKind
     measured_s: float
 
 
 def predicted_time_s(row: TimeRow, coefficients: CostCoefficients) -> float:
     """The predicted time of the row's kind (a run: whole optimizer steps plus the one-off compile)."""
     case = row.case
-    m = case.measurement  # type: ignore[attr-defined]
-    timing = predict_time(case.model, m.setting, case.cluster, m.workload, coefficients)  # type: ignore[attr-defined]
+    m = case.measurement
+    timing = predict_time(case.model, m.setting, case.cluster, m.workload, coefficients)
     if row.kind == "micro-step":
         return timing.micro_step_time_s
     if row.kind == "step":
         return timing.step_time_s
-    sequences_per_step = m.setting.micro_batch_size * m.setting.grad_accum * case.cluster.world_size  # type: ignore[attr-defined]
-    steps = max(1, math.ceil(m.workload.total_samples / sequences_per_step))
-    return steps * timing.step_time_s + (compile_time_s(case.model) if m.setting.compile else 0.0)  # type: ignore[attr-defined]
+    samples = m.workload.total_samples
+    assert samples is not None  # a 'run' row states its dataset size (cases.comparable_time)
+    sequences_per_step = m.setting.micro_batch_size * m.setting.grad_accum * case.cluster.world_size
+    steps = max(1, math.ceil(samples / sequences_per_step))
+    return steps * timing.step_time_s + (compile_time_s(case.model) if m.setting.compile else 0.0)
 
 
-def time_rows(cases: Sequence[object]) -> list[TimeRow]:
-    """The cases whose time can be compared (``fitting.evaluate``'s rules, without the memory model)."""
+def time_rows(cases: Sequence[Case]) -> list[TimeRow]:
+    """The cases whose time can be compared (``cases.comparable_time``; predicted without the memory model)."""
     rows = []
     for case in cases:
-        m = case.measurement  # type: ignore[attr-defined]
-        if m.unknown_tokens:
-            continue
-        if m.micro_step_time_s is not None:
-            rows.append(TimeRow(case, "micro-step", m.micro_step_time_s))
-        elif m.step_time_s is not None:
-            rows.append(TimeRow(case, "step", m.step_time_s))
-        elif m.run_time_s is not None and m.workload.total_samples is not None:
-            rows.append(TimeRow(case, "run", m.run_time_s))
+        compared = comparable_time(case.measurement)
+        if compared is not None:
+            rows.append(TimeRow(case, *compared))
     return rows
 
 
@@ -127,8 +135,8 @@ Name = tuple[str, str | None]
 
 def _fitted_names(rows: Sequence[TimeRow]) -> list[Name]:
     """The coefficients ``rows`` can identify (module docstring), in a fixed order."""
-    settings = [r.case.measurement.setting for r in rows]  # type: ignore[attr-defined]
-    generations = sorted({architecture_generation(r.case.cluster.gpu) for r in rows})  # type: ignore[attr-defined]
+    settings = [r.case.measurement.setting for r in rows]
+    generations = sorted({architecture_generation(r.case.cluster.gpu) for r in rows})
     names: list[Name] = [("matmul_efficiency", g) for g in generations]
     names += [("attention_efficiency", g) for g in generations]
     names.append(("bandwidth_efficiency", None))
@@ -145,10 +153,11 @@ def _fitted_names(rows: Sequence[TimeRow]) -> list[Name]:
 
 
 def _unpack(start: CostCoefficients, names: Sequence[Name], point: Sequence[float]) -> CostCoefficients:
-    updates: dict[str, object] = {
+    tables: dict[str, dict[str, float]] = {
         "matmul_efficiency": dict(start.matmul_efficiency),
         "attention_efficiency": dict(start.attention_efficiency),
     }
+    updates: dict[str, object] = dict(tables)
     for (field, key), value in zip(names, point, strict=True):
         number = math.exp(value)
         if field in BOUNDS:
@@ -158,7 +167,7 @@ def _unpack(start: CostCoefficients, names: Sequence[Name], point: Sequence[floa
         if key is None:
             updates[field] = number
         else:
-            updates[field][key] = number  # type: ignore[index]
+            tables[field][key] = number
     return start.model_copy(update=updates)
 
 
@@ -167,8 +176,8 @@ def _map_fit(
     start: CostCoefficients,
     names: Sequence[Name],
     reference_stack: str | None,
-    step: float = 0.3,
-    row_log_sigma: float = 1.0,
+    step: float = FIRST_STEP,
+    row_log_sigma: float = ROW_LOG_SIGMA,
 ) -> tuple[CostCoefficients, dict[str, float]]:
     """One MAP fit of ``names`` on ``rows`` with one slowness factor per source (module docstring).
 
@@ -183,7 +192,7 @@ def _map_fit(
     for field, key in names:
         value = getattr(start, field)
         origin.append(math.log(prior(value, key) if key is not None else value))
-    tables = [source_table(r.case.measurement.source) for r in rows]  # type: ignore[attr-defined]
+    tables = [source_table(r.case.measurement.source) for r in rows]
     sources = sorted(set(tables))
     row_stack = [sources.index(table) for table in tables]
     reference = sources.index(reference_stack) if reference_stack in sources else None
@@ -207,7 +216,7 @@ def _map_fit(
 
 
 def fit_time_coefficients(
-    cases: Sequence[object], start: CostCoefficients, reference_stack: str | None = None
+    cases: Sequence[Case], start: CostCoefficients, reference_stack: str | None = None
 ) -> CostCoefficients:
     """MAP fit of the time coefficients on ``cases`` from ``start`` (the priors); see the module docstring.
 
@@ -225,12 +234,12 @@ def fit_time_coefficients(
     rows = time_rows(cases)
     if not rows:
         return start
-    generations = sorted({architecture_generation(r.case.cluster.gpu) for r in rows})  # type: ignore[attr-defined]
-    sources = {source_table(r.case.measurement.source) for r in rows}  # type: ignore[attr-defined]
+    generations = sorted({architecture_generation(r.case.cluster.gpu) for r in rows})
+    sources = {source_table(r.case.measurement.source) for r in rows}
     names = _fitted_names(rows)
     fitted = start
     if reference_stack in (None, CORE_SOURCE) and CORE_SOURCE in sources:
-        core_rows = [r for r in rows if source_table(r.case.measurement.source) == CORE_SOURCE]  # type: ignore[attr-defined]
+        core_rows = [r for r in rows if source_table(r.case.measurement.source) == CORE_SOURCE]
         core_names = [name for name in _fitted_names(core_rows) if name[0] not in SHARED_FIT_FIELDS]
         # a wide first step: a per-call CPU cost changes the loss only once a pass turns dispatch-bound
         fitted, _ = _map_fit(

@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from autotune.costmodel.fitting import CaseResult
+from autotune.calibration.results import CaseResult
 from autotune.schemas.calibration import source_table
 
 
@@ -61,34 +61,23 @@ class ErrorSummary:
         return data
 
     def worst(self, count: int, quantity: str) -> list[RowReport]:
-        """The ``count`` rows with the largest |error| for 'memory' or 'time'."""
-        attribute = f"{quantity}_error"
-        with_error = [r for r in self.rows if getattr(r, attribute) is not None]
-        return sorted(with_error, key=lambda r: -abs(getattr(r, attribute)))[:count]
-
-    def text(self, worst: int = 5) -> str:
-        """A short plain-text summary for the terminal."""
-        lines = [
-            f"memory MAPE (known kind): {_fmt(self.memory_mape_known_kind)}   "
-            f"(unknown kind): {_fmt(self.memory_mape_unknown_kind)}   over {self.memory_rows} rows",
-            f"time MAPE: {_fmt(self.time_mape)} over {self.time_rows} rows",
-            f"OOM / fits verdicts correct: {self.verdicts_correct}/{self.verdicts_total}",
-        ]
-        for group, values in sorted(self.by_group.items()):
-            lines.append(
-                f"  {group:28s} memory {_fmt(values['memory_mape'])} ({values['memory_rows']} rows), "
-                f"time {_fmt(values['time_mape'])} ({values['time_rows']} rows)"
-            )
-        for quantity in ("memory", "time"):
-            rows = self.worst(worst, quantity)
-            if rows:
-                listed = ", ".join(f"{r.id} {getattr(r, quantity + '_error') * 100:+.0f}%" for r in rows)
-                lines.append(f"worst {quantity}: {listed}")
-        return "\n".join(lines)
+        """The ``count`` rows with the largest |error| for 'memory' or 'time' (:func:`largest_errors`)."""
+        return largest_errors(self.rows, count, quantity)
 
 
-def _fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:.1f}%"
+def largest_errors(
+    rows: Sequence[RowReport], count: int, quantity: str, *, known_kind_only: bool = False
+) -> list[RowReport]:
+    """The ``count`` rows with the largest |error| of 'memory' or 'time', largest first.
+
+    ``known_kind_only``: leave out memory rows whose kind is ``unknown`` (their figures are not comparable);
+    it does not filter time rows.
+    """
+    attribute = f"{quantity}_error"
+    if known_kind_only and quantity == "memory":
+        rows = [r for r in rows if r.memory_kind != "unknown"]
+    with_error = [r for r in rows if getattr(r, attribute) is not None]
+    return sorted(with_error, key=lambda r: -abs(getattr(r, attribute)))[:count]
 
 
 def _mape(values: Sequence[float | None]) -> float | None:

@@ -1,19 +1,19 @@
 """Recalibration from the user's own runs (``autotune calibrate`` / ``autotune probe``).
 
-Three kinds of input become :class:`~autotune.costmodel.fitting.Case` objects (reading them lives in
+Three kinds of input become :class:`~autotune.calibration.fit.Case` objects (reading them lives in
 :mod:`autotune.profiles.run_reports` and :mod:`autotune.profiles.measurement_csv`):
   * a run directory written by ``autotune launch``: ``RUN/run_report.json`` (measured peak allocated
     memory, median micro-step and step times) plus ``RUN/plan.yaml`` for the model and cluster;
   * a CSV file of measurements, one row per run (format in docs/calibration.md, :data:`CSV_COLUMNS`);
   * a measurement-set YAML (the format of the shipped seed tables).
 
-Then :func:`recalibrate` refits the coefficients with :func:`~autotune.costmodel.fitting.fit_coefficients`
+Then :func:`recalibrate` refits the coefficients with :func:`~autotune.calibration.fit.fit_coefficients`
 starting from the calibration in use, on the user's rows alone or pooled with the seed rows.
 
 Assumptions (and why):
   * A CPU run (``memory_kind: cpu-rss``) measures the host process's resident set, not a GPU's memory or
     time, so it cannot calibrate a GPU prediction: it is skipped with a note.
-  * A run that failed with an out-of-memory error is an OOM row (validated, not fitted; see fitting.py).
+  * A run that failed with an out-of-memory error is an OOM row (validated, not fitted; see calibration/fit.py).
   * The GPU measured is the device the run used when its name is in the catalog (the report's ``gpu`` is
     the planned card, which need not be the device), else the planned card.
   * Error bands are never narrowed by a recalibration: each family's band is the wider of the starting
@@ -37,17 +37,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autotune.calibration.cases import RESERVED_KINDS, Case, prepare_cases
+from autotune.calibration.fit import error_bands, fit_coefficients, fit_parameters, time_loss
+from autotune.calibration.results import CaseResult, evaluate
 from autotune.costmodel.compute import efficiency
-from autotune.costmodel.fitting import (
-    Case,
-    CaseResult,
-    error_bands,
-    evaluate,
-    fit_coefficients,
-    fit_parameters,
-    prepare_cases,
-    time_loss,
-)
 from autotune.errors import AutotuneError, ConfigError
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.profiles.measurement_csv import measurements_from_csv
@@ -66,8 +59,11 @@ from autotune.schemas.setting import (
     TrainingSetting,
 )
 
-RESERVED_KINDS = ("reserved", "nvidia-smi")
-"""Memory kinds whose prediction depends on ``allocator_overhead_fraction`` (see fitting._predicted_memory)."""
+REFIT_STEP = 0.3
+"""Nelder–Mead's first step of the per-GPU matmul-efficiency refit, in log units (a factor 1.35)."""
+
+REFIT_MAX_EVALUATIONS = 1500
+"""Nelder–Mead budget of the per-GPU matmul-efficiency refit."""
 
 PlanLoader = Callable[[Path], PlanFile]
 """``autotune.schemas.plan_io.load_plan`` (injected: the cost model does not import the launcher)."""
@@ -219,7 +215,7 @@ def unidentified_time_factors(cases: Sequence[Case]) -> list[str]:
 def refit_efficiencies(cases: Sequence[Case], coefficients: CostCoefficients) -> CostCoefficients:
     """Refit only the matmul efficiencies of the GPUs with timed rows.
 
-    Same objective and optimizer as :func:`~autotune.costmodel.fitting.fit_coefficients`: mean squared log time error,
+    Same objective and optimizer as :func:`~autotune.calibration.fit.fit_coefficients`: mean squared log time error,
     Nelder–Mead.
     """
     time_cases = [r.case for r in evaluate(cases, coefficients) if r.measured_time_s is not None]
@@ -235,7 +231,9 @@ def refit_efficiencies(cases: Sequence[Case], coefficients: CostCoefficients) ->
         return {"matmul_efficiency": efficiencies}
 
     origin = [math.log(efficiency(coefficients.matmul_efficiency, gpus[key])) for key in keys]
-    return fit_parameters(time_cases, coefficients, origin, update, time_loss, step=0.3, max_evaluations=1500)
+    return fit_parameters(
+        time_cases, coefficients, origin, update, time_loss, step=REFIT_STEP, max_evaluations=REFIT_MAX_EVALUATIONS
+    )
 
 
 def provenance(
@@ -265,7 +263,7 @@ def recalibrate(
 ) -> Recalibration:
     """Refit ``start`` on the user's ``cases`` (plus the seed rows with ``with_seeds``).
 
-    The fit is :func:`~autotune.costmodel.fitting.fit_coefficients` (Nelder–Mead on log errors) started at
+    The fit is :func:`~autotune.calibration.fit.fit_coefficients` (Nelder–Mead on log errors) started at
     ``start``; see the module docstring for the ``default`` efficiency and the bands.
 
     Raises:

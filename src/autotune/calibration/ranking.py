@@ -15,10 +15,14 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autotune.costmodel.fitting import CaseResult
+from autotune.calibration.results import CaseResult
+from autotune.schemas.calibration import source_table
 
 MIN_SWEEP_ROWS = 3
 """Fewest rows a validation sweep needs (with two, ρ is ±1 by construction)."""
+
+GOOD_RHO = 0.9
+"""A sweep ranked well: ρ at least this (counted per source, ``SourceRanking.good_sweeps``)."""
 
 
 def ranks(values: Sequence[float]) -> list[float]:
@@ -80,8 +84,6 @@ class SweepRank:
 
 def sweep_ranks(results: Sequence[CaseResult]) -> list[SweepRank]:
     """Spearman ρ of measured vs predicted throughput in every validation sweep of ``results``."""
-    from autotune.costmodel.crossval import source_table
-
     groups: dict[tuple[str, str, str, int], list[CaseResult]] = {}
     for r in results:
         if r.measured_time_s is None or r.predicted_time_s is None:
@@ -114,6 +116,11 @@ class SourceRanking:
         """The defined ρ values of the sweeps."""
         return [s.rho for s in self.sweeps if s.rho is not None]
 
+    @property
+    def good_sweeps(self) -> int:
+        """Sweeps whose ρ is at least ``GOOD_RHO``."""
+        return sum(r >= GOOD_RHO for r in self.rhos)
+
     def as_dict(self) -> dict[str, object]:
         """JSON-ready summary."""
         rhos = self.rhos
@@ -124,15 +131,13 @@ class SourceRanking:
             "sweeps": len(self.sweeps),
             "rho_median": statistics.median(rhos) if rhos else None,
             "rho_min": min(rhos) if rhos else None,
-            "sweeps_rho_at_least_0.9": sum(r >= 0.9 for r in rhos),
+            "sweeps_rho_at_least_0.9": self.good_sweeps,
             "per_sweep": [{"label": s.label, "rows": s.rows, "rho": s.rho, "mape": s.mape} for s in self.sweeps],
         }
 
 
 def by_source(results: Sequence[CaseResult]) -> list[SourceRanking]:
     """``SourceRanking`` of every source table with time rows."""
-    from autotune.costmodel.crossval import source_table
-
     sweeps = sweep_ranks(results)
     timed: dict[str, list[CaseResult]] = {}
     for r in results:
@@ -143,19 +148,3 @@ def by_source(results: Sequence[CaseResult]) -> list[SourceRanking]:
         mape = statistics.fmean(abs(r.time_error or 0.0) for r in members)
         out.append(SourceRanking(source, len(members), mape, tuple(s for s in sweeps if s.source == source)))
     return out
-
-
-def ranking_text(label: str, rankings: Sequence[SourceRanking]) -> list[str]:
-    """Lines for a terminal: per source, time MAPE and the within-sweep ρ (median, min, sweeps with ρ ≥ 0.9)."""
-    lines = [f"{label}: time MAPE and within-sweep Spearman ρ of throughput, per source"]
-    for s in rankings:
-        rhos = s.rhos
-        rho_text = (
-            f"ρ median {statistics.median(rhos):+.2f}, min {min(rhos):+.2f}, {sum(r >= 0.9 for r in rhos)}/{len(rhos)} "
-            "sweeps ≥ 0.9"
-            if rhos
-            else "no sweep of ≥ 3 timed rows"
-        )
-        mape = "—" if s.time_mape is None else f"{s.time_mape:.1%}"
-        lines.append(f"  {s.source}: {s.time_rows} timed rows, MAPE {mape}; {len(s.sweeps)} sweeps, {rho_text}")
-    return lines

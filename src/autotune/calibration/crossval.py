@@ -1,7 +1,7 @@
 """Cross-validation of the cost model: held-out error, and error bands from held-out residuals.
 
 For each value of a grouping — a GPU, a model family, a source table — the free coefficients are fitted on
-the other rows (``fitting.fit_coefficients`` from the physics priors, never from the shipped fit, which has
+the other rows (``fit.fit_coefficients`` from the physics priors, never from the shipped fit, which has
 seen every row) and the held-out rows are predicted with that fold's fit. Efficiencies are fitted per
 architecture generation: a held-out GPU uses its generation's value when another GPU of that generation has
 rows (A100 40 GB ↔ 80 GB), else its generation's prior scaled like the fitted ones (``time_fit``): exactly what
@@ -14,7 +14,7 @@ What the numbers mean:
   * held-out: every row predicted by the fit that did not see its group (one prediction per row per grouping);
   * verdicts (OOM ↔ does not fit) of a held-out row use its fold's coefficients, including the fold's own
     in-sample headroom band;
-  * ``held_out_bands`` = ``fitting.error_bands`` applied to held-out results (90th percentile per family).
+  * ``held_out_bands`` = ``fit.error_bands`` applied to held-out results (90th percentile per family).
 
 A fold whose held-out rows carry no fitted information (memory of unknown kind, no usable time: the 7900 XTX,
 4090 and 3090 rows) gets the same coefficients as the fit on all rows; it is fitted anyway, so that this
@@ -28,8 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from autotune.costmodel.fitting import Case, CaseResult, error_bands, evaluate, fit_coefficients
-from autotune.costmodel.validation import ErrorSummary, RowReport, summarize
+from autotune.calibration.cases import Case
+from autotune.calibration.fit import error_bands, fit_coefficients
+from autotune.calibration.results import CaseResult, evaluate
+from autotune.calibration.validation import ErrorSummary, RowReport, largest_errors, summarize
 from autotune.errors import InvalidRequestError
 from autotune.schemas.calibration import CostCoefficients, source_table
 
@@ -195,7 +197,7 @@ def cross_validate(
     """Leave-one-group-out cross-validation of the fitted coefficients.
 
     Args:
-        cases: prepared measurement rows (``fitting.prepare_cases``).
+        cases: prepared measurement rows (``cases.prepare_cases``).
         groups: 'gpu', 'family' (``model_family`` of the model key) or 'source' (``source_table``).
         fit: the fitting function (default ``fit_from_priors``); tests pass a cheaper or recording one.
         full_fit: the fit on all ``cases`` if already computed (it is the same for every grouping).
@@ -255,7 +257,7 @@ def cross_validate(
 def held_out_bands(report: CVReport, *more: CVReport) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """(memory_band, headroom_band, time_band) from the held-out residuals of one or more reports.
 
-    Built exactly like ``fitting.error_bands`` (90th percentile of |error| per family, families with ≥ 3
+    Built exactly like ``fit.error_bands`` (90th percentile of |error| per family, families with ≥ 3
     rows, plus 'default'), on the held-out results pooled over the reports (a row held out in two groupings
     contributes two residuals, one per grouping).
     """
@@ -325,8 +327,4 @@ def _float(value: float | int | None) -> float | None:
 
 def worst_rows(report: CVReport, count: int, quantity: str) -> list[RowReport]:
     """The ``count`` held-out rows with the largest |error| of 'memory' (known kind only) or 'time'."""
-    summary = report.held_out_summary()
-    rows = [r for r in summary.rows if quantity != "memory" or r.memory_kind != "unknown"]
-    attribute = f"{quantity}_error"
-    with_error = [r for r in rows if getattr(r, attribute) is not None]
-    return sorted(with_error, key=lambda r: -abs(getattr(r, attribute)))[:count]
+    return largest_errors(report.held_out_summary().rows, count, quantity, known_kind_only=True)

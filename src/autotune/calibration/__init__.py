@@ -1,0 +1,19 @@
+"""The calibration layer: fit the cost model's free coefficients to measured rows and evaluate its predictions.
+
+Pure Python, never imports torch. It sits between the CLI and the cost model: it imports
+:mod:`autotune.costmodel`, :mod:`autotune.planner`, :mod:`autotune.profiles` and :mod:`autotune.schemas`, and
+nothing below it imports it. It returns data; the CLI and the benchmarks render it. docs/calibration.md describes
+the procedure.
+
+Modules:
+  cases         Case (a measurement with its model and cluster) and the one rule for what a row is compared on
+  results       CaseResult and evaluate: predictions paired with the measured quantities
+  nelder_mead   the pure-Python Nelder–Mead minimizer every fit uses
+  time_fit      the MAP fit of the time coefficients (efficiencies per architecture generation, stack factors)
+  fit           losses, fit_parameters, fit_coefficients (memory + time) and the error bands
+  recalibrate   refit from the user's runs (run directories, CSV, measurement sets)
+  validation    error summaries (MAPE per group, verdicts, the rows with the largest errors)
+  crossval      held-out error (leave one source / GPU / family out) and bands from held-out residuals
+  ranking       Spearman ρ of measured vs predicted throughput within sweeps, per source
+  plan_quality  the planner's choice on the measured sweeps, judged against the measurements
+"""

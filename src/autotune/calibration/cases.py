@@ -1,0 +1,107 @@
+"""Measured rows ready to predict (:class:`Case`), and the one rule for what a row is compared on.
+
+What is compared, per measurement row:
+  * memory: the measured peak against the prediction of the same kind (:func:`comparable_memory_gib`) —
+    allocated for ``allocated``; reserved, capped at the GPU's memory minus the CUDA context, for ``reserved``
+    and ``unknown`` (a caching allocator never reserves more than the card has; it frees cached blocks first);
+    reserved + context, capped at the GPU's memory, for ``nvidia-smi``. Only rows of known kind are fitted
+    (:func:`memory_of_known_kind`): a number of unknown meaning cannot calibrate what it measures;
+  * time (:func:`comparable_time`): one micro-step when the source gives it, else one optimizer step, else the
+    whole run's wall time (needs its dataset size); rows with ``unknown_tokens`` are left out of time comparisons.
+
+Every consumer — ``results.evaluate`` (validation), ``time_fit.time_rows`` (the time fit) and the seed-row
+tests — asks these functions, so a row is compared on the same quantity everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from autotune.costmodel.priors import CUDA_CONTEXT_BYTES
+from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.profiles.measurements import measurement_models
+from autotune.schemas.calibration import Measurement
+from autotune.schemas.estimate import Estimate
+from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.model import ModelSpec
+from autotune.units import GIB
+
+TimeKind = Literal["micro-step", "step", "run"]
+"""Which measured time a row is compared on: one micro-step, one optimizer step, or the whole run."""
+
+RESERVED_KINDS = ("reserved", "nvidia-smi")
+"""Memory kinds whose prediction depends on ``allocator_overhead_fraction`` (:func:`comparable_memory_gib`): the
+only rows that identify the allocator's fragmentation."""
+
+CONTEXT_GIB = CUDA_CONTEXT_BYTES / GIB
+"""The CUDA context, GiB: outside the allocator's figures, inside nvidia-smi's."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """A measurement with its resolved model and cluster, ready to be predicted."""
+
+    measurement: Measurement
+    model: ModelSpec
+    cluster: ClusterSpec
+
+
+def prepare_cases(measurements: Iterable[Measurement]) -> list[Case]:
+    """Resolve each measurement's model and GPU from the catalog.
+
+    Raises:
+        UnknownNameError: a row names a model or GPU that is not in the catalog.
+    """
+    cases = []
+    extra_models = measurement_models()
+    for measurement in measurements:
+        gpu, _ = resolve_gpu(measurement.gpu)
+        network = {"inter_node_gb_per_s": measurement.inter_node_gb_per_s} if measurement.inter_node_gb_per_s else {}
+        cluster = ClusterSpec(
+            gpu=gpu, num_gpus_per_node=measurement.num_gpus_per_node, num_nodes=measurement.num_nodes, **network
+        )
+        model = extra_models.get(measurement.model) or resolve_model_profile(measurement.model)
+        cases.append(Case(measurement, model, cluster))
+    return cases
+
+
+def comparable_time(measurement: Measurement) -> tuple[TimeKind, float] | None:
+    """The measured time a row is compared on, with its kind, or None when it has none (module docstring).
+
+    A whole run is comparable only when the row states its dataset size (the prediction needs the step count).
+    """
+    if measurement.unknown_tokens:
+        return None
+    if measurement.micro_step_time_s is not None:
+        return "micro-step", measurement.micro_step_time_s
+    if measurement.step_time_s is not None:
+        return "step", measurement.step_time_s
+    if measurement.run_time_s is not None and measurement.workload.total_samples is not None:
+        return "run", measurement.run_time_s
+    return None
+
+
+def predicted_time_of_kind(kind: TimeKind, estimate: Estimate) -> float | None:
+    """The estimate's time of ``kind`` (a run: ``total_time_s``, None without a dataset size)."""
+    if kind == "micro-step":
+        return estimate.micro_step_time_s
+    if kind == "step":
+        return estimate.step_time_s
+    return estimate.total_time_s
+
+
+def memory_of_known_kind(measurement: Measurement) -> bool:
+    """The row states a peak memory of known kind: compared against a defined quantity, and fitted."""
+    return measurement.peak_memory_gib is not None and measurement.memory_kind != "unknown"
+
+
+def comparable_memory_gib(measurement: Measurement, estimate: Estimate) -> float:
+    """The predicted memory of the kind the row measured (module docstring), GiB."""
+    capacity = estimate.gpu_memory_gib
+    if measurement.memory_kind == "allocated":
+        return estimate.peak_memory_gib
+    if measurement.memory_kind == "nvidia-smi":
+        return min(estimate.peak_reserved_gib + CONTEXT_GIB, capacity)
+    return min(estimate.peak_reserved_gib, capacity - CONTEXT_GIB)
