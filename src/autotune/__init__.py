@@ -1,14 +1,15 @@
 """autotune: plan and launch LLM fine-tuning on the GPUs you have.
 
 The planning side (``autotune.schemas``, ``autotune.profiles``, ``autotune.costmodel``,
-``autotune.planner``, ``autotune.launcher``) is pure Python and never imports torch; the
+``autotune.calibration``, ``autotune.planner``, ``autotune.launcher``) is pure Python and never imports torch; the
 training core lives in ``autotune.trainer`` and is the only package that imports the
 training stack (torch, transformers, peft, bitsandbytes, accelerate, deepspeed, datasets).
 
 Modules:
   schemas      pydantic schemas shared by every package (the bottom layer)
   profiles     the shipped catalogs (GPUs, models, measurements, calibration) and the readers of files
-  costmodel    the analytic cost model: peak GPU memory and step time of one setting
+  costmodel    the analytic cost model: peak GPU memory and step time of one setting (prediction only)
+  calibration  fitting the cost model's coefficients to measured rows and evaluating its predictions
   planner      candidate settings, feasibility, ranking and explanations
   launcher     plan → run directory, configs and the command that starts the training core
   trace        the training step traced on the CPU with fake tensors (imports torch)

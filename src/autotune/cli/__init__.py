@@ -18,4 +18,5 @@ Modules:
   plan_verify    ``plan --verify``: trace the chosen setting and the runners-up, re-plan on a miss
   tracing        shared by ``trace``, ``estimate --trace`` and ``plan --verify``: setting flags, running the trace
   tables         tables that fit the terminal without cutting identifiers or numbers
+  validation_text  terminal text of the calibration layer's figures (error summaries, per-source ranking lines)
 """

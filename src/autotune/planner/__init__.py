@@ -7,7 +7,6 @@ Modules:
   fit       why a predicted setting does not fit, in one line
   build     PlanFile from a request and its search result
   sweep     plan over a grid of sequence lengths / methods
-  quality   plan quality on the seed sweeps: the planner's choice against the fastest measured setting
 """
 
 from autotune.planner.build import build_plan_file, plan
