@@ -78,14 +78,16 @@ def test_time_fit_bounds_are_the_schema_bounds() -> None:
         schema_bounds("name")
 
 
-def test_largest_errors_filters_unknown_memory_kinds_only_when_asked() -> None:
+def test_largest_errors_leave_out_memory_rows_of_unknown_kind() -> None:
     from autotune.profiles.measurements import all_measurements
 
     summary = summarize(evaluate(prepare_cases(all_measurements()), default_coefficients()))
+    assert any(r.memory_kind == "unknown" and r.memory_error is not None for r in summary.rows)
     every = largest_errors(summary.rows, len(summary.rows), "memory")
-    known = largest_errors(summary.rows, len(summary.rows), "memory", known_kind_only=True)
-    assert any(r.memory_kind == "unknown" for r in every)
-    assert known == [r for r in every if r.memory_kind != "unknown"]
+    comparable = [r for r in summary.rows if r.memory_kind != "unknown" and r.memory_error is not None]
+    assert {r.id for r in every} == {r.id for r in comparable}
     assert summary.worst(3, "memory") == every[:3]
+    times = largest_errors(summary.rows, len(summary.rows), "time")
+    assert len(times) == sum(r.time_error is not None for r in summary.rows)  # time rows are not filtered
     errors = [abs(r.memory_error or 0.0) for r in every]
     assert errors == sorted(errors, reverse=True)

@@ -327,4 +327,4 @@ def _float(value: float | int | None) -> float | None:
 
 def worst_rows(report: CVReport, count: int, quantity: str) -> list[RowReport]:
     """The ``count`` held-out rows with the largest |error| of 'memory' (known kind only) or 'time'."""
-    return largest_errors(report.held_out_summary().rows, count, quantity, known_kind_only=True)
+    return largest_errors(report.held_out_summary().rows, count, quantity)

@@ -65,16 +65,14 @@ class ErrorSummary:
         return largest_errors(self.rows, count, quantity)
 
 
-def largest_errors(
-    rows: Sequence[RowReport], count: int, quantity: str, *, known_kind_only: bool = False
-) -> list[RowReport]:
+def largest_errors(rows: Sequence[RowReport], count: int, quantity: str) -> list[RowReport]:
     """The ``count`` rows with the largest |error| of 'memory' or 'time', largest first.
 
-    ``known_kind_only``: leave out memory rows whose kind is ``unknown`` (their figures are not comparable);
-    it does not filter time rows.
+    Memory rows whose kind is ``unknown`` are left out (their figures are neither fitted nor comparable: the one
+    rule for every worst-rows list, in-sample and held out, text and JSON); time rows are not filtered.
     """
     attribute = f"{quantity}_error"
-    if known_kind_only and quantity == "memory":
+    if quantity == "memory":
         rows = [r for r in rows if r.memory_kind != "unknown"]
     with_error = [r for r in rows if getattr(r, attribute) is not None]
     return sorted(with_error, key=lambda r: -abs(getattr(r, attribute)))[:count]
