@@ -20,7 +20,7 @@ OPTIONAL_TEST_MODULES: dict[str, tuple[str, str]] = {
 }
 """Test module (relative to tests/) → (the package it needs, why it is not collected without it). A clean clone
 with the README's install runs every test it collects: these modules are left out of collection, not skipped, and
-the session header names them (:func:`pytest_report_header`)."""
+the end of the session names them (:func:`pytest_terminal_summary`, shown under ``-q`` too)."""
 
 NOT_COLLECTED = {
     module: why for module, (package, why) in OPTIONAL_TEST_MODULES.items() if importlib.util.find_spec(package) is None
@@ -28,9 +28,15 @@ NOT_COLLECTED = {
 collect_ignore = list(NOT_COLLECTED)
 
 
-def pytest_report_header() -> list[str]:
-    """One header line per optional test module this session does not collect, with the reason."""
+def not_collected_lines() -> list[str]:
+    """One line per optional test module this session does not collect, with the reason."""
     return [f"not collected: tests/{module}: {why}" for module, why in NOT_COLLECTED.items()]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Name the optional test modules left out of collection at the end of the session."""
+    for line in not_collected_lines():
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(autouse=True, scope="session")
