@@ -270,3 +270,32 @@ def test_a_compiled_backward_holds_every_new_gradient_and_the_fp32_embedding_buf
     ddp = TrainingSetting(**{**base, "compile": True, "sharding": "ddp"})  # type: ignore[arg-type]
     two = _cluster("h100", gpus=2)
     assert predict_memory(LLAMA, ddp, two, workload, PRIORS).peak_phase != "end of compiled backward"
+
+
+def test_the_headroom_band_is_applied_to_every_phase_not_only_the_peak() -> None:
+    """A compiled full run peaks at the end of its backward (counted gradients, a small modelled part); the start of
+    backward, with activations and logits, is lower as a point prediction but not once its band is added."""
+    from autotune.costmodel.calibration import error_band
+    from autotune.costmodel.estimate import banded_peak_bytes
+    from autotune.units import GIB
+
+    phases = {"a": {"activations": 10.0 * GIB, "weights": 50.0 * GIB}, "d": {"gradients": 62.0 * GIB}}
+    assert banded_peak_bytes(phases, 0.0) == 62.0 * GIB
+    assert banded_peak_bytes(phases, 0.5) == 65.0 * GIB  # phase a: 60 + 0.5 × 10
+    assert banded_peak_bytes(phases, 0.1) == 62.0 * GIB
+
+    setting = TrainingSetting(
+        method="full", micro_batch_size=1, grad_accum=32, grad_ckpt=False, compile=True, optimizer="adamw-8bit"
+    )
+    cluster, workload = _cluster("h100"), Workload(seq_len=2048, global_batch_size=32)
+    coefficients = default_coefficients()
+    estimate = estimate_setting(LLAMA, cluster, workload, setting, coefficients)
+    memory = predict_memory(LLAMA, setting, cluster, workload, coefficients)
+    assert estimate.peak_phase == "end of compiled backward"
+    start = memory.phases_bytes["forward/backward"]
+    modelled = start["activations"] + start["logits + loss"]
+    band = error_band(coefficients.memory_headroom_band, "full")
+    assert band > 0
+    need_at_start = (sum(start.values()) + band * modelled) / GIB
+    assert estimate.peak_memory_gib + estimate.memory_headroom_gib == pytest.approx(need_at_start, abs=2e-3)
+    assert estimate.memory_headroom_gib > band * estimate.memory_breakdown_gib["embedding gradient buffer"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from autotune.costmodel.calibration import default_coefficients, error_band
 from autotune.costmodel.compute import predict_time_in
@@ -30,6 +31,20 @@ def dynamic_memory_gib(breakdown_bytes: dict[str, float]) -> float:
     bytes per parameter, so the residuals against measurements come from the modelled part.
     """
     return sum(value for name, value in breakdown_bytes.items() if name in MODELLED_PARTS) / GIB
+
+
+def banded_peak_bytes(phases_bytes: Mapping[str, Mapping[str, float]], band: float) -> float:
+    """The largest phase once ``band`` × its modelled part is added to each: max over phases of total + band × modelled.
+
+    A phase whose point prediction is below the peak can still exceed it within its band (e.g. the start of
+    backward, with activations and logits, beside the end of a compiled backward, made of counted gradients), so
+    the band is applied phase by phase. Bytes; equals the peak phase's total + band × its modelled part when that
+    phase also has the largest banded total.
+    """
+    return max(
+        (sum(parts.values()) + band * dynamic_memory_gib(dict(parts)) * GIB for parts in phases_bytes.values()),
+        default=0.0,
+    )
 
 
 def memory_family(setting: TrainingSetting) -> str:
@@ -79,9 +94,9 @@ def estimate_setting(
     peak_gib = memory.peak_allocated_bytes / GIB
     reserved_gib = memory.reserved_bytes / GIB
     context_gib = CUDA_CONTEXT_BYTES / GIB
-    dynamic_gib = dynamic_memory_gib(memory.breakdown_bytes)
-    uncertainty_gib = memory_band * dynamic_gib
-    headroom_gib = headroom_band * dynamic_gib
+    # each band on top of the peak: the largest phase once the band is added to every phase's modelled part
+    uncertainty_gib = max(0.0, banded_peak_bytes(memory.phases_bytes, memory_band) / GIB - peak_gib)
+    headroom_gib = max(0.0, banded_peak_bytes(memory.phases_bytes, headroom_band) / GIB - peak_gib)
     fits = peak_gib + context_gib + headroom_gib <= gpu.memory_gib
     if fits:
         # The caching allocator cannot reserve more than the card holds: when cudaMalloc fails it frees its

@@ -133,13 +133,19 @@ class ModelStateBytes:
 
 @dataclass(frozen=True)
 class MemoryPrediction:
-    """Predicted allocated peak per GPU and its parts (bytes), the phase it happens in, and host bytes."""
+    """Predicted allocated peak per GPU and its parts (bytes), the phase it happens in, and host bytes.
+
+    ``phases_bytes`` holds every phase's parts (the peak phase's are ``breakdown_bytes``), so that an error band on
+    the modelled parts is applied to each phase, not only to the one with the largest point prediction
+    (``estimate.banded_peak_bytes``).
+    """
 
     peak_allocated_bytes: float
     peak_phase: str
     breakdown_bytes: dict[str, float] = field(default_factory=dict)
     host_bytes_per_node: float = 0.0
     reserved_bytes: float = 0.0
+    phases_bytes: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def base_weight_bytes(model: ModelSpec, counts: ParamCounts, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
@@ -335,4 +341,7 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         breakdown_bytes={name: value for name, value in parts.items() if value > 0},
         host_bytes_per_node=states.host_per_rank * ranks_per_node,
         reserved_bytes=peak * (1 + coefficients.allocator_overhead_fraction),
+        phases_bytes={
+            name: {str(part): value for part, value in phase_parts.items()} for name, phase_parts in phases.items()
+        },
     )

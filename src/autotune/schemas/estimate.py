@@ -32,11 +32,13 @@ class Estimate(FrozenModel):
     )
     cuda_context_gib: float = Field(description="CUDA/ROCm context and kernels, outside the allocator, GiB.")
     memory_uncertainty_gib: float = Field(
-        description="± band on peak memory from measured residuals, GiB (applied to the modelled part)."
+        description="± band on peak memory from measured residuals, GiB: applied to each phase's modelled part, "
+        "the largest banded phase minus the peak."
     )
     memory_headroom_gib: float = Field(
         default=0.0,
-        description="Headroom kept for under-prediction (90th percentile of past residuals), GiB.",
+        description="Headroom kept for under-prediction (90th percentile of past residuals), GiB: applied to each "
+        "phase's modelled part, the largest banded phase minus the peak.",
     )
     gpu_memory_gib: float = Field(description="Memory of one GPU, GiB.")
     fits: bool = Field(description="allocated + context + headroom <= GPU memory (and host RAM holds offload).")
