@@ -24,7 +24,7 @@ def compile_time_s(model: ModelSpec) -> float:
     return COMPILE_FIXED_S + COMPILE_PER_LAYER_S * model.num_hidden_layers
 
 
-def dynamic_memory_gib(breakdown_bytes: dict[str, float]) -> float:
+def dynamic_memory_gib(breakdown_bytes: Mapping[str, float]) -> float:
     """GiB of the peak that is modelled rather than counted (``MODELLED_PARTS``).
 
     The error band applies to this part only: the counted parts are exact products of parameter counts and
@@ -42,7 +42,7 @@ def banded_peak_bytes(phases_bytes: Mapping[str, Mapping[str, float]], band: flo
     phase also has the largest banded total.
     """
     return max(
-        (sum(parts.values()) + band * dynamic_memory_gib(dict(parts)) * GIB for parts in phases_bytes.values()),
+        (sum(parts.values()) + band * dynamic_memory_gib(parts) * GIB for parts in phases_bytes.values()),
         default=0.0,
     )
 

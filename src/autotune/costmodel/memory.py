@@ -34,6 +34,7 @@ caching allocator's fragmentation (a fitted fraction) and the CUDA context is ou
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from autotune.costmodel import activations as act
 from autotune.costmodel.context import SettingContext, setting_context
@@ -77,14 +78,14 @@ def cublas_workspace_bytes(gpu: GpuSpec) -> float:
 
 
 def compiled_backward_extra_bytes(
-    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, trainable_params: float
+    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, gradient_bytes: float
 ) -> tuple[float, float]:
     """(new gradients, embedding-gradient buffer) bytes alive at the end of a compiled backward (phase D).
 
     Under ``torch.compile`` AOTAutograd runs the whole backward as one compiled function that returns every
     parameter's gradient at its end; autograd's ``AccumulateGrad`` adds them into ``.grad`` only afterwards
     (torch ``_functorch/_aot_autograd/runtime_wrappers.py``, ``CompiledFunction.backward``). So with gradients
-    accumulated from earlier micro-steps, the new gradients (``trainable_params`` × grad bytes) sit beside them.
+    accumulated from earlier micro-steps, the new gradients (``gradient_bytes``, all trainable ones) sit beside them.
     The last op of that backward is the embedding's: inductor lowers ``embedding_dense_backward`` through its
     decomposition (``torch/_decomp/decompositions.py``), which accumulates in the computation dtype (fp32 for bf16 /
     fp16 gradients: ``vocab × hidden × 4`` bytes) and casts the result, so that buffer is alive with all the others.
@@ -95,10 +96,9 @@ def compiled_backward_extra_bytes(
     """
     if not setting.compile or setting.sharding != "none":
         return 0.0, 0.0
-    new_gradients = trainable_params * dtypes.grad_bytes
     embedding_trains = not setting.uses_adapters
     buffer = model.vocab_size * model.hidden_size * 4.0 if embedding_trains and dtypes.grad_bytes < 4 else 0.0
-    return new_gradients, buffer
+    return gradient_bytes, buffer
 
 
 @dataclass(frozen=True)
@@ -322,8 +322,7 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         "late backward": phase_b,
         "optimizer step": phase_c,
     }
-    trainable = states.gradients / dtypes.grad_bytes if dtypes.grad_bytes else 0.0
-    new_gradients, embedding_buffer = compiled_backward_extra_bytes(model, setting, dtypes, trainable)
+    new_gradients, embedding_buffer = compiled_backward_extra_bytes(model, setting, dtypes, states.gradients)
     if new_gradients:
         phases["end of compiled backward"] = {
             **resident,
@@ -341,7 +340,5 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         breakdown_bytes={name: value for name, value in parts.items() if value > 0},
         host_bytes_per_node=states.host_per_rank * ranks_per_node,
         reserved_bytes=peak * (1 + coefficients.allocator_overhead_fraction),
-        phases_bytes={
-            name: {str(part): value for part, value in phase_parts.items()} for name, phase_parts in phases.items()
-        },
+        phases_bytes=cast("dict[str, dict[str, float]]", phases),  # part names are str: no copy per candidate
     )
