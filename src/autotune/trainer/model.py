@@ -238,12 +238,23 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
             setting.lora_dropout,
         )
     try:
-        # adapter_dtype compute: peft leaves the adapters in the base layer's dtype (bf16 under pure bf16); fp32 is
-        # peft's default autocast_adapter_dtype=True (each adapted input cast to fp32 and back).
-        peft_model = get_peft_model(model, config, autocast_adapter_dtype=setting.adapter_dtype == "fp32")
+        peft_model = get_peft_model(model, config, autocast_adapter_dtype=autocast_adapter_dtype(setting))
     except ValueError as error:
         raise ConfigError(f"LoRA targets {setting.lora_targets} do not fit this model: {first_line(error)}") from error
     return peft_model  # type: ignore[return-value]
+
+
+def autocast_adapter_dtype(setting: TrainingSetting) -> bool:
+    """The ``autocast_adapter_dtype`` switch of peft for ``setting``: one rule, at creation and on reload.
+
+    ``adapter_dtype: compute`` leaves the adapters in the base layer's dtype (bf16 under pure bf16): False;
+    ``fp32`` is peft's default ``autocast_adapter_dtype=True``, which casts bf16 / fp16 adapter weights to fp32 (each
+    adapted input is then cast to fp32 and back). peft applies the same switch in ``get_peft_model`` and in
+    ``PeftModel.load_adapter`` (peft 0.21 ``peft_model.py``: ``_cast_adapter_dtype`` after loading), so a resumed run
+    that reloaded with peft's default would train fp32 adapters where the uninterrupted run trained bf16 ones
+    (issue 29: the resumed losses drifted from step 3 on).
+    """
+    return setting.adapter_dtype == "fp32"
 
 
 def peft_wrapped_parameters(model: PreTrainedModel, config: Any) -> set[str]:

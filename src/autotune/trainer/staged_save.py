@@ -4,7 +4,7 @@ A mixin over transformers' ``Trainer`` (5.x): ``_save_checkpoint`` runs the Trai
 ``_get_output_dir`` pointing at ``OUT/checkpoints/.staging`` (every rank writes its part there,
 DeepSpeed and FSDP shards included), then global rank 0 publishes it (manifest + rename) and rotates
 the published checkpoints (``save_total_limit``), with barriers so that no rank goes on before the
-checkpoint is complete. Nothing else of the Trainer changes.
+checkpoint is complete.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from transformers.trainer_utils import rotate_checkpoints
 
 from autotune.schemas.plan import PlanFile
 from autotune.trainer.checkpoints import STAGING_DIR, publish_checkpoint, set_aside_leftover
+from autotune.trainer.resume_load import PlanDtypeResumeMixin
 
 
 def _barrier() -> None:
@@ -56,5 +57,9 @@ class StagedSaveMixin:
 
 
 def staged_trainer_class(base: type[Trainer], plan: PlanFile) -> type[Trainer]:
-    """``base`` with staged checkpoint saves for ``plan`` (the plan is recorded in each manifest)."""
-    return type(f"Staged{base.__name__}", (StagedSaveMixin, base), {"autotune_plan": plan})
+    """``base`` with staged checkpoint saves for ``plan`` (the plan is recorded in each manifest).
+
+    It also reloads a checkpoint's adapters in the dtype the plan made them
+    (:class:`autotune.trainer.resume_load.PlanDtypeResumeMixin`), so that a resumed run continues the same run.
+    """
+    return type(f"Staged{base.__name__}", (StagedSaveMixin, PlanDtypeResumeMixin, base), {"autotune_plan": plan})
