@@ -150,7 +150,7 @@ def json_reference() -> str:
     """docs/json.md: every field of ``plan --json`` and ``estimate --json``, from the schemas."""
     from autotune.schemas.estimate import Estimate
     from autotune.schemas.model import ModelSpec
-    from autotune.schemas.plan import ClusterChoice, PlanFile, Rejection
+    from autotune.schemas.plan import Alternative, ClusterChoice, PlanFile, Rejection
     from autotune.schemas.recipe import TrainingRecipe
     from autotune.schemas.setting import TrainingSetting, Workload
 
@@ -187,6 +187,12 @@ remarks; when the setting does not fit, the nearest setting that does).
 ## Rejection
 
 {field_table(Rejection)}
+## Alternative
+
+A runner-up as the plan file (`alternatives`, [PlanFile](#planfile)) stores it; `plan --json` shows the same runner-ups
+flattened (every field of `prediction` at the top level, beside `setting` and `why_not_chosen`).
+
+{field_table(Alternative)}
 ## PlanFile
 
 {field_table(PlanFile)}

@@ -74,3 +74,30 @@ def test_every_json_key_is_documented(capsys, argv: list[str]) -> None:
     documented = (ROOT / "docs" / "json.md").read_text()
     missing = sorted(key for key in _keys(json.loads(out)) if f"`{key}`" not in documented)
     assert not missing, f"not in docs/json.md: {missing}"
+
+
+def test_every_schema_type_named_in_json_md_has_its_section() -> None:
+    """A field typed by one of our schemas (``list[Alternative]``) links to a section that lists its fields."""
+    import re
+
+    from pydantic import BaseModel
+
+    import autotune.schemas.estimate as estimate_schemas
+    import autotune.schemas.plan as plan_schemas
+    import autotune.schemas.setting as setting_schemas
+
+    schemas = {
+        name
+        for module in (estimate_schemas, plan_schemas, setting_schemas)
+        for name, value in vars(module).items()
+        if isinstance(value, type) and issubclass(value, BaseModel) and value.__module__.startswith("autotune.")
+    }
+    text = (ROOT / "docs" / "json.md").read_text()
+    named = {
+        word
+        for type_cell in re.findall(r"^\| `[^`]+` \| `([^`]+)` \|", text, re.MULTILINE)
+        for word in re.findall(r"[A-Z]\w+", type_cell)
+    }
+    headings = set(re.findall(r"^#+ .*?(\w+)\)?$", text, re.MULTILINE))
+    missing = sorted((named & schemas) - headings)
+    assert not missing, f"docs/json.md names these schemas without a section: {missing}"
