@@ -11,8 +11,8 @@ import yaml
 from cli_runner import run
 from run_reports import make_report
 
+from autotune import planner
 from autotune.cli.planning import request_from_options
-from autotune.planner import build_plan_file, search
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import save_plan
 
@@ -48,7 +48,7 @@ PLAN_OPTIONS: dict[str, Any] = {
 @pytest.fixture(scope="module")
 def plan() -> PlanFile:
     request, _ = request_from_options(**PLAN_OPTIONS)
-    return build_plan_file(request, search(request))
+    return planner.plan(request)[0]
 
 
 def write_run(run_dir: Path, plan: PlanFile, memory_scale: float, time_scale: float, **fields: Any) -> Path:

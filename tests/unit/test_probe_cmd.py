@@ -10,10 +10,10 @@ import pytest
 import yaml
 from cli_runner import run
 
+from autotune import planner
 from autotune.cli import probe_cmd
 from autotune.cli.planning import request_from_options
 from autotune.launcher import LaunchSpec, gpus, prepare_output_dir
-from autotune.planner import build_plan_file, search
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan, plan_from_yaml, save_plan
 from autotune.schemas.run_report import RunReport
@@ -48,7 +48,7 @@ def plan() -> PlanFile:
         grad_ckpt=True,
         compile=False,
     )
-    return build_plan_file(request, search(request))
+    return planner.plan(request)[0]
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from run_reports import NOW, make_report
 
+from autotune import planner
 from autotune.calibration.recalibrate import (
     USER_STACK,
     case_from_run,
@@ -19,7 +20,6 @@ from autotune.calibration.recalibrate import (
 from autotune.cli.planning import request_from_options
 from autotune.costmodel.calibration import default_coefficients
 from autotune.errors import ConfigError
-from autotune.planner import build_plan_file, search
 from autotune.profiles.measurement_csv import CSV_COLUMNS, measurements_from_csv
 from autotune.profiles.run_reports import UnusableRunError, measurement_from_run_report
 from autotune.schemas.plan import PlanFile
@@ -42,7 +42,7 @@ def make_plan(**overrides: Any) -> PlanFile:
     }
     options.update(overrides)
     request, _ = request_from_options(**options)
-    return build_plan_file(request, search(request))
+    return planner.plan(request)[0]
 
 
 def write_run(run_dir: Path, plan: PlanFile | None, report: RunReport) -> Path:
@@ -273,12 +273,12 @@ def test_a_version_1_run_report_still_reads(tmp_path: Path) -> None:
     """Reports written before the prediction was embedded keep calibrating (their copied fields are dropped)."""
     from run_reports import make_report
 
+    from autotune import planner
     from autotune.cli.planning import request_from_options as plan_options
-    from autotune.planner import build_plan_file, search
     from autotune.schemas.run_report import V1_PREDICTION_FIELDS, RunReport
 
     request, _ = plan_options(model="llama3.2-1b", gpu="rtx-4090", seq_len=512, method="lora")
-    plan = build_plan_file(request, search(request))
+    plan = planner.plan(request)[0]
     data = make_report(plan).model_dump(mode="json")
     data.pop("prediction")
     data.update({name: getattr(plan.prediction, name) for name in V1_PREDICTION_FIELDS}, schema_version=1)
@@ -290,12 +290,12 @@ def test_a_version_1_run_report_still_reads(tmp_path: Path) -> None:
 def test_version_2_report_without_adapter_dtype_ran_fp32_adapters() -> None:
     """Reports written before the setting recorded adapter_dtype ran peft's default (fp32 adapters): reading one must
     not describe it with today's default (compute), or calibrate fits the fast path's work to a slow run."""
+    from autotune import planner
     from autotune.cli.planning import request_from_options as plan_options
-    from autotune.planner import build_plan_file, search
     from autotune.schemas.run_report import RunReport
 
     request, _ = plan_options(model="llama3.2-1b", gpu="rtx-4090", seq_len=512, method="lora")
-    plan = build_plan_file(request, search(request))
+    plan = planner.plan(request)[0]
     data = make_report(plan).model_dump(mode="json")
     assert data["setting"]["adapter_dtype"] == "compute"
     old = dict(data, schema_version=2, setting={k: v for k, v in data["setting"].items() if k != "adapter_dtype"})

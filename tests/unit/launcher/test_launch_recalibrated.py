@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from autotune import planner
 from autotune.cli import launch_cmd
 from autotune.cli._shared import plan_coefficients
 from autotune.cli.app import main
@@ -21,7 +22,6 @@ from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import ConfigError
 from autotune.launcher import apply_overrides
-from autotune.planner import build_plan_file, search
 from autotune.planner.fit import fit_shortfall
 from autotune.profiles.catalog import resolve_gpu
 from autotune.schemas.plan import PlanFile
@@ -52,7 +52,7 @@ def user_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _plan(**overrides: Any) -> PlanFile:
     request, _ = request_from_options(model="llama3-8b", gpu="4090", seq_len=2048, method="lora", **overrides)
-    return build_plan_file(request, search(request))
+    return planner.plan(request)[0]
 
 
 def _launched_plan(monkeypatch: pytest.MonkeyPatch, *argv: str) -> PlanFile:
