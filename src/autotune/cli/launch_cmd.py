@@ -263,7 +263,7 @@ def plan_from_model(model: str, plan_args: list[str], plan_command: Any) -> Plan
     """
     from autotune.cli.planning import parse_plan_args, plan_from_options
 
-    plan_file, _, notes = plan_from_options(**parse_plan_args(plan_command, model, plan_args))
+    plan_file, _, notes = plan_from_options(parse_plan_args(plan_command, model, plan_args))
     for line in notes:
         console().print(f"[yellow]note:[/] {line}")
     console().print(f"planned: {plan_file.setting.short()}")

@@ -164,11 +164,18 @@ def build_request(
     dataset_tokens: int | None,
     epochs: float,
     objective: str,
-    overrides: dict[str, Any],
+    overrides: Overrides,
     coefficients: CostCoefficients | None,
     calibration_name: str,
 ) -> tuple[PlanRequest, list[str]]:
-    """Validate every planning input and build the request; returns it with notes to show the user."""
+    """Validate every planning input and build the request; returns it with notes to show the user.
+
+    ``overrides`` is already validated (:meth:`autotune.cli.setting_options.SettingOptions.overrides`); the objective is
+    checked by :class:`PlanRequest` (its ``Objective`` type, the one list of objectives).
+
+    Raises:
+        AutotuneError: unknown model or GPU, or an invalid value (one line naming the option).
+    """
     spec, source = resolve_model(model)
     cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
     notes += shapes_note(spec, source)
@@ -182,9 +189,6 @@ def build_request(
         epochs=epochs,
     )
     notes += [note for note in [seq_len_note(spec, seq_len)] if note]
-    if objective not in ("quality", "speed", "memory"):
-        raise InvalidRequestError(f"--objective must be quality, speed or memory (got {objective!r})")
-    forced = validated(Overrides, **{k: v for k, v in overrides.items() if v is not None})
     request = validated(
         PlanRequest,
         model=spec,
@@ -192,7 +196,7 @@ def build_request(
         cluster=cluster,
         workload=workload,
         objective=objective,
-        overrides=forced,
+        overrides=overrides,
         coefficients=coefficients,
         calibration_name=calibration_name,
     )
