@@ -16,7 +16,7 @@ from autotune.cli.resolve import build_request, host_memory_note, kernels_notes,
 from autotune.cli.setting_options import SETTING_OPTION_NAMES, SettingOptions
 from autotune.errors import InvalidRequestError
 from autotune.planner.build import build_plan_file
-from autotune.planner.request import PlanRequest
+from autotune.planner.request import ADAPTER_ONLY_FIELDS, PlanRequest
 from autotune.planner.search import PlanResult, search
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
@@ -44,8 +44,15 @@ class PlanOptions:
     setting: SettingOptions = field(default_factory=SettingOptions)
 
     def with_method(self, method: str, seq_len: int) -> PlanOptions:
-        """These options with ``method`` forced and ``seq_len`` (one cell of ``sweep``)."""
-        return replace(self, seq_len=seq_len, setting=replace(self.setting, method=method))
+        """These options with ``method`` forced and ``seq_len`` (one cell of ``sweep``).
+
+        The adapter options (:data:`autotune.planner.request.ADAPTER_ONLY_FIELDS`) apply to the adapter methods' cells
+        and are left out of a full fine-tune's.
+        """
+        setting = replace(self.setting, method=method)
+        if method == "full":
+            setting = replace(setting, **dict.fromkeys(ADAPTER_ONLY_FIELDS))
+        return replace(self, seq_len=seq_len, setting=setting)
 
 
 def request_from_options(options: PlanOptions) -> tuple[PlanRequest, list[str]]:

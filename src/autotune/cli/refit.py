@@ -20,13 +20,19 @@ from autotune.errors import ConfigError
 from autotune.profiles.user_config import user_calibration_path
 from autotune.schemas.calibration import CostCoefficients
 
+CONFIG_DIR_EPILOG = (
+    "The user config dir is the first of: $AUTOTUNE_CONFIG_DIR; $XDG_CONFIG_HOME/autotune (when XDG_CONFIG_HOME is "
+    "an absolute path); ~/.config/autotune. plan, estimate and validate use the calibration.yaml in it."
+)
+"""The help epilog of ``calibrate`` and ``probe``: the config-dir order of :mod:`autotune.profiles.user_config`, at
+the help's full width (an option's help column is too narrow for the paths)."""
+
 OutputOpt = Annotated[
     Path | None,
     typer.Option(
         "-o",
         "--output",
-        help="Calibration YAML to write (default: calibration.yaml in the user config dir, "
-        "$AUTOTUNE_CONFIG_DIR or ~/.config/autotune, which plan and estimate then use).",
+        help="Calibration YAML to write (default: calibration.yaml in the user config dir, see below).",
     ),
 ]
 SeedsOpt = Annotated[

@@ -144,6 +144,19 @@ def kernels_notes(settings: Iterable[TrainingSetting]) -> list[str]:
     return []
 
 
+def approximation_note(key: str, text: str) -> str:
+    """``'falcon-7b: <text>'`` for one of a model's ``approximations``, without the family name the text starts with.
+
+    The families name themselves (``'falcon: attention and MLP run in parallel ...'``); the note names the model, so
+    ``falcon-7b: falcon: ...`` becomes ``falcon-7b: attention and MLP ...`` (a prefix that is not the model's family,
+    e.g. ``mixtral MoE:``, is kept).
+    """
+    family, separator, rest = text.partition(": ")
+    if separator and (key == family or key.startswith(family + "-")):
+        return f"{key}: {rest}"
+    return f"{key}: {text}"
+
+
 def seq_len_note(spec: ModelSpec, seq_len: int) -> str | None:
     """The note for a sequence length above the model's ``max_position_embeddings`` (planned anyway), or None."""
     if seq_len <= spec.max_position_embeddings:
@@ -179,7 +192,7 @@ def build_request(
     spec, source = resolve_model(model)
     cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
     notes += shapes_note(spec, source)
-    notes += [f"{spec.key}: {text}" for text in spec.approximations]
+    notes += [approximation_note(spec.key, text) for text in spec.approximations]
     workload = validated(
         Workload,
         seq_len=seq_len,

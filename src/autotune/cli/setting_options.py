@@ -25,12 +25,17 @@ import typer
 from autotune.cli import options as opt
 from autotune.cli.resolve import validated
 from autotune.planner.request import Overrides
-from autotune.schemas.setting import DESCRIPTIONS, TrainingSetting
+from autotune.planner.space import LOSS_IMPLEMENTATIONS
+from autotune.schemas.setting import DESCRIPTIONS, TrainingSetting, loss_impl_description
 
 CommandT = TypeVar("CommandT", bound=Callable[..., None])
 
 AttentionOpt = Annotated[str | None, typer.Option("--attention-impl", help=DESCRIPTIONS["attention_impl"])]
 CompileOpt = Annotated[bool | None, typer.Option("--compile/--no-compile", help=DESCRIPTIONS["compile"])]
+
+PLANNER_HELP = {"loss_impl": loss_impl_description(LOSS_IMPLEMENTATIONS)}
+"""Help of ``plan`` and ``sweep`` where the planner accepts fewer values than a stated setting (``native`` describes
+other trainers' losses: ``estimate`` and ``trace`` price it, the planner refuses it)."""
 
 GPU_DEPENDENT = frozenset({"sharding", "precision"})
 """Options whose stated default depends on the cluster (:func:`autotune.schemas.setting.default_sharding`,
@@ -110,10 +115,13 @@ def _option_parameters(*, stated: bool, leave_out: frozenset[str]) -> list[inspe
         if name in leave_out:
             continue
         annotation = hints[name]
-        if stated:
+        if stated or name in PLANNER_HELP:
             base, info = typing.get_args(annotation)
             info = copy(info)
-            info.show_default = _stated_default(name)
+            if stated:
+                info.show_default = _stated_default(name)
+            else:
+                info.help = PLANNER_HELP[name]
             annotation = Annotated[base, info]
         parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
     return parameters

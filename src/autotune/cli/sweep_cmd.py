@@ -130,6 +130,10 @@ def sweep_command(
     """Plan MODEL for each method × sequence length: what fits, how fast, or why not."""
     seq_lens = parse_int_list(seq_len, "--seq-len")
     chosen = parse_methods(methods)
+    adapter_options = setting.overrides().adapter_options()
+    if adapter_options and chosen == ["full"]:
+        flags = ", ".join("--" + name.replace("_", "-") for name in adapter_options)
+        raise InvalidRequestError(f"{flags}: LoRA options, and --methods full trains no adapter; add lora or qlora")
     if plot is not None:
         from autotune.cli.plots import check_plot_path
 

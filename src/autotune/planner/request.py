@@ -29,7 +29,8 @@ Objective = Literal["quality", "speed", "memory"]
 
 ADAPTER_ONLY_FIELDS = ("lora_rank", "lora_alpha", "lora_dropout", "adapter_dtype", "lora_targets")
 """Override fields that configure LoRA / QLoRA adapters only: refused with ``method: full`` (a full fine-tune has no
-adapter; accepting one would plan and record a setting without it, silently)."""
+adapter; accepting one would plan and record a setting without it, silently); without a method they leave the
+planner the adapter methods only."""
 
 
 class Overrides(FrozenModel):
@@ -63,7 +64,7 @@ class Overrides(FrozenModel):
         error = combination_error(self.method, self.precision)
         if error:
             raise ValueError(error.replace("method=qlora", "--method qlora").replace("precision", "--precision"))
-        adapter_options = [name for name in ADAPTER_ONLY_FIELDS if getattr(self, name) is not None]
+        adapter_options = self.adapter_options()
         if self.method == "full" and adapter_options:
             flags = ", ".join("--" + name.replace("_", "-") for name in adapter_options)
             raise ValueError(
@@ -71,6 +72,10 @@ class Overrides(FrozenModel):
                 "does not train: drop it, or use --method lora or qlora"
             )
         return self
+
+    def adapter_options(self) -> list[str]:
+        """The fields of :data:`ADAPTER_ONLY_FIELDS` the user set: with none of them, the planner may choose full."""
+        return [name for name in ADAPTER_ONLY_FIELDS if getattr(self, name) is not None]
 
     def forced(self) -> dict[str, object]:
         """The fields the user set, by name."""

@@ -182,6 +182,8 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     o = request.overrides
     world = request.cluster.world_size
     methods: tuple[Method, ...] = _choices(o.method, METHODS)
+    if o.adapter_options():  # an adapter option asks for an adapter method (planner/request.py ADAPTER_ONLY_FIELDS)
+        methods = tuple(m for m in methods if m != "full")
     if not gpu.supports_bitsandbytes:
         methods = tuple(m for m in methods if m != "qlora")
     optimizers: tuple[Optimizer, ...] = _choices(o.optimizer, OPTIMIZERS)
