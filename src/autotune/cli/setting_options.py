@@ -1,7 +1,7 @@
 """The setting options of ``plan``, ``estimate``, ``trace`` and ``sweep``: declared once, parsed into one typed set.
 
 :class:`SettingOptions` is the one declaration: a field per setting option, typed with the typer option that parses it
-(help from the schemas' field descriptions, :mod:`autotune.cli.options`). A command takes them all as one parameter,
+(help from the schemas' field descriptions). A command takes them all as one parameter,
 ``setting: SettingOptions``, and is decorated with :func:`takes_setting_options`, which puts one typer option per field
 into the command's signature (what typer reads) and hands the command one :class:`SettingOptions` built from them.
 
@@ -22,16 +22,12 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from autotune.cli import options as opt
 from autotune.cli.resolve import validated
 from autotune.planner.request import Overrides
 from autotune.planner.space import LOSS_IMPLEMENTATIONS
 from autotune.schemas.setting import DESCRIPTIONS, TrainingSetting, loss_impl_description
 
 CommandT = TypeVar("CommandT", bound=Callable[..., None])
-
-AttentionOpt = Annotated[str | None, typer.Option("--attention-impl", help=DESCRIPTIONS["attention_impl"])]
-CompileOpt = Annotated[bool | None, typer.Option("--compile/--no-compile", help=DESCRIPTIONS["compile"])]
 
 PLANNER_HELP = {"loss_impl": loss_impl_description(LOSS_IMPLEMENTATIONS)}
 """Help of ``plan`` and ``sweep`` where the planner accepts fewer values than a stated setting (``native`` describes
@@ -50,23 +46,25 @@ class SettingOptions:
     turns them into the validated :class:`autotune.planner.request.Overrides`.
     """
 
-    method: opt.MethodOpt = None
-    micro_batch_size: opt.MicroBatchOpt = None
-    grad_accum: opt.GradAccumOpt = None
-    grad_ckpt: opt.GradCkptOpt = None
-    compile: CompileOpt = None
-    sharding: opt.ShardingOpt = None
-    optimizer: opt.OptimizerOpt = None
-    precision: opt.PrecisionOpt = None
-    lora_rank: opt.LoraRankOpt = None
-    lora_alpha: opt.LoraAlphaOpt = None
-    lora_dropout: opt.LoraDropoutOpt = None
-    adapter_dtype: opt.AdapterDtypeOpt = None
-    kernels: opt.KernelsOpt = None
-    lora_targets: opt.LoraTargetsOpt = None
-    loss_impl: opt.LossImplOpt = None
-    grad_sync: opt.GradSyncOpt = None
-    attention_impl: AttentionOpt = None
+    method: Annotated[str | None, typer.Option("--method", help=DESCRIPTIONS["method"])] = None
+    micro_batch_size: Annotated[
+        int | None, typer.Option("--micro-batch-size", help=DESCRIPTIONS["micro_batch_size"])
+    ] = None
+    grad_accum: Annotated[int | None, typer.Option("--grad-accum", help=DESCRIPTIONS["grad_accum"])] = None
+    grad_ckpt: Annotated[bool | None, typer.Option("--grad-ckpt/--no-grad-ckpt", help=DESCRIPTIONS["grad_ckpt"])] = None
+    compile: Annotated[bool | None, typer.Option("--compile/--no-compile", help=DESCRIPTIONS["compile"])] = None
+    sharding: Annotated[str | None, typer.Option("--sharding", help=DESCRIPTIONS["sharding"])] = None
+    optimizer: Annotated[str | None, typer.Option("--optimizer", help=DESCRIPTIONS["optimizer"])] = None
+    precision: Annotated[str | None, typer.Option("--precision", help=DESCRIPTIONS["precision"])] = None
+    lora_rank: Annotated[int | None, typer.Option("--lora-rank", help=DESCRIPTIONS["lora_rank"])] = None
+    lora_alpha: Annotated[float | None, typer.Option("--lora-alpha", help=DESCRIPTIONS["lora_alpha"])] = None
+    lora_dropout: Annotated[float | None, typer.Option("--lora-dropout", help=DESCRIPTIONS["lora_dropout"])] = None
+    adapter_dtype: Annotated[str | None, typer.Option("--adapter-dtype", help=DESCRIPTIONS["adapter_dtype"])] = None
+    kernels: Annotated[str | None, typer.Option("--kernels", help=DESCRIPTIONS["kernels"])] = None
+    lora_targets: Annotated[str | None, typer.Option("--lora-targets", help=DESCRIPTIONS["lora_targets"])] = None
+    loss_impl: Annotated[str | None, typer.Option("--loss-impl", help=DESCRIPTIONS["loss_impl"])] = None
+    grad_sync: Annotated[str | None, typer.Option("--grad-sync", help=DESCRIPTIONS["grad_sync"])] = None
+    attention_impl: Annotated[str | None, typer.Option("--attention-impl", help=DESCRIPTIONS["attention_impl"])] = None
 
     def given(self) -> dict[str, object]:
         """The options given (not None), by field name, ``lora_targets`` split at commas."""
