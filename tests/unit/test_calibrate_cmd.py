@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 from cli_runner import run
+from plan_requests import plan_request
 from run_reports import make_report
 
 from autotune import planner
-from autotune.cli.planning import request_from_options
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import save_plan
 
@@ -47,7 +47,7 @@ PLAN_OPTIONS: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def plan() -> PlanFile:
-    request, _ = request_from_options(**PLAN_OPTIONS)
+    request, _ = plan_request(**PLAN_OPTIONS)
     return planner.plan(request)[0]
 
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 from cli_runner import run as run_cli
+from plan_requests import plan_request
 
 from autotune.cli.plan_verify import VerifiedSetting, replan
-from autotune.cli.planning import request_from_options
 from autotune.planner.search import (
     TIE_TOLERANCE,
     PlanResult,
@@ -24,7 +24,7 @@ from autotune.planner.sweep import sweep
 
 
 def plan(**options: object) -> PlanResult:
-    request, _ = request_from_options(**options)
+    request, _ = plan_request(**options)
     return search(request)
 
 
@@ -64,7 +64,7 @@ def test_the_issue_4090_qlora_runner_up_matches_the_forced_plan() -> None:
 @pytest.mark.parametrize("seq_len", [2048, 8192])
 def test_sweep_cells_are_the_plan_choice_or_its_first_runner_up_of_the_method(seq_len: int) -> None:
     def make(method: str, length: int):
-        request, _ = request_from_options(model="llama3-8b", gpu="4090", seq_len=length, method=method)
+        request, _ = plan_request(model="llama3-8b", gpu="4090", seq_len=length, method=method)
         return request
 
     result = plan(model="llama3-8b", gpu="4090", seq_len=seq_len)

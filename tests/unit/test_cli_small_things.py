@@ -129,6 +129,8 @@ def test_dry_run_prints_the_command_and_file_list_not_the_files(
     code, out, _ = run(capsys, *args, "--show-files")
     assert code == 0 and "prediction:" in out and "memory_breakdown_gib:" in out
     assert not (tmp_path / "r").exists()
+    headers = [line for line in out.splitlines() if "plan.yaml" in line and "─" in line]
+    assert headers and all(len(line) <= 100 for line in headers)  # a file's header in a pipe: not 1,000 columns
 
 
 def test_launch_verbose_exports_verbose_and_withdraws_the_quiet_switches(

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from plan_requests import plan_request
 
-from autotune.cli.planning import request_from_options
 from autotune.errors import InfeasibleError, InvalidRequestError
 from autotune.planner import search
 from autotune.planner.search import METHOD_QUALITY_ORDER
 
 
 def plan(**options):
-    request, _ = request_from_options(**options)
+    request, _ = plan_request(**options)
     return request, search(request)
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 from cli_runner import run as run_cli
+from plan_requests import plan_request
 
 from autotune.calibration.cases import prepare_cases
 from autotune.calibration.results import evaluate
 from autotune.calibration.validation import summarize
 from autotune.cli import plot_data, plot_validation, plots
-from autotune.cli.planning import request_from_options
 from autotune.errors import AutotuneError, ConfigError, InvalidRequestError
 from autotune.planner.search import search
 from autotune.profiles.measurements import all_measurements
@@ -26,7 +26,7 @@ def cli() -> None:
 
 def plan_estimates(model: str, gpu: str, num_gpus: int, **overrides: object) -> list[tuple[str, Estimate]]:
     """The chosen setting and the runner-ups of a real plan."""
-    request, _ = request_from_options(model=model, gpu=gpu, num_gpus=num_gpus, **overrides)
+    request, _ = plan_request(model=model, gpu=gpu, num_gpus=num_gpus, **overrides)
     result = search(request)
     return [(s.setting.short(), s.estimate) for s in [result.best, *result.alternatives]]
 

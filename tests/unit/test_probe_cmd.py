@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 from cli_runner import run
+from plan_requests import plan_request
 
 from autotune import planner
 from autotune.cli import probe_cmd
-from autotune.cli.planning import request_from_options
 from autotune.launcher import LaunchSpec, gpus, prepare_output_dir
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan, plan_from_yaml, save_plan
@@ -38,7 +38,7 @@ def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def plan() -> PlanFile:
-    request, _ = request_from_options(
+    request, _ = plan_request(
         model="llama3.2-1b",
         gpu="rtx-4090",
         seq_len=1024,

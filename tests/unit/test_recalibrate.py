@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plan_requests import plan_request
 from run_reports import NOW, make_report
 
 from autotune import planner
@@ -17,7 +18,6 @@ from autotune.calibration.recalibrate import (
     unidentified_time_factors,
     widest_bands,
 )
-from autotune.cli.planning import request_from_options
 from autotune.costmodel.calibration import default_coefficients
 from autotune.errors import ConfigError
 from autotune.profiles.measurement_csv import CSV_COLUMNS, measurements_from_csv
@@ -41,7 +41,7 @@ def make_plan(**overrides: Any) -> PlanFile:
         "sharding": "none",
     }
     options.update(overrides)
-    request, _ = request_from_options(**options)
+    request, _ = plan_request(**options)
     return planner.plan(request)[0]
 
 
@@ -271,10 +271,10 @@ def test_recalibrate_needs_measurements() -> None:
 
 def test_a_version_1_run_report_still_reads(tmp_path: Path) -> None:
     """Reports written before the prediction was embedded keep calibrating (their copied fields are dropped)."""
+    from plan_requests import plan_request as plan_options
     from run_reports import make_report
 
     from autotune import planner
-    from autotune.cli.planning import request_from_options as plan_options
     from autotune.schemas.run_report import V1_PREDICTION_FIELDS, RunReport
 
     request, _ = plan_options(model="llama3.2-1b", gpu="rtx-4090", seq_len=512, method="lora")
@@ -290,8 +290,9 @@ def test_a_version_1_run_report_still_reads(tmp_path: Path) -> None:
 def test_version_2_report_without_adapter_dtype_ran_fp32_adapters() -> None:
     """Reports written before the setting recorded adapter_dtype ran peft's default (fp32 adapters): reading one must
     not describe it with today's default (compute), or calibrate fits the fast path's work to a slow run."""
+    from plan_requests import plan_request as plan_options
+
     from autotune import planner
-    from autotune.cli.planning import request_from_options as plan_options
     from autotune.schemas.run_report import RunReport
 
     request, _ = plan_options(model="llama3.2-1b", gpu="rtx-4090", seq_len=512, method="lora")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from cli_runner import run as run_cli
+from plan_requests import plan_request
 
 from autotune.cli import plot_data, plot_sweep, plots, sweep_cmd
-from autotune.cli.planning import request_from_options
 from autotune.errors import InfeasibleError, InvalidRequestError
 from autotune.planner.request import PlanRequest
 from autotune.planner.search import search
@@ -21,9 +21,7 @@ METHODS = ["full", "lora", "qlora"]
 
 def factory(model: str, gpu: str, num_gpus: int = 1, **options: object):
     def make(method: str, seq_len: int) -> PlanRequest:
-        request, _ = request_from_options(
-            model=model, gpu=gpu, num_gpus=num_gpus, seq_len=seq_len, method=method, **options
-        )
+        request, _ = plan_request(model=model, gpu=gpu, num_gpus=num_gpus, seq_len=seq_len, method=method, **options)
         return request
 
     return make

@@ -15,11 +15,12 @@ tests — asks these functions, so a row is compared on the same quantity everyw
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from autotune.costmodel.priors import CUDA_CONTEXT_BYTES
+from autotune.errors import ConfigError
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.profiles.measurements import measurement_models
 from autotune.schemas.calibration import Measurement
@@ -105,3 +106,28 @@ def comparable_memory_gib(measurement: Measurement, estimate: Estimate) -> float
     if measurement.memory_kind == "nvidia-smi":
         return min(estimate.peak_reserved_gib + CONTEXT_GIB, capacity)
     return min(estimate.peak_reserved_gib, capacity - CONTEXT_GIB)
+
+
+def check_measured_ranges(cases: Sequence[Case]) -> None:
+    """Stage-2 range check of calibration inputs, against each row's GPU.
+
+    Stage 1, absolute ranges, is the :class:`~autotune.schemas.calibration.Measurement` schema. A memory figure read on
+    the device — ``allocated`` (``torch.cuda.max_memory_allocated``, every run report), ``reserved`` or ``nvidia-smi`` —
+    cannot exceed that GPU's memory (``GpuSpec.memory_gib``). A figure of ``unknown`` kind keeps only the absolute
+    range: some published tools report more than the card (seed rows: 26.9 on the 24 GiB RX 7900 XTX, 81 on 80 GiB
+    A100s).
+
+    Raises:
+        ConfigError: the first row out of range, naming its source, the field and both values.
+    """
+    for case in cases:
+        m, gpu = case.measurement, case.cluster.gpu
+        if m.memory_kind == "unknown":
+            continue
+        for field in ("peak_memory_gib", "weights_memory_gib"):
+            value = getattr(m, field)
+            if value is not None and value > gpu.memory_gib:
+                raise ConfigError(
+                    f"{m.source}: {field} {value:g} GiB ({m.memory_kind}) is more than {gpu.key}'s "
+                    f"{gpu.memory_gib:g} GiB: not a measurement of one GPU (GiB per GPU expected; nothing was written)"
+                )

@@ -4,7 +4,9 @@ Modules:
   app            the entry point: the command table (``COMMANDS``), lazy registration, one-line errors (exit 2)
   plan_cmd, estimate_cmd, sweep_cmd, launch_cmd, probe_cmd, calibrate_cmd, validate_cmd, catalog_cmd, trace_cmd
                  one module per command; none imports another, none imports ``app``
-  planning       options → PlanRequest → plan, shared by plan / sweep / launch MODEL
+  setting_options  the setting options of plan / estimate / trace / sweep, declared once (SettingOptions) and put
+                 into each command's signature by one decorator
+  planning       options (PlanOptions) → PlanRequest → plan, shared by plan / sweep / launch MODEL
   refit          options, refit-and-write and tables shared by calibrate and probe
   _shared        which calibration to use (``--calibration``, the user's, the shipped) and a plan's estimator
   options        typer option types whose help comes from the schemas' field descriptions
@@ -16,7 +18,7 @@ Modules:
   plot_validation, plot_sweep   the validate scatter and the sweep curves (matplotlib imported only when asked for)
   plan_recheck   a plan about to be launched, re-checked with the rules of ``autotune plan``
   plan_verify    ``plan --verify``: trace the chosen setting and the runners-up, re-plan on a miss
-  tracing        shared by ``trace``, ``estimate --trace`` and ``plan --verify``: setting flags, running the trace
+  tracing        shared by ``trace``, ``estimate --trace`` and ``plan --verify``: the stated setting, running the trace
   tables         tables that fit the terminal without cutting identifiers or numbers
   validation_text  terminal text of the calibration layer's figures (error summaries, per-source ranking lines)
 """

@@ -27,16 +27,29 @@ def coefficients_from_option(path: Path | None) -> tuple[CostCoefficients, str]:
     Raises:
         ConfigError: the chosen file is missing or invalid (one line naming it).
     """
+    path = calibration_file(path)
     if path is None:
-        user_file = find_user_calibration()
-        if user_file is None:
-            return default_coefficients(), SHIPPED_CALIBRATION
-        path = user_file
-        coefficients = load_coefficients(path)
-        note(f"using calibration '{coefficients.name}' from {path} (--calibration FILE to choose another)")
-        return coefficients, coefficients.name
+        return default_coefficients(), SHIPPED_CALIBRATION
     coefficients = load_coefficients(path)
     return coefficients, coefficients.name
+
+
+def calibration_file(path: Path | None) -> Path | None:
+    """The calibration file to read: ``path`` (``--calibration FILE``), else the user's, else None (the shipped fit).
+
+    When the user's file is taken, a one-line note on stderr says so: a command that plans several times (``sweep``)
+    calls this once and passes the file on, so the note is printed once.
+
+    Raises:
+        ConfigError: the user's calibration file is invalid (one line naming it).
+    """
+    if path is not None:
+        return path
+    user_file = find_user_calibration()
+    if user_file is not None:
+        name = load_coefficients(user_file).name
+        note(f"using calibration '{name}' from {user_file} (--calibration FILE to choose another)")
+    return user_file
 
 
 def stack_note(coefficients: CostCoefficients | None) -> str | None:

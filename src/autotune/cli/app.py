@@ -96,9 +96,11 @@ COMMANDS: dict[str, CommandRef] = {
 def build_command(name: str) -> typer.core.TyperCommand:
     """Import ``name``'s module and turn its function into a click command (typer reads the signature)."""
     ref = COMMANDS[name]
-    function = getattr(importlib.import_module(ref.module), ref.function)
+    module = importlib.import_module(ref.module)
+    function = getattr(module, ref.function)
     single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    single.command(name, context_settings=ref.context_settings)(function)
+    epilog = getattr(module, "EPILOG", None)  # a module's EPILOG string ends its command's help
+    single.command(name, context_settings=ref.context_settings, epilog=epilog)(function)
     command = typer.main.get_command(single)
     assert isinstance(command, typer.core.TyperCommand)
     if ref.plan_options_in_help:
@@ -204,12 +206,56 @@ installed). autotune uses no pydantic plugin, so the CLI sets it to ``__all__`` 
 processes (``launch``) inherit it, as they inherit :func:`autotune.quiet.quiet_third_party`'s switches."""
 
 
+BROKEN_PIPE_EXIT_CODE = 128 + 13
+"""Exit code when the reader of stdout went away (``autotune models | head -1``): 128 + SIGPIPE, what a shell reports
+for git, cat or grep, which the signal ends silently. Python ignores SIGPIPE and raises BrokenPipeError instead; the
+CLI ends as those tools do: no message, no traceback, and a status that ``set -o pipefail`` sees like theirs."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app; user errors → one line on stderr, exit code 2.
 
     Third-party output is silenced (:func:`autotune.quiet.quiet_third_party`) when a command is looked up, before
-    its module is imported: ``autotune --help`` and ``--version`` import no third-party library to silence.
+    its module is imported: ``autotune --help`` and ``--version`` import no third-party library to silence. A closed
+    stdout ends the command silently with :data:`BROKEN_PIPE_EXIT_CODE`.
     """
+    from autotune.cli.console import StdoutClosed
+
+    stdout_was_devnull = _stdout_is_devnull()
+    try:
+        _run(argv)
+        sys.stdout.flush()  # a pipe closed after the last write shows here, not at exit
+    except (StdoutClosed, BrokenPipeError):
+        _exit_on_closed_stdout()
+    except SystemExit as exit_:
+        # click and rich handle a broken pipe themselves, with exit code 1: click wraps sys.stdout (a help text),
+        # rich points stdout at devnull (typer's rich help).
+        click_pipe = type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper"
+        if exit_.code == 1 and (click_pipe or (_stdout_is_devnull() and not stdout_was_devnull)):
+            _exit_on_closed_stdout()
+        raise
+
+
+def _stdout_is_devnull() -> bool:
+    """Whether file descriptor 1 is the null device."""
+    try:
+        return os.path.samestat(os.fstat(1), os.stat(os.devnull))
+    except OSError:
+        return False
+
+
+def _exit_on_closed_stdout() -> None:
+    """End silently with :data:`BROKEN_PIPE_EXIT_CODE`.
+
+    Python's recipe (signal module docs, "Note on SIGPIPE"): stdout now points at devnull, so the flush at interpreter
+    exit does not raise again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(BROKEN_PIPE_EXIT_CODE)
+
+
+def _run(argv: list[str] | None) -> None:
     os.environ.setdefault(PYDANTIC_PLUGINS_ENV, "__all__")
     try:
         code = app(args=argv, prog_name="autotune", standalone_mode=False)

@@ -14,6 +14,7 @@ import typer
 
 from autotune.calibration.recalibrate import collect
 from autotune.cli.refit import (
+    CONFIG_DIR_EPILOG,
     NameOpt,
     OutputOpt,
     SeedsOpt,
@@ -24,6 +25,9 @@ from autotune.cli.refit import (
     resolve_output,
 )
 from autotune.schemas.plan_io import load_plan
+
+EPILOG = CONFIG_DIR_EPILOG
+"""The end of this command's help (the command table in app.py reads it)."""
 
 
 def calibrate_command(

@@ -21,16 +21,50 @@ if TYPE_CHECKING:
 PIPE_WIDTH: Final[int] = 1000
 """Columns of the stdout console when stdout is not a terminal: wide enough that no line is wrapped."""
 
+PIPE_RULE_WIDTH: Final[int] = 100
+"""Columns of a horizontal rule (a section header) when stdout is not a terminal: a rule fills the console's width,
+which :data:`PIPE_WIDTH` makes 1,000 box characters (about 3,000 bytes) in a pipe."""
+
+
+def rule_width() -> int:
+    """Columns for a horizontal rule on stdout: the terminal's width, or :data:`PIPE_RULE_WIDTH` in a pipe or file."""
+    return min(console().width, PIPE_RULE_WIDTH) if not console().is_terminal else console().width
+
+
+class StdoutClosed(Exception):
+    """stdout's reader went away (``autotune models | head -1``); the entry point ends silently.
+
+    Not an ``OSError``: click turns a broken pipe into exit code 1 before the entry point sees it.
+    """
+
 
 @cache
 def console() -> Console:
-    """The stdout console (no automatic highlighting: numbers keep the colour the markup gives them)."""
+    """The stdout console (no automatic highlighting: numbers keep the colour the markup gives them).
+
+    A write to a closed pipe raises :class:`StdoutClosed` (rich's default ends the process with exit code 1).
+    """
     from rich.console import Console
 
-    terminal = Console(highlight=False)
+    class StdoutConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise StdoutClosed
+
+    terminal = StdoutConsole(highlight=False)
     if terminal.is_terminal:
         return terminal
-    return Console(highlight=False, width=PIPE_WIDTH)
+    return StdoutConsole(highlight=False, width=PIPE_WIDTH)
+
+
+def print_plain(text: str) -> None:
+    """Print ``text`` to stdout as it is (no rich); a closed pipe raises :class:`StdoutClosed`."""
+    import sys
+
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise StdoutClosed from None
 
 
 @cache

@@ -12,8 +12,8 @@ from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
 from autotune.cli.render import print_json, render_estimate
 from autotune.cli.resolve import host_memory_note, kernels_notes, lora_dropout_notes
+from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.cli.tracing import (
-    AttentionOpt,
     render_predicted_vs_traced,
     render_trace,
     require_torch,
@@ -27,34 +27,20 @@ from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import DEFAULT_LORA_RANK, DEFAULT_SEQ_LEN, Workload
+from autotune.schemas.setting import DEFAULT_SEQ_LEN, Workload
 
 
+@takes_setting_options(stated=True)
 def estimate_command(
     model: opt.ModelArg,
     gpu: opt.GpuOpt,
     num_gpus: opt.NumGpusOpt = 1,
     num_nodes: opt.NumNodesOpt = 1,
     host_memory_gib: opt.HostMemoryOpt = None,
-    method: opt.StatedMethodOpt = "lora",
     seq_len: opt.SeqLenOpt = DEFAULT_SEQ_LEN,
-    micro_batch_size: opt.StatedMicroBatchOpt = 1,
-    grad_accum: opt.StatedGradAccumOpt = 1,
-    grad_ckpt: opt.StatedGradCkptOpt = True,
-    optimizer: opt.StatedOptimizerOpt = "adamw",
-    precision: opt.PrecisionOpt = None,
-    sharding: opt.ShardingOpt = None,
-    lora_rank: opt.StatedLoraRankOpt = DEFAULT_LORA_RANK,
-    lora_targets: opt.StatedLoraTargetsOpt = "all-linear",
-    compile_: opt.StatedCompileOpt = False,
-    loss_impl: opt.StatedLossImplOpt = "fp32-upcast",
-    grad_sync: opt.StatedGradSyncOpt = "last-micro-step",
+    setting: SettingOptions = NOT_GIVEN,
     num_samples: opt.NumSamplesOpt = None,
     dataset_tokens: opt.DatasetTokensOpt = None,
-    attention_impl: AttentionOpt = "sdpa",
-    lora_dropout: opt.LoraDropoutOpt = None,
-    adapter_dtype: opt.AdapterDtypeOpt = None,
-    kernels: opt.KernelsOpt = None,
     epochs: opt.EpochsOpt = 1.0,
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
@@ -73,39 +59,44 @@ def estimate_command(
     if trace:
         require_torch()
     inputs = setting_inputs(
-        model, gpu, num_gpus, num_nodes, host_memory_gib, method, seq_len, micro_batch_size, grad_accum, grad_ckpt,
-        optimizer, precision, sharding, lora_rank, lora_targets, compile_, loss_impl, attention_impl, num_samples,
-        dataset_tokens, epochs, grad_sync=grad_sync, lora_dropout=lora_dropout, adapter_dtype=adapter_dtype,
-        kernels=kernels,
-    )  # fmt: skip
-    spec, cluster, notes, setting, workload = (
-        inputs.spec, inputs.cluster, inputs.notes, inputs.setting, inputs.workload
-    )  # fmt: skip
+        model,
+        gpu,
+        num_gpus,
+        num_nodes,
+        host_memory_gib,
+        setting,
+        seq_len=seq_len,
+        num_samples=num_samples,
+        dataset_tokens=dataset_tokens,
+        epochs=epochs,
+    )
+    spec, cluster, notes, workload = inputs.spec, inputs.cluster, inputs.notes, inputs.workload
+    stated = inputs.setting
     coefficients, _ = coefficients_from_option(calibration)
-    topology_error = sharding_error(setting.sharding, cluster.world_size)
+    topology_error = sharding_error(stated.sharding, cluster.world_size)
     if topology_error:
         raise InvalidRequestError(topology_error)
-    estimate = estimate_setting(spec, cluster, workload, setting, coefficients)
-    notes += host_memory_note(cluster, host_memory_gib, [setting])
-    notes += lora_dropout_notes(spec, [setting])
-    notes += kernels_notes([setting])
+    estimate = estimate_setting(spec, cluster, workload, stated, coefficients)
+    notes += host_memory_note(cluster, host_memory_gib, [stated])
+    notes += lora_dropout_notes(spec, [stated])
+    notes += kernels_notes([stated])
     if not estimate.fits:
-        notes.append(_nearest_note(spec, cluster, workload, estimate, method, coefficients))
+        notes.append(_nearest_note(spec, cluster, workload, estimate, stated.method, coefficients))
     traced = run_trace(inputs) if trace else None
     if plot is not None:
         from autotune.cli.plots import memory_breakdown_png
 
         title = f"{spec.key} on {cluster.world_size}× {cluster.gpu.key}, seq_len {seq_len}: peak memory per GPU"
-        memory_breakdown_png([(setting.short(), estimate)], plot, title=title)
+        memory_breakdown_png([(stated.short(), estimate)], plot, title=title)
     if json_:
         extra = {"trace": traced.model_dump(mode="json")} if traced is not None else {}
-        data = {**estimate.model_dump(mode="json"), "setting": setting.model_dump(mode="json"), "notes": notes}
+        data = {**estimate.model_dump(mode="json"), "setting": stated.model_dump(mode="json"), "notes": notes}
         print_json({**data, **extra})
         return
-    render_estimate(estimate, setting, notes)
+    render_estimate(estimate, stated, notes)
     if traced is not None:
         render_trace(traced)
-        render_predicted_vs_traced([(setting.short(), estimate.peak_memory_gib, traced)])
+        render_predicted_vs_traced([(stated.short(), estimate.peak_memory_gib, traced)])
     if plot is not None:
         console().print(f"[green]wrote[/] {plot}")
 

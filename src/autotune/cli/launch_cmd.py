@@ -21,7 +21,7 @@ from rich.text import Text
 
 from autotune import run_lock
 from autotune.cli._shared import plan_estimator
-from autotune.cli.console import console, err_console, note, warn
+from autotune.cli.console import console, err_console, note, rule_width, warn
 from autotune.cli.plan_recheck import check_like_plan, recheck_plan_file, seq_len_warning
 from autotune.errors import ConfigError, InvalidRequestError
 from autotune.hostcpu import cpu_precision_note
@@ -263,7 +263,7 @@ def plan_from_model(model: str, plan_args: list[str], plan_command: Any) -> Plan
     """
     from autotune.cli.planning import parse_plan_args, plan_from_options
 
-    plan_file, _, notes = plan_from_options(**parse_plan_args(plan_command, model, plan_args))
+    plan_file, _, notes = plan_from_options(parse_plan_args(plan_command, model, plan_args))
     for line in notes:
         console().print(f"[yellow]note:[/] {line}")
     console().print(f"planned: {plan_file.setting.short()}")
@@ -338,7 +338,7 @@ def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool, show
     console().print(env)
     if show_files:
         for relative, content in spec.files.items():
-            console().print(Rule(str(out / relative), align="left"))
+            console().print(Rule(str(out / relative), align="left"), width=rule_width())
             console().print(Text(content.rstrip("\n")), soft_wrap=True)
     elif dry_run:
         console().print("[dim]--show-files prints the files' contents[/]")

@@ -10,13 +10,14 @@ import typer
 
 from autotune.cli import options as opt
 from autotune.cli.console import console
-from autotune.cli.planning import options_from_params, plan_from_options
+from autotune.cli.planning import PlanOptions, plan_from_options
 from autotune.cli.render import print_json, render_plan
+from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
 
 
+@takes_setting_options(stated=False)
 def plan_command(
-    ctx: typer.Context,
     model: opt.ModelArg,
     gpu: opt.GpuOpt,
     num_gpus: opt.NumGpusOpt = 1,
@@ -25,22 +26,7 @@ def plan_command(
     seq_len: opt.SeqLenOpt = DEFAULT_SEQ_LEN,
     global_batch_size: opt.GlobalBatchOpt = 32,
     objective: opt.ObjectiveOpt = "quality",
-    method: opt.MethodOpt = None,
-    micro_batch_size: opt.MicroBatchOpt = None,
-    grad_accum: opt.GradAccumOpt = None,
-    grad_ckpt: opt.GradCkptOpt = None,
-    compile_: Annotated[bool | None, typer.Option("--compile/--no-compile", help="torch.compile.")] = None,
-    sharding: opt.ShardingOpt = None,
-    optimizer: opt.OptimizerOpt = None,
-    precision: opt.PrecisionOpt = None,
-    lora_rank: opt.LoraRankOpt = None,
-    lora_alpha: opt.LoraAlphaOpt = None,
-    lora_dropout: opt.LoraDropoutOpt = None,
-    adapter_dtype: opt.AdapterDtypeOpt = None,
-    kernels: opt.KernelsOpt = None,
-    lora_targets: opt.LoraTargetsOpt = None,
-    loss_impl: opt.LossImplOpt = None,
-    grad_sync: opt.GradSyncOpt = None,
+    setting: SettingOptions = NOT_GIVEN,
     num_samples: opt.NumSamplesOpt = None,
     dataset_tokens: opt.DatasetTokensOpt = None,
     epochs: opt.EpochsOpt = 1.0,
@@ -64,8 +50,22 @@ def plan_command(
 
         check_plot_path(plot)  # before anything is written
     started = time.perf_counter()
-    options = options_from_params(dict(ctx.params))
-    plan_file, result, notes = plan_from_options(**options)
+    options = PlanOptions(
+        model=model,
+        gpu=gpu,
+        num_gpus=num_gpus,
+        num_nodes=num_nodes,
+        host_memory_gib=host_memory_gib,
+        seq_len=seq_len,
+        global_batch_size=global_batch_size,
+        num_samples=num_samples,
+        dataset_tokens=dataset_tokens,
+        epochs=epochs,
+        objective=objective,
+        calibration=calibration,
+        setting=setting,
+    )
+    plan_file, result, notes = plan_from_options(options)
     elapsed = time.perf_counter() - started
     if verify:
         from autotune.cli.plan_verify import verify_plan

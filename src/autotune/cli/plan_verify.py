@@ -10,12 +10,15 @@ none does, planning fails with the numbers. Needs torch (``autotune[train]``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from autotune.errors import InfeasibleError
 from autotune.planner.request import Objective
 from autotune.planner.search import PlanResult, RunnerUp, Scored, choose, why_not_chosen
 from autotune.schemas.plan import PlanFile
+
+if TYPE_CHECKING:
+    from autotune.cli.planning import PlanOptions
 
 GIB = 2**30
 
@@ -125,7 +128,7 @@ def replan(result: PlanResult, verified: list[VerifiedSetting], objective: Objec
 
 
 def verify_plan(
-    options: dict[str, Any], plan_file: PlanFile, result: PlanResult
+    options: PlanOptions, plan_file: PlanFile, result: PlanResult
 ) -> tuple[PlanFile, PlanResult, list[str]]:
     """Trace, show predicted vs traced side by side, and re-plan when the chosen setting does not fit."""
     from autotune.cli.planning import request_from_options
@@ -136,5 +139,5 @@ def verify_plan(
     new_result, note = replan(result, verified, plan_file.objective)
     if note is None:
         return plan_file, result, []
-    request, _ = request_from_options(**options)
+    request, _ = request_from_options(options)
     return build_plan_file(request, new_result), new_result, [note]

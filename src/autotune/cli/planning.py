@@ -7,61 +7,86 @@ The options themselves are declared once, as the parameters of ``autotune plan``
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from autotune.cli._shared import coefficients_from_option, stack_note
 from autotune.cli.resolve import build_request, host_memory_note, kernels_notes, lora_dropout_notes
+from autotune.cli.setting_options import SETTING_OPTION_NAMES, SettingOptions
 from autotune.errors import InvalidRequestError
 from autotune.planner.build import build_plan_file
-from autotune.planner.request import PlanRequest
+from autotune.planner.request import ADAPTER_ONLY_FIELDS, PlanRequest
 from autotune.planner.search import PlanResult, search
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
 
 
-def request_from_options(
-    model: str,
-    gpu: str,
-    num_gpus: int = 1,
-    num_nodes: int = 1,
-    host_memory_gib: float | None = None,
-    seq_len: int = DEFAULT_SEQ_LEN,
-    global_batch_size: int = 32,
-    num_samples: int | None = None,
-    dataset_tokens: int | None = None,
-    epochs: float = 1.0,
-    objective: str = "quality",
-    calibration: Path | None = None,
-    **overrides: Any,
-) -> tuple[PlanRequest, list[str]]:
-    """Build a validated PlanRequest from ``plan``'s options (also used by ``sweep`` and ``launch MODEL``)."""
-    coefficients, calibration_name = coefficients_from_option(calibration)
+@dataclass(frozen=True)
+class PlanOptions:
+    """What ``plan`` (and ``sweep`` per cell, ``launch MODEL``) is asked: model, GPUs, workload, objective, setting.
+
+    Values as given on the command line; :func:`request_from_options` validates them into a :class:`PlanRequest`.
+    """
+
+    model: str
+    gpu: str
+    num_gpus: int = 1
+    num_nodes: int = 1
+    host_memory_gib: float | None = None
+    seq_len: int = DEFAULT_SEQ_LEN
+    global_batch_size: int = 32
+    num_samples: int | None = None
+    dataset_tokens: int | None = None
+    epochs: float = 1.0
+    objective: str = "quality"
+    calibration: Path | None = None
+    setting: SettingOptions = field(default_factory=SettingOptions)
+
+    def with_method(self, method: str, seq_len: int) -> PlanOptions:
+        """These options with ``method`` forced and ``seq_len`` (one cell of ``sweep``).
+
+        The adapter options (:data:`autotune.planner.request.ADAPTER_ONLY_FIELDS`) apply to the adapter methods' cells
+        and are left out of a full fine-tune's.
+        """
+        setting = replace(self.setting, method=method)
+        if method == "full":
+            setting = replace(setting, **dict.fromkeys(ADAPTER_ONLY_FIELDS))
+        return replace(self, seq_len=seq_len, setting=setting)
+
+
+def request_from_options(options: PlanOptions) -> tuple[PlanRequest, list[str]]:
+    """Build a validated PlanRequest from ``plan``'s options (also used by ``sweep`` and ``launch MODEL``).
+
+    Raises:
+        AutotuneError: unknown model or GPU, or an invalid option (one line naming it).
+    """
+    coefficients, calibration_name = coefficients_from_option(options.calibration)
     return build_request(
-        model=model,
-        gpu=gpu,
-        num_gpus=num_gpus,
-        num_nodes=num_nodes,
-        host_memory_gib=host_memory_gib,
-        seq_len=seq_len,
-        global_batch_size=global_batch_size,
-        num_samples=num_samples,
-        dataset_tokens=dataset_tokens,
-        epochs=epochs,
-        objective=objective,
-        overrides=overrides,
+        model=options.model,
+        gpu=options.gpu,
+        num_gpus=options.num_gpus,
+        num_nodes=options.num_nodes,
+        host_memory_gib=options.host_memory_gib,
+        seq_len=options.seq_len,
+        global_batch_size=options.global_batch_size,
+        num_samples=options.num_samples,
+        dataset_tokens=options.dataset_tokens,
+        epochs=options.epochs,
+        objective=options.objective,
+        overrides=options.setting.overrides(),
         coefficients=coefficients,
         calibration_name=calibration_name,
     )
 
 
-def plan_from_options(**options: Any) -> tuple[PlanFile, PlanResult, list[str]]:
+def plan_from_options(options: PlanOptions) -> tuple[PlanFile, PlanResult, list[str]]:
     """Plan from ``plan``'s options: returns the plan file, the search result and notes for the user."""
-    request, notes = request_from_options(**options)
+    request, notes = request_from_options(options)
     result = search(request)
     plan_file = build_plan_file(request, result)
     settings = [plan_file.setting, *(alt.setting for alt in plan_file.alternatives)]
-    notes += host_memory_note(request.cluster, options.get("host_memory_gib"), settings)
+    notes += host_memory_note(request.cluster, options.host_memory_gib, settings)
     notes += lora_dropout_notes(request.model, [plan_file.setting])
     notes += kernels_notes([plan_file.setting])
     speed = stack_note(request.coefficients)
@@ -70,21 +95,18 @@ def plan_from_options(**options: Any) -> tuple[PlanFile, PlanResult, list[str]]:
     return plan_file, result, notes
 
 
+PLAN_OPTION_NAMES = tuple(option.name for option in fields(PlanOptions) if option.name != "setting")
+"""The fields of :class:`PlanOptions` that are ``plan`` parameters of the same name."""
+
 PLAN_OUTPUT_PARAMS = frozenset({"output", "json_", "plot", "verify"})
 """``plan`` parameters that choose what to print or write, not what to plan."""
 
 
-def options_from_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Planning options from the parsed parameters of the ``plan`` command (click's ``ctx.params``)."""
-    options = {name: value for name, value in params.items() if name not in PLAN_OUTPUT_PARAMS}
-    options.pop("ctx", None)
-    options["compile"] = options.pop("compile_", None)
-    options["lora_targets"] = parse_lora_targets(options.get("lora_targets"))
-    return options
-
-
-def parse_plan_args(plan_command: Any, model: str, args: list[str]) -> dict[str, Any]:
+def parse_plan_args(plan_command: Any, model: str, args: list[str]) -> PlanOptions:
     """Parse ``[MODEL, *args]`` with ``plan_command`` (the click command of ``autotune plan``).
+
+    The command's callback is not run: its parsed parameters are turned into :class:`PlanOptions` by
+    :func:`plan_options_from_params`.
 
     Raises:
         click.UsageError: unknown or malformed options (rendered as one line by the CLI).
@@ -97,11 +119,11 @@ def parse_plan_args(plan_command: Any, model: str, args: list[str]) -> dict[str,
             f"{', '.join(sorted(given))}: output options of 'autotune plan' do not apply to launch; "
             "run 'autotune plan ... -o plan.yaml' first"
         )
-    return options_from_params(dict(context.params))
+    return plan_options_from_params(context.params)
 
 
-def parse_lora_targets(value: str | None) -> tuple[str, ...] | None:
-    """'q_proj,v_proj' → ('q_proj', 'v_proj'); None stays None."""
-    if value is None:
-        return None
-    return tuple(part.strip() for part in value.split(",") if part.strip())
+def plan_options_from_params(params: dict[str, Any]) -> PlanOptions:
+    """:class:`PlanOptions` from the parsed parameters of ``autotune plan`` (click's ``ctx.params``, by field name)."""
+    setting = SettingOptions(**{name: params[name] for name in SETTING_OPTION_NAMES})
+    plan = {name: params[name] for name in PLAN_OPTION_NAMES if name in params}
+    return PlanOptions(setting=setting, **plan)

@@ -24,6 +24,7 @@ from autotune.calibration.recalibrate import collect
 from autotune.cli._shared import coefficients_from_option, plan_coefficients
 from autotune.cli.console import console
 from autotune.cli.refit import (
+    CONFIG_DIR_EPILOG,
     NameOpt,
     OutputOpt,
     SeedsOpt,
@@ -57,6 +58,9 @@ NO_GPU_MESSAGE = (
     "(nvidia-smi -L / rocm-smi); run probe on the GPU machine, or there run `autotune launch PLAN.yaml "
     "--dataset D --output-dir RUN --max-steps 20` and then `autotune calibrate RUN`"
 )
+
+EPILOG = CONFIG_DIR_EPILOG
+"""The end of this command's help (the command table in app.py reads it)."""
 
 
 def launch_run(spec: LaunchSpec, output_dir: Path) -> int:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from autotune.calibration.cases import Case
+from autotune.calibration.cases import check_measured_ranges
 from autotune.calibration.recalibrate import Collected, Recalibration, recalibrate
 from autotune.calibration.results import CaseResult
 from autotune.calibration.validation import ErrorSummary, summarize
@@ -20,13 +20,19 @@ from autotune.errors import ConfigError
 from autotune.profiles.user_config import user_calibration_path
 from autotune.schemas.calibration import CostCoefficients
 
+CONFIG_DIR_EPILOG = (
+    "The user config dir is the first of: $AUTOTUNE_CONFIG_DIR; $XDG_CONFIG_HOME/autotune (when XDG_CONFIG_HOME is "
+    "an absolute path); ~/.config/autotune. plan, estimate and validate use the calibration.yaml in it."
+)
+"""The help epilog of ``calibrate`` and ``probe``: the config-dir order of :mod:`autotune.profiles.user_config`, at
+the help's full width (an option's help column is too narrow for the paths)."""
+
 OutputOpt = Annotated[
     Path | None,
     typer.Option(
         "-o",
         "--output",
-        help="Calibration YAML to write (default: calibration.yaml in the user config dir, "
-        "$AUTOTUNE_CONFIG_DIR or ~/.config/autotune, which plan and estimate then use).",
+        help="Calibration YAML to write (default: calibration.yaml in the user config dir, see below).",
     ),
 ]
 SeedsOpt = Annotated[
@@ -60,31 +66,6 @@ def resolve_output(output: Path | None) -> Path:
     return path
 
 
-def check_measured_ranges(cases: Sequence[Case]) -> None:
-    """Stage-2 range check of calibration inputs, against each row's GPU.
-
-    Stage 1, absolute ranges, is the :class:`~autotune.schemas.calibration.Measurement` schema. A memory figure read on
-    the device — ``allocated`` (``torch.cuda.max_memory_allocated``, every run report), ``reserved`` or ``nvidia-smi`` —
-    cannot exceed that GPU's memory (``GpuSpec.memory_gib``). A figure of ``unknown`` kind keeps only the absolute
-    range: some published tools report more than the card (seed rows: 26.9 on the 24 GiB RX 7900 XTX, 81 on 80 GiB
-    A100s).
-
-    Raises:
-        ConfigError: the first row out of range, naming its source, the field and both values.
-    """
-    for case in cases:
-        m, gpu = case.measurement, case.cluster.gpu
-        if m.memory_kind == "unknown":
-            continue
-        for field in ("peak_memory_gib", "weights_memory_gib"):
-            value = getattr(m, field)
-            if value is not None and value > gpu.memory_gib:
-                raise ConfigError(
-                    f"{m.source}: {field} {value:g} GiB ({m.memory_kind}) is more than {gpu.key}'s "
-                    f"{gpu.memory_gib:g} GiB: not a measurement of one GPU (GiB per GPU expected; nothing was written)"
-                )
-
-
 def fit_and_write(
     collected: Collected, output: Path, *, with_seeds: bool, name: str | None, start_file: Path | None
 ) -> tuple[Recalibration, CostCoefficients]:
@@ -94,7 +75,7 @@ def fit_and_write(
 
     Raises:
         ConfigError: no measurements (after skipping unusable runs), a measured figure out of range for its GPU
-            (:func:`check_measured_ranges`), or ``output`` exists.
+            (:func:`autotune.calibration.cases.check_measured_ranges`), or ``output`` exists.
     """
     check_measured_ranges(collected.cases)
     if not collected.cases:

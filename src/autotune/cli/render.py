@@ -6,7 +6,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from autotune.cli.console import console
+from autotune.cli.console import console, print_plain
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import TrainingSetting
@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # rich's tables are imported when a table is drawn (not for -
 
 def print_json(data: Any) -> None:
     """Print JSON to stdout (no rich markup); a NaN / infinity becomes ``null`` (never invalid JSON)."""
-    print(json.dumps(_finite(data), indent=2, default=str, allow_nan=False))
+    print_plain(json.dumps(_finite(data), indent=2, default=str, allow_nan=False))
 
 
 def _finite(data: Any) -> Any:

@@ -144,6 +144,19 @@ def kernels_notes(settings: Iterable[TrainingSetting]) -> list[str]:
     return []
 
 
+def approximation_note(key: str, text: str) -> str:
+    """``'falcon-7b: <text>'`` for one of a model's ``approximations``, without the family name the text starts with.
+
+    The families name themselves (``'falcon: attention and MLP run in parallel ...'``); the note names the model, so
+    ``falcon-7b: falcon: ...`` becomes ``falcon-7b: attention and MLP ...`` (a prefix that is not the model's family,
+    e.g. ``mixtral MoE:``, is kept).
+    """
+    family, separator, rest = text.partition(": ")
+    if separator and (key == family or key.startswith(family + "-")):
+        return f"{key}: {rest}"
+    return f"{key}: {text}"
+
+
 def seq_len_note(spec: ModelSpec, seq_len: int) -> str | None:
     """The note for a sequence length above the model's ``max_position_embeddings`` (planned anyway), or None."""
     if seq_len <= spec.max_position_embeddings:
@@ -164,15 +177,22 @@ def build_request(
     dataset_tokens: int | None,
     epochs: float,
     objective: str,
-    overrides: dict[str, Any],
+    overrides: Overrides,
     coefficients: CostCoefficients | None,
     calibration_name: str,
 ) -> tuple[PlanRequest, list[str]]:
-    """Validate every planning input and build the request; returns it with notes to show the user."""
+    """Validate every planning input and build the request; returns it with notes to show the user.
+
+    ``overrides`` is already validated (:meth:`autotune.cli.setting_options.SettingOptions.overrides`); the objective is
+    checked by :class:`PlanRequest` (its ``Objective`` type, the one list of objectives).
+
+    Raises:
+        AutotuneError: unknown model or GPU, or an invalid value (one line naming the option).
+    """
     spec, source = resolve_model(model)
     cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
     notes += shapes_note(spec, source)
-    notes += [f"{spec.key}: {text}" for text in spec.approximations]
+    notes += [approximation_note(spec.key, text) for text in spec.approximations]
     workload = validated(
         Workload,
         seq_len=seq_len,
@@ -182,9 +202,6 @@ def build_request(
         epochs=epochs,
     )
     notes += [note for note in [seq_len_note(spec, seq_len)] if note]
-    if objective not in ("quality", "speed", "memory"):
-        raise InvalidRequestError(f"--objective must be quality, speed or memory (got {objective!r})")
-    forced = validated(Overrides, **{k: v for k, v in overrides.items() if v is not None})
     request = validated(
         PlanRequest,
         model=spec,
@@ -192,7 +209,7 @@ def build_request(
         cluster=cluster,
         workload=workload,
         objective=objective,
-        overrides=forced,
+        overrides=overrides,
         coefficients=coefficients,
         calibration_name=calibration_name,
     )

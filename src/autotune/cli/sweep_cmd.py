@@ -9,10 +9,12 @@ import typer
 from rich.table import Table
 
 from autotune.cli import options as opt
+from autotune.cli._shared import calibration_file
 from autotune.cli.console import console
-from autotune.cli.planning import request_from_options
+from autotune.cli.planning import PlanOptions, request_from_options
 from autotune.cli.render import print_json
 from autotune.cli.resolve import host_memory_note
+from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.errors import InvalidRequestError
 from autotune.planner.request import PlanRequest
 from autotune.planner.sweep import SweepCell, SweepResult, sweep
@@ -100,6 +102,7 @@ def sweep_table(result: SweepResult) -> Table:
     return table
 
 
+@takes_setting_options(stated=False, leave_out=("method",))
 def sweep_command(
     model: opt.ModelArg,
     gpu: opt.GpuOpt,
@@ -114,6 +117,10 @@ def sweep_command(
         str, typer.Option("--methods", help="Comma-separated methods to force, from full, lora, qlora.")
     ] = ",".join(METHODS),
     objective: opt.ObjectiveOpt = "quality",
+    setting: SettingOptions = NOT_GIVEN,
+    num_samples: opt.NumSamplesOpt = None,
+    dataset_tokens: opt.DatasetTokensOpt = None,
+    epochs: opt.EpochsOpt = 1.0,
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also draw tokens/s and peak memory vs seq_len to this PNG.")
@@ -123,26 +130,33 @@ def sweep_command(
     """Plan MODEL for each method × sequence length: what fits, how fast, or why not."""
     seq_lens = parse_int_list(seq_len, "--seq-len")
     chosen = parse_methods(methods)
+    adapter_options = setting.overrides().adapter_options()
+    if adapter_options and chosen == ["full"]:
+        flags = ", ".join("--" + name.replace("_", "-") for name in adapter_options)
+        raise InvalidRequestError(f"{flags}: LoRA options, and --methods full trains no adapter; add lora or qlora")
     if plot is not None:
         from autotune.cli.plots import check_plot_path
 
         check_plot_path(plot)  # fail before any work
+    options = PlanOptions(
+        model=model,
+        gpu=gpu,
+        num_gpus=num_gpus,
+        num_nodes=num_nodes,
+        host_memory_gib=host_memory_gib,
+        global_batch_size=global_batch_size,
+        num_samples=num_samples,
+        dataset_tokens=dataset_tokens,
+        epochs=epochs,
+        objective=objective,
+        calibration=calibration_file(calibration),  # its note once, not once per cell
+        setting=setting,
+    )
     notes: list[str] = []
     last_request: list[PlanRequest] = []
 
     def make_request(method: str, length: int) -> PlanRequest:
-        request, request_notes = request_from_options(
-            model=model,
-            gpu=gpu,
-            num_gpus=num_gpus,
-            num_nodes=num_nodes,
-            host_memory_gib=host_memory_gib,
-            seq_len=length,
-            global_batch_size=global_batch_size,
-            objective=objective,
-            calibration=calibration,
-            method=method,
-        )
+        request, request_notes = request_from_options(options.with_method(method, length))
         notes.extend(note for note in request_notes if note not in notes)
         last_request[:] = [request]
         return request

@@ -23,40 +23,26 @@ import typer
 from autotune.cli import options as opt
 from autotune.cli.console import console
 from autotune.cli.render import print_json
-from autotune.cli.tracing import AttentionOpt, render_trace, require_torch, run_trace, setting_inputs
+from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
+from autotune.cli.tracing import render_trace, require_torch, run_trace, setting_inputs
 from autotune.errors import InvalidRequestError
-from autotune.schemas.setting import DEFAULT_LORA_RANK, DEFAULT_SEQ_LEN, attention_run_error
+from autotune.schemas.setting import DEFAULT_SEQ_LEN, attention_run_error
 
 
+@takes_setting_options(stated=True)
 def trace_command(
     model: opt.ModelArg,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU (cuBLAS workspace, sharding, default precision).")] = "h100",
     num_gpus: opt.NumGpusOpt = 1,
     num_nodes: opt.NumNodesOpt = 1,
     host_memory_gib: opt.HostMemoryOpt = None,
-    method: opt.StatedMethodOpt = "lora",
     seq_len: opt.SeqLenOpt = DEFAULT_SEQ_LEN,
-    micro_batch_size: opt.StatedMicroBatchOpt = 1,
-    grad_accum: opt.StatedGradAccumOpt = 1,
-    grad_ckpt: opt.StatedGradCkptOpt = True,
-    optimizer: opt.StatedOptimizerOpt = "adamw",
-    precision: opt.PrecisionOpt = None,
-    sharding: opt.ShardingOpt = None,
-    lora_rank: opt.StatedLoraRankOpt = DEFAULT_LORA_RANK,
-    lora_targets: opt.StatedLoraTargetsOpt = "all-linear",
-    compile_: opt.StatedCompileOpt = False,
-    loss_impl: opt.StatedLossImplOpt = "fp32-upcast",
-    grad_sync: opt.StatedGradSyncOpt = "last-micro-step",
-    attention_impl: AttentionOpt = "sdpa",
+    setting: SettingOptions = NOT_GIVEN,
     json_: opt.JsonOpt = False,
 ) -> None:
     """Trace one training step on fake tensors: live memory per phase, ops, FLOPs (needs torch)."""
     require_torch()
-    inputs = setting_inputs(
-        model, gpu, num_gpus, num_nodes, host_memory_gib, method, seq_len, micro_batch_size, grad_accum, grad_ckpt,
-        optimizer, precision, sharding, lora_rank, lora_targets, compile_, loss_impl, attention_impl, None, None, 1.0,
-        grad_sync=grad_sync,
-    )  # fmt: skip
+    inputs = setting_inputs(model, gpu, num_gpus, num_nodes, host_memory_gib, setting, seq_len=seq_len)
     attention_error = attention_run_error(inputs.setting.attention_impl)
     if attention_error:  # the trace builds today's transformers model
         raise InvalidRequestError(attention_error)

@@ -11,26 +11,23 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
 from rich.table import Table
 
 from autotune.cli.console import console
-from autotune.cli.planning import parse_lora_targets
 from autotune.cli.resolve import resolve_cluster, resolve_model, validated
+from autotune.cli.setting_options import SettingOptions
 from autotune.errors import ConfigError, InvalidRequestError
 from autotune.planner.space import grad_sync_error
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import DESCRIPTIONS, TrainingSetting, Workload, default_precision, default_sharding
+from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding
 
 if TYPE_CHECKING:
     from autotune.schemas.trace import TraceReport
 
 GIB = 2**30
-
-AttentionOpt = Annotated[str, typer.Option("--attention-impl", help=DESCRIPTIONS["attention_impl"])]
 
 
 @dataclass(frozen=True)
@@ -64,62 +61,37 @@ def setting_inputs(
     num_gpus: int,
     num_nodes: int,
     host_memory_gib: float | None,
-    method: str,
+    options: SettingOptions,
+    *,
     seq_len: int,
-    micro_batch_size: int,
-    grad_accum: int,
-    grad_ckpt: bool,
-    optimizer: str,
-    precision: str | None,
-    sharding: str | None,
-    lora_rank: int,
-    lora_targets: str,
-    compile_: bool,
-    loss_impl: str,
-    attention_impl: str,
-    num_samples: int | None,
-    dataset_tokens: int | None,
-    epochs: float,
-    grad_sync: str = "last-micro-step",
-    lora_dropout: float | None = None,
-    adapter_dtype: str | None = None,
-    kernels: str | None = None,
+    num_samples: int | None = None,
+    dataset_tokens: int | None = None,
+    epochs: float = 1.0,
 ) -> SettingInputs:
-    """Validate the setting flags shared by ``estimate`` and ``trace`` (None: the setting's default).
+    """The one setting that ``estimate`` and ``trace`` evaluate: the options given, the setting's defaults for the rest.
+
+    Sharding and precision not given take the cluster's defaults (:func:`default_sharding`,
+    :func:`default_precision`); every other field its :class:`TrainingSetting` default. The global batch is
+    micro batch × accumulation × GPUs.
 
     Raises:
         AutotuneError: unknown model or GPU, or an invalid setting (one line each).
     """
     spec, source = resolve_model(model)
     cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
-    setting = validated(
-        TrainingSetting,
-        method=method,
-        micro_batch_size=micro_batch_size,
-        grad_accum=grad_accum,
-        grad_ckpt=grad_ckpt,
-        compile=compile_,
-        sharding=sharding or default_sharding(cluster.world_size),
-        optimizer=optimizer,
-        precision=precision or default_precision(cluster.gpu.supports_bf16),
-        lora_rank=lora_rank,
-        lora_targets=parse_lora_targets(lora_targets),
-        loss_impl=loss_impl,
-        attention_impl=attention_impl,
-        grad_sync=grad_sync,
-        **{
-            name: value
-            for name, value in (("lora_dropout", lora_dropout), ("adapter_dtype", adapter_dtype), ("kernels", kernels))
-            if value is not None
-        },
-    )
+    given = options.overrides().forced()
+    defaults = {
+        "sharding": default_sharding(cluster.world_size),
+        "precision": default_precision(cluster.gpu.supports_bf16),
+    }
+    setting = validated(TrainingSetting, **{**defaults, **given})
     grad_sync_problem = grad_sync_error(setting.grad_sync, setting.sharding, cluster.world_size)
     if grad_sync_problem:
         raise InvalidRequestError(grad_sync_problem)
     workload = validated(
         Workload,
         seq_len=seq_len,
-        global_batch_size=micro_batch_size * grad_accum * cluster.world_size,
+        global_batch_size=setting.micro_batch_size * setting.grad_accum * cluster.world_size,
         num_samples=num_samples,
         dataset_tokens=dataset_tokens,
         epochs=epochs,

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from autotune.schemas._base import FrozenModel
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import (
+    ATTENTION_ALIASES,
     AdapterDtype,
+    AttentionImpl,
     GradSync,
     Kernels,
     LossImpl,
@@ -24,6 +26,11 @@ from autotune.schemas.setting import (
 )
 
 Objective = Literal["quality", "speed", "memory"]
+
+ADAPTER_ONLY_FIELDS = ("lora_rank", "lora_alpha", "lora_dropout", "adapter_dtype", "lora_targets")
+"""Override fields that configure LoRA / QLoRA adapters only: refused with ``method: full`` (a full fine-tune has no
+adapter; accepting one would plan and record a setting without it, silently); without a method they leave the
+planner the adapter methods only."""
 
 
 class Overrides(FrozenModel):
@@ -45,13 +52,30 @@ class Overrides(FrozenModel):
     lora_targets: tuple[str, ...] | None = None
     loss_impl: LossImpl | None = None
     grad_sync: GradSync | None = None
+    attention_impl: AttentionImpl | None = None
+
+    @field_validator("attention_impl", mode="before")
+    @classmethod
+    def _attention_alias(cls, value: object) -> object:
+        return ATTENTION_ALIASES.get(value, value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _check_combination(self) -> Overrides:
         error = combination_error(self.method, self.precision)
         if error:
             raise ValueError(error.replace("method=qlora", "--method qlora").replace("precision", "--precision"))
+        adapter_options = self.adapter_options()
+        if self.method == "full" and adapter_options:
+            flags = ", ".join("--" + name.replace("_", "-") for name in adapter_options)
+            raise ValueError(
+                f"{flags} configure{'s' if len(adapter_options) == 1 else ''} LoRA adapters, which --method full "
+                "does not train: drop it, or use --method lora or qlora"
+            )
         return self
+
+    def adapter_options(self) -> list[str]:
+        """The fields of :data:`ADAPTER_ONLY_FIELDS` the user set: with none of them, the planner may choose full."""
+        return [name for name in ADAPTER_ONLY_FIELDS if getattr(self, name) is not None]
 
     def forced(self) -> dict[str, object]:
         """The fields the user set, by name."""
@@ -89,8 +113,10 @@ class PlanRequest(FrozenModel):
                 f"{per_rank}"
             )
         if rest:
+            nearest = [value for value in (per_rank * world, (per_rank + 1) * world) if value > 0]
             raise ValueError(
                 f"--global-batch-size {self.workload.global_batch_size} is not a multiple of the "
-                f"{world} GPU(s); each rank must get whole sequences"
+                f"{world} GPU(s); each rank must get whole sequences: use --global-batch-size "
+                f"{' or '.join(str(value) for value in nearest)}"
             )
         return self

@@ -33,6 +33,7 @@ from autotune.schemas.setting import (
     Precision,
     Sharding,
     TrainingSetting,
+    attention_run_error,
     default_precision,
 )
 
@@ -99,6 +100,9 @@ def check_overrides_supported(request: PlanRequest) -> None:
         raise InvalidRequestError(
             "--loss-impl native describes other trainers; autotune's core runs fp32-upcast or chunked"
         )
+    attention_error = attention_run_error(o.attention_impl) if o.attention_impl else None
+    if attention_error:
+        raise InvalidRequestError(attention_error)
 
 
 def sharding_error(sharding: str | None, world_size: int) -> str | None:
@@ -178,6 +182,8 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     o = request.overrides
     world = request.cluster.world_size
     methods: tuple[Method, ...] = _choices(o.method, METHODS)
+    if o.adapter_options():  # an adapter option asks for an adapter method (planner/request.py ADAPTER_ONLY_FIELDS)
+        methods = tuple(m for m in methods if m != "full")
     if not gpu.supports_bitsandbytes:
         methods = tuple(m for m in methods if m != "qlora")
     optimizers: tuple[Optimizer, ...] = _choices(o.optimizer, OPTIMIZERS)
@@ -186,7 +192,7 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     precision: Precision = o.precision or default_precision(gpu.supports_bf16)
     shardings: tuple[Sharding, ...] = _choices(o.sharding, SINGLE_GPU_SHARDINGS if world == 1 else MULTI_GPU_SHARDINGS)
     per_rank = request.workload.global_batch_size // world
-    attention_impl = attention_impl_for(request.model)
+    attention_impl = o.attention_impl or attention_impl_for(request.model)
     targets = o.lora_targets or ("all-linear",)
     # The dropout that runs: peft's ParamWrapper (an MoE's experts) has none (schemas/lora_targets.py).
     asked_dropout = (

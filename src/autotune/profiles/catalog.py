@@ -192,13 +192,20 @@ def list_models() -> list[ModelSpec]:
     return list(_model_catalog()[0].values())
 
 
-def _unknown_name(kind: str, name: str, index: dict[str, str], hint: str) -> UnknownNameError:
-    """One-line error with up to 3 catalog keys closest to ``name`` (difflib ratio over keys and aliases)."""
+def _unknown_name(
+    kind: str, name: str, index: dict[str, str], hint: str, *, list_all: bool = False
+) -> UnknownNameError:
+    """One-line error with up to 3 catalog keys closest to ``name`` (difflib ratio over keys and aliases).
+
+    With ``list_all`` (a short catalog: the GPUs), a name close to none of them gets every key instead.
+    """
     import difflib  # only for a name not found
 
     matches = difflib.get_close_matches(normalize_name(name), list(index), n=10, cutoff=0.5)
     closest = list(dict.fromkeys(index[match] for match in matches))[:3]
     suggestion = f": closest are {', '.join(closest)}" if closest else ""
+    if not closest and list_all:
+        suggestion = f"; known {kind}s: {', '.join(sorted(set(index.values())))}"
     return UnknownNameError(f"unknown {kind} '{name}'{suggestion} ({hint})")
 
 
@@ -227,7 +234,7 @@ def resolve_gpu(name: str) -> tuple[GpuSpec, str | None]:
         if candidate in AMBIGUOUS_GPU_NAMES:
             key, taken_as = AMBIGUOUS_GPU_NAMES[candidate]
             return by_key[key], f"'{name.strip()}' taken as {taken_as}"
-    raise _unknown_name("GPU", name, index, "autotune gpus lists all")
+    raise _unknown_name("GPU", name, index, "autotune gpus lists all", list_all=True)
 
 
 def model_weights_source(name: str, spec: ModelSpec) -> str:

@@ -55,7 +55,7 @@ memory traffic (it did: 0.24 before the fit had per-stack factors, ``time_fit``)
 MAX_MEASURED_MEMORY_GIB = 1024.0
 """Upper bound of a measured memory figure per GPU, GiB: well above the largest GPU memory shipping today
 (288 GB: NVIDIA B300, AMD MI355X datasheets), so a larger value is a unit slip (MiB, bytes) or a typo. The
-calibration also checks each row against its own GPU's memory (``autotune.cli.refit.check_measured_ranges``)."""
+calibration also checks each row against its own GPU's memory (``autotune.calibration.cases.check_measured_ranges``)."""
 
 MIN_MEASURED_STEP_S = 1e-4
 MAX_MEASURED_STEP_S = 86_400.0

@@ -6,6 +6,7 @@ One ``Field(description=...)`` per choice; the CLI reuses these descriptions as 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -103,6 +104,19 @@ DEFAULT_LORA_ALPHA = 32.0
 DEFAULT_SEQ_LEN = 2048
 """Tokens per sequence when none is given (the schema's default; the CLI options read it)."""
 
+LOSS_IMPL_CHOICES: dict[str, str] = {
+    "fp32-upcast": "transformers' loss: full logits upcast to fp32",
+    "native": "cross-entropy in the logits dtype on a shifted copy",
+    "chunked": "logits computed and freed in chunks",
+}
+"""What each ``loss_impl`` computes (the field's description and the CLI help are made of these)."""
+
+
+def loss_impl_description(choices: Iterable[str]) -> str:
+    """'Cross-entropy: fp32-upcast (...), chunked (...).' for ``choices`` (keys of :data:`LOSS_IMPL_CHOICES`)."""
+    return "Cross-entropy: " + ", ".join(f"{name} ({LOSS_IMPL_CHOICES[name]})" for name in choices) + "."
+
+
 DESCRIPTIONS: dict[str, str] = {
     "method": "Fine-tuning method: full (all weights), lora (bf16 base + adapters), qlora (NF4 base + adapters).",
     "micro_batch_size": "Sequences per GPU per forward/backward pass.",
@@ -125,8 +139,7 @@ DESCRIPTIONS: dict[str, str] = {
     "cross-entropy that never materialises the logits; CUDA only, the optional 'liger' extra).",
     "lora_targets": "LoRA target modules: all-linear or a list such as q_proj,v_proj "
     "(the model's own names, e.g. query_key_value, or the Llama-style ones).",
-    "loss_impl": "Cross-entropy: fp32-upcast (transformers' loss: full logits upcast to fp32), native "
-    "(cross-entropy in the logits dtype on a shifted copy), chunked (logits computed and freed in chunks).",
+    "loss_impl": loss_impl_description(LOSS_IMPL_CHOICES),
     "attention_impl": "Attention implementation (transformers attn_implementation): sdpa (PyTorch SDPA: flash / "
     "memory-efficient kernels on a GPU), flash_attention_2 (the flash-attn package) or eager (s^2 scores); "
     "eager-legacy (transformers <= 4.29 LlamaAttention: eager plus a torch.max clamp of the masked scores; "

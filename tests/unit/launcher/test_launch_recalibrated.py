@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 import yaml
+from plan_requests import plan_request
 
 from autotune import planner
 from autotune.cli import launch_cmd
 from autotune.cli._shared import plan_coefficients
 from autotune.cli.app import main
-from autotune.cli.planning import request_from_options
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import ConfigError
@@ -51,7 +51,7 @@ def user_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _plan(**overrides: Any) -> PlanFile:
-    request, _ = request_from_options(model="llama3-8b", gpu="4090", seq_len=2048, method="lora", **overrides)
+    request, _ = plan_request(model="llama3-8b", gpu="4090", seq_len=2048, method="lora", **overrides)
     return planner.plan(request)[0]
 
 
