@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from autotune.cli import launch_cmd
+from autotune.launcher import checks as launch_checks
 from autotune.cli._shared import plan_coefficients
 from autotune.cli.app import main
 from autotune.cli.planning import request_from_options
@@ -58,13 +58,13 @@ def _plan(**overrides: Any) -> PlanFile:
 def _launched_plan(monkeypatch: pytest.MonkeyPatch, *argv: str) -> PlanFile:
     """Run ``autotune launch ... --dry-run`` and return the plan it would run."""
     seen: list[PlanFile] = []
-    real = launch_cmd.build_launch_spec
+    real = launch_checks.build_launch_spec
 
     def capture(plan: PlanFile, options: Any) -> Any:
         seen.append(plan)
         return real(plan, options)
 
-    monkeypatch.setattr(launch_cmd, "build_launch_spec", capture)
+    monkeypatch.setattr(launch_checks, "build_launch_spec", capture)
     try:
         main(["launch", *argv, "--dry-run"])
     except SystemExit as exit_:
