@@ -12,8 +12,10 @@ CACHED_DATASETS = ("org/data", "d")
 
 
 def add_cached_dataset(cache: Path, repo_id: str) -> Path:
-    """Lay out ``repo_id`` as ``datasets.load_dataset`` leaves a prepared hub dataset (``ORG___name/CONFIG/VERSION/HASH``,
-    the directory ``datasets.load.CachedDatasetModuleFactory`` looks for offline); returns that directory."""
+    """Lay out ``repo_id`` as ``datasets.load_dataset`` leaves a prepared hub dataset.
+
+    ``ORG___name/CONFIG/VERSION/HASH``: the directory ``datasets.load.CachedDatasetModuleFactory`` looks for
+    offline; returns that directory."""
     prepared = cache / "___".join(repo_id.split("/")) / "default" / "0.0.0" / "0123abcd"
     prepared.mkdir(parents=True)
     return prepared

@@ -18,6 +18,7 @@ from autotune.trainer.checkpoints import read_manifest
 ARCHITECTURE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 """ModelSpec fields compared with the loaded ``model.config`` (the ones every cost-model term scales with)."""
 
+
 def check_model_matches_plan(config: Any, plan: PlanFile) -> None:
     """Refuse a loaded model whose config differs from the architecture the plan was computed for.
 

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import yaml
 
-from autotune.launcher import checks as launch_checks
 from autotune.cli._shared import plan_coefficients
 from autotune.cli.app import main
 from autotune.cli.planning import request_from_options
@@ -21,6 +20,7 @@ from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import ConfigError
 from autotune.launcher import apply_overrides
+from autotune.launcher import checks as launch_checks
 from autotune.planner import build_plan_file, search
 from autotune.planner.fit import fit_shortfall
 from autotune.profiles.catalog import resolve_gpu
