@@ -217,3 +217,37 @@ def test_a_stale_docs_list_is_caught() -> None:
     new_text, blocks = module.regenerate(stale)
     assert blocks and blocks[0][1] != blocks[0][2]
     assert checks_markdown() in new_text
+
+
+@pytest.mark.parametrize(
+    ("sharding", "gpus", "suggested", "not_suggested"),
+    [("fsdp-offload", 1, "--sharding none or zero3-offload", "ddp"), ("fsdp", 2, "ddp or zero2 or zero3", "none")],
+)
+def test_cpu_of_fsdp_suggests_what_plan_accepts_for_that_many_gpus(
+    sharding: str, gpus: int, suggested: str, not_suggested: str
+) -> None:
+    from autotune.launcher.command import cpu_run_error
+
+    error = cpu_run_error(make_plan(sharding=sharding, gpus=gpus).setting, gpus)
+    assert error is not None and suggested in error
+    assert not_suggested not in error.split("re-plan with")[1].split(", or")[0]
+
+
+def test_a_hub_dataset_loads_offline_only_from_the_datasets_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rule of ``datasets.load.CachedDatasetModuleFactory``: ``CACHE/ORG___snake_name/*/*/*`` directories."""
+    from tests.hub_cache import add_cached_dataset
+
+    from autotune.errors import ConfigError
+
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path))
+    with pytest.raises(ConfigError, match="tatsu-lab/alpaca is not in the datasets cache"):
+        preflight.check_hub_dataset("tatsu-lab/alpaca")
+    (tmp_path / "datasets--tatsu-lab--alpaca" / "snapshots" / "abc").mkdir(parents=True)  # the hub cache's layout
+    with pytest.raises(ConfigError):
+        preflight.check_hub_dataset("tatsu-lab/alpaca")
+    add_cached_dataset(tmp_path, "tatsu-lab/alpaca")
+    preflight.check_hub_dataset("tatsu-lab/alpaca")
+    (tmp_path / "org___my_data" / "default" / "0.0.0" / "h").mkdir(parents=True)
+    assert preflight.cached_dataset("org/MyData") is not None  # the name in snake case, as datasets names it
