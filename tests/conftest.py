@@ -73,12 +73,17 @@ def _isolated_user_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: 
 def _offline_hub_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The hub is offline (``HF_HUB_OFFLINE=1``: nothing downloads at test time) and its cache is a directory of
     this test holding :data:`tests.hub_cache.CACHED_MODELS` (empty weights, a tokenizer file), so a launch's
-    pre-flight check of a hub model id finds them without the network or the developer's cache."""
-    from tests.hub_cache import CACHED_MODELS, add_cached_model
+    pre-flight check of a hub model id finds them without the network or the developer's cache; likewise the
+    ``datasets`` cache holds :data:`tests.hub_cache.CACHED_DATASETS`."""
+    from tests.hub_cache import CACHED_DATASETS, CACHED_MODELS, add_cached_dataset, add_cached_model
 
     cache = tmp_path_factory.mktemp("hf-hub")
     for repo_id in CACHED_MODELS:
         add_cached_model(cache, repo_id)
+    datasets_cache = tmp_path_factory.mktemp("hf-datasets")
+    for repo_id in CACHED_DATASETS:
+        add_cached_dataset(datasets_cache, repo_id)
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(datasets_cache))
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     return cache

@@ -7,6 +7,19 @@ from pathlib import Path
 CACHED_MODELS = ("meta-llama/Meta-Llama-3-8B", "meta-llama/Llama-3.2-1B")
 """The hub ids the tests' plans load (launcher fixtures; the catalog's llama3.2-1b), cached for every test."""
 
+CACHED_DATASETS = ("org/data", "d")
+"""The hub dataset names the launcher tests launch with, prepared in the tests' ``datasets`` cache."""
+
+
+def add_cached_dataset(cache: Path, repo_id: str) -> Path:
+    """Lay out ``repo_id`` as ``datasets.load_dataset`` leaves a prepared hub dataset.
+
+    ``ORG___name/CONFIG/VERSION/HASH``: the directory ``datasets.load.CachedDatasetModuleFactory`` looks for
+    offline; returns that directory."""
+    prepared = cache / "___".join(repo_id.split("/")) / "default" / "0.0.0" / "0123abcd"
+    prepared.mkdir(parents=True)
+    return prepared
+
 
 def add_cached_model(cache: Path, repo_id: str, revision: str = "0123abcd") -> Path:
     """Lay out ``repo_id`` in a hub cache (``models--ORG--NAME/snapshots/REV`` with ``refs/main``), with an

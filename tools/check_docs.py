@@ -9,6 +9,9 @@ Two kinds of generated text:
   user config dir (the shipped calibration) and stdout as a terminal of ``columns`` columns (default 100).
   Options: ``from=REGEX`` starts at the first line matching REGEX, ``lines=N`` keeps N lines, ``match=REGEX``
   keeps only the lines matching REGEX, ``stderr=1`` quotes stderr after stdout.
+* **Generated lists.** A block between ``<!-- docs-generated: NAME -->`` and ``<!-- /docs-generated -->`` is the
+  text of :data:`GENERATORS` ``[NAME]`` (e.g. ``launch-checks``: docs/launcher.md's list of launch checks, from
+  ``autotune.launcher.checks.LAUNCH_CHECKS``).
 * **docs/json.md**, every field of ``plan --json`` and ``estimate --json``, generated from the pydantic
   schemas' field descriptions (:func:`json_reference`).
 
@@ -41,6 +44,9 @@ JSON_DOC = ROOT / "docs" / "json.md"
 
 BLOCK = re.compile(r"(<!-- docs-check: (?P<spec>.+?) -->\n)(?P<body>.*?)(<!-- /docs-check -->)", re.DOTALL)
 FILE = re.compile(r"<!-- docs-file: (?P<name>[\w.-]+) -->\n```[a-z]*\n(?P<content>.*?)```", re.DOTALL)
+GENERATED = re.compile(
+    r"(<!-- docs-generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /docs-generated -->)", re.DOTALL
+)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -126,7 +132,22 @@ def regenerate(text: str) -> tuple[str, list[tuple[str, str, str]]]:
         blocks.append((match["spec"], match["body"], new))
         return match.group(1) + new + match.group(4)
 
-    return BLOCK.sub(replace, text), blocks
+    def generate(match: re.Match[str]) -> str:
+        new = GENERATORS[match["name"]]()
+        blocks.append((f"docs-generated: {match['name']}", match["body"], new))
+        return match.group(1) + new + match.group(4)
+
+    return GENERATED.sub(generate, BLOCK.sub(replace, text)), blocks
+
+
+def _launch_checks() -> str:
+    from autotune.launcher.checks import checks_markdown
+
+    return checks_markdown()
+
+
+GENERATORS: dict[str, typing.Callable[[], str]] = {"launch-checks": _launch_checks}
+"""The generated lists, by the name their block gives."""
 
 
 def _type_name(annotation: object) -> str:

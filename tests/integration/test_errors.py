@@ -73,3 +73,34 @@ def test_missing_plan_file(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "nope.yaml" in _one_error_line(proc.stderr)
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_loading_is_one_line_and_130(write_plan: PlanWriter, tmp_path: Path) -> None:
+    """Issue 29 item 2: SIGINT after the ``dataset`` log line, before training: rc 130 and one ``error:`` line."""
+    import signal
+    import subprocess
+    import sys
+
+    from trainer_helpers import core_args, trainer_env
+
+    data = write_jsonl(tmp_path / "data.jsonl", instruction_rows(64))
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "autotune.trainer", *core_args(write_plan(), data, out, 50)]
+    child = subprocess.Popen(command, env=trainer_env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    assert child.stderr is not None
+    lines: list[str] = []
+    try:
+        for line in child.stderr:  # the marker: the core logged the dataset and goes on to load the model
+            lines.append(line)
+            if "autotune" in line and " dataset " in f" {line}":
+                child.send_signal(signal.SIGINT)
+                break
+        lines += child.stderr.readlines()
+        code = child.wait(timeout=120)
+    finally:
+        child.kill()
+    errors = [line for line in lines if line.startswith("error:")]
+    assert code == 130, "".join(lines)
+    assert len(errors) == 1, "".join(lines)
+    assert "interrupted before training started" in errors[0]

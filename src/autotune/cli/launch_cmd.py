@@ -7,6 +7,7 @@ and hands it to the thin runner. No heavy imports: the training core runs in a s
 from __future__ import annotations
 
 import difflib
+import functools
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -29,15 +30,14 @@ from autotune.launcher import (
     LaunchOptions,
     LaunchSpec,
     apply_overrides,
-    build_launch_spec,
     changed_fields,
     run_launch,
 )
+from autotune.launcher.checks import LaunchContext, run_checks
 from autotune.launcher.options import SLURM_SCRIPT_FILE
 from autotune.launcher.overrides import Estimator, GpuResolver
-from autotune.launcher.preflight import preflight
-from autotune.launcher.rundir import check_run_directory, set_aside_report
-from autotune.launcher.runner import differing_files, prepare_output_dir
+from autotune.launcher.rundir import set_aside_report
+from autotune.launcher.runner import prepare_output_dir
 from autotune.planner.fit import fit_shortfall
 from autotune.quiet import quiet_third_party
 from autotune.schemas.plan import PlanFile
@@ -57,7 +57,7 @@ def _help(name: str) -> str:
     field = _FIELDS[name]
     text = field.description or ""
     default = field.get_default()
-    if default is None or isinstance(default, bool) or "default" in text.lower():
+    if field.is_required() or default is None or isinstance(default, bool) or "default" in text.lower():
         return text
     return f"{text} (default: {default})"
 
@@ -150,21 +150,20 @@ def launch_command(
     if sets:
         estimate, resolve_gpu = plan_estimator(plan, calibration)
         plan = override_plan(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
+    warnings: list[str] = []
+    plan_check: Callable[[PlanFile], list[str]] = plan_check_none
     if sets:  # override_plan re-checked the new setting like plan and warned if it no longer fits
         warnings = [f"--set: {text}" for text in [seq_len_warning(plan)] if text]
-    else:
-        warnings = recheck(plan, target, calibration) if target.endswith(_PLAN_SUFFIXES) else []
-    # Every check that needs no directory runs before one is created, in a launch and a dry run alike.
-    out = Path(options.output_dir)
-    restart = check_run_directory(out, resume=resume)
-    if restart and options.resume:  # nothing to resume from: the core starts at step 0
-        options = options.model_copy(update={"resume": False})
-    spec = build_launch_spec(plan, options)
-    warnings += preflight(plan, options.dataset, options.dataset_format, dry_run=dry_run, probe_gpu=not (cpu or slurm))
-    for line in warnings:  # after every refusal: a refused launch prints one line
+    elif target.endswith(_PLAN_SUFFIXES):
+        plan_check = functools.partial(recheck, target=target, calibration=calibration)
+    # Every check runs before the run directory is created, in a launch and a dry run alike (one ordered list).
+    checked = run_checks(LaunchContext(plan=plan, options=options, dry_run=dry_run, recheck=plan_check))
+    options, spec, restart, out = checked.options, checked.spec, checked.restart, checked.out
+    assert spec is not None
+    for line in warnings + checked.warnings:  # after every refusal: a refused launch prints one line
         warn(line)
     if restart:
-        prepare_restart(spec, out, dry_run=dry_run)
+        prepare_restart(out, dry_run=dry_run)
     if slurm and not submit and not dry_run:
         write_slurm_files(spec, options, existing=resume or restart)
         return
@@ -180,20 +179,14 @@ def launch_command(
         raise SystemExit(code)
 
 
-def prepare_restart(spec: LaunchSpec, out: Path, *, dry_run: bool) -> None:
+def prepare_restart(out: Path, *, dry_run: bool) -> None:
     """Start again in ``out``, a run directory that never trained (:func:`~autotune.launcher.rundir.never_trained`).
 
-    Its launcher files must be the ones this launch writes; a previous report is kept under a new name.
+    Its launcher files were checked (:mod:`autotune.launcher.checks`); a previous report is kept under a new name.
 
     Raises:
-        InvalidRequestError: a file differs (the directory holds another plan), or its run is alive.
+        InvalidRequestError: its run is alive (started since the checks).
     """
-    differing = differing_files(spec, out)
-    if differing:
-        raise InvalidRequestError(
-            f"{out} never trained (no checkpoint) but holds another launch's {differing[0].name}: remove the "
-            "directory (it has no training state) or choose another --output-dir"
-        )
     note(f"{out} never trained (no checkpoint): starting the run in it from step 0")
     if dry_run:
         return
@@ -253,6 +246,11 @@ def resolve_plan(
             )
         return load_plan(target)
     return plan_from_model(target, plan_args, plan_command())
+
+
+def plan_check_none(_plan: PlanFile) -> list[str]:
+    """No plan-file re-check: a plan planned in this launch, or changed by ``--set``, was checked as it was made."""
+    return []
 
 
 def plan_from_model(model: str, plan_args: list[str], plan_command: Any) -> PlanFile:

@@ -8,13 +8,15 @@ only schemas (import-linter checks it); the CLI passes the cost model and the GP
 Modules:
   options          LaunchOptions (TrainerOptions + process placement), LaunchSpec, file names
   overrides        ``--set key=value`` on a plan, re-estimated; micro-batch neighbours
+  checks           LAUNCH_CHECKS: every launch check in order, walked by launch and --dry-run alike
   spec             build_launch_spec: plan + options → LaunchSpec
   command          the per-node command and the trainer's arguments
   backend_configs  accelerate (FSDP) YAML and DeepSpeed JSON
   slurm            the SLURM batch script
   runner           write the run directory, run the command
   gpus             this machine's GPUs (nvidia-smi / rocm-smi)
-  preflight        checks run before anything is written (dataset, model, training stack, GPU)
+  cputhreads       OMP_NUM_THREADS of a --cpu run's processes (idle physical cores shared out)
+  preflight        the machine's checks (dataset, model, training stack, GPU), run from checks
   rundir           whether a run directory ever trained; reusing one that did not
 """
 

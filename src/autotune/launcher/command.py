@@ -21,6 +21,8 @@ from autotune.launcher.options import (
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import (
     FSDP_SHARDINGS,
+    OFFLOAD_SHARDINGS,
+    SHARDINGS,
     ZERO_SHARDINGS,
     TrainingSetting,
     attention_run_error,
@@ -28,7 +30,6 @@ from autotune.schemas.setting import (
     kernels_run_error,
 )
 from autotune.schemas.trainer_options import option_flag
-from autotune.schemas.training_stack import installed_versions, untested_stack_allowed, untested_stack_error
 
 RUN_ENV: Final[dict[str, str]] = {
     "PYTHONUNBUFFERED": "1",
@@ -109,28 +110,35 @@ def trainer_args(plan: PlanFile, options: LaunchOptions) -> list[str]:
     return args
 
 
-def cpu_run_error(setting: TrainingSetting) -> str | None:
-    """Why ``setting`` cannot run with ``--cpu``, or None.
+def cpu_run_error(setting: TrainingSetting, world_size: int) -> str | None:
+    """Why ``setting`` cannot run with ``--cpu`` on ``world_size`` processes, or None.
 
     FSDP: accelerate and the Trainer turn an FSDP request into DDP or one process without GPUs (the training
     core's runtime guard would stop it after start-up). DeepSpeed ZeRO runs on the CPU (gloo, DeepSpeed's CPU
     accelerator), and so does DDP. Fused kernels on the CPU are :func:`kernels_run_error`'s rule (the one home).
+    The shardings suggested instead are those ``autotune plan`` accepts for ``world_size``: on one GPU ``none`` and
+    the offloading ones (``autotune.planner.space``: data parallelism needs several GPUs, offload does not), without
+    FSDP.
     """
-    if setting.uses_fsdp:
-        return (
-            f"--cpu cannot run sharding {setting.sharding}: FSDP needs GPUs (accelerate falls back to DDP "
-            "without them); re-plan with --sharding ddp, zero2, zero3 or none, or run it on GPUs"
-        )
-    return None
+    if not setting.uses_fsdp:
+        return None
+    if world_size == 1:
+        usable = [name for name in SHARDINGS if name == "none" or name in OFFLOAD_SHARDINGS]
+    else:
+        usable = [name for name in SHARDINGS if name != "none"]
+    instead = [name for name in usable if name not in FSDP_SHARDINGS]
+    return (
+        f"--cpu cannot run sharding {setting.sharding}: FSDP needs GPUs (accelerate falls back to DDP "
+        f"without them); re-plan with --sharding {' or '.join(instead)}, or run it on GPUs"
+    )
 
 
 def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
     """Refuse what cannot be launched as asked (one line naming the fields and the fix).
 
     Also planned fused kernels on the CPU or without their package (:func:`kernels_run_error`; the package is
-    looked up with ``importlib.util.find_spec``, not imported), and an installed training stack outside the tested
-    versions (:func:`~autotune.schemas.training_stack.untested_stack_error`, read from package metadata): the
-    look-ups outside the plan and options.
+    looked up with ``importlib.util.find_spec``, not imported). The training stack's versions are a later check
+    (:func:`autotune.launcher.preflight.check_stack_versions`).
 
     Raises:
         InvalidRequestError: see :func:`build_launch_spec`.
@@ -138,7 +146,7 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
     attention_error = attention_run_error(plan.setting.attention_impl)
     if attention_error:
         raise InvalidRequestError(attention_error)
-    cpu_error = cpu_run_error(plan.setting) if options.cpu else None
+    cpu_error = cpu_run_error(plan.setting, plan.cluster.world_size) if options.cpu else None
     if cpu_error:
         raise InvalidRequestError(cpu_error)
     setting = plan.setting
@@ -150,9 +158,6 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
     )
     if kernels_error:
         raise InvalidRequestError(kernels_error)
-    stack_error = untested_stack_error(installed_versions())
-    if stack_error and not untested_stack_allowed():  # allowed: the training core logs the versions as a warning
-        raise InvalidRequestError(stack_error)
     cluster = plan.cluster
     world_size = cluster.world_size
     if plan.setting.sharding == "none" and world_size > 1:

@@ -5,7 +5,8 @@ checks catch the common first-launch mistakes before it is created, each as one 
 
 - the dataset: a local file exists, is a readable file of a supported type, and every row holds what the
   format needs, streamed line by line (:func:`autotune.schemas.dataset_rows.check_dataset_file`: invalid UTF-8,
-  broken JSON, wrong types and all-empty data name the line); a hub dataset name is not checked;
+  broken JSON, wrong types and all-empty data name the line); a hub dataset is in the local ``datasets`` cache, or
+  else the hub is allowed and reachable (:func:`check_hub_dataset`, the model's rule);
 - the model: a local directory holds weights *and* a tokenizer (a directory with only ``config.json`` can be
   planned but not launched); a ``.gguf`` file exists; a hub id is in the local Hugging Face cache with weights
   and a tokenizer, or else the hub is allowed (``HF_HUB_OFFLINE`` unset) and reachable (:func:`check_hub_model`:
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -36,6 +38,7 @@ from autotune.errors import ConfigError, InvalidRequestError
 from autotune.schemas.dataset_format import DATASET_LOADERS
 from autotune.schemas.dataset_rows import check_dataset_file
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.training_stack import installed_versions, untested_stack_allowed, untested_stack_error
 
 WEIGHT_PATTERNS: Final[tuple[str, ...]] = ("*.safetensors", "pytorch_model*.bin", "model*.bin", "*.pt")
 """Weight files transformers' ``from_pretrained`` reads from a model directory."""
@@ -60,12 +63,14 @@ def _is_local(dataset: str) -> bool:
 def check_dataset(dataset: str, dataset_format: str) -> None:
     """A local dataset exists, is readable, of a supported type, and every row holds what ``dataset_format`` needs.
 
-    Rows are streamed: :func:`~autotune.schemas.dataset_rows.check_dataset_file`.
+    Rows are streamed: :func:`~autotune.schemas.dataset_rows.check_dataset_file`. A hub dataset name is
+    :func:`check_hub_dataset`'s.
 
     Raises:
         ConfigError: one line naming the file and what is wrong (the line, or the columns found and expected).
     """
     if not _is_local(dataset):
+        check_hub_dataset(dataset)
         return
     path = Path(dataset).expanduser()
     if not path.exists():
@@ -206,16 +211,80 @@ def check_hub_model(repo_id: str) -> None:
     """
     if cached_snapshot(repo_id) is not None:
         return
-    if hub_offline():
-        why = "HF_HUB_OFFLINE is set"
-    else:
-        unreachable = hub_reachable()
-        if unreachable is None:
-            return  # the training core downloads it
-        why = unreachable
+    why = hub_offline_reason()
+    if why is None:
+        return  # the training core downloads it
     raise ConfigError(
         f"model {repo_id} is not in the Hugging Face cache ({hub_cache_dir()}) and {why}: download it first "
-        f"(huggingface-cli download {repo_id}) or give a local model directory (nothing was written)"
+        f"({download_command(repo_id)}) or give a local model directory (nothing was written)"
+    )
+
+
+def download_command(repo_id: str) -> str:
+    """The command that puts model ``repo_id`` into the hub cache: ``hf download``.
+
+    The locked huggingface_hub (2.4) installs the ``hf`` console script and no ``huggingface-cli``.
+    """
+    return f"hf download {repo_id}"
+
+
+def hub_offline_reason() -> str | None:
+    """Why the hub cannot be used now (``HF_HUB_OFFLINE`` set, or unreachable), or None when it can."""
+    if hub_offline():
+        return "HF_HUB_OFFLINE is set"
+    return hub_reachable()
+
+
+def datasets_cache_dir() -> Path:
+    """The ``datasets`` library's cache, resolved as ``datasets.config`` does (without importing it).
+
+    ``$HF_DATASETS_CACHE``, else ``$HF_HOME/datasets``, else ``$XDG_CACHE_HOME/huggingface/datasets`` (default
+    ``~/.cache/huggingface/datasets``): ``datasets.config.HF_DATASETS_CACHE`` (datasets 5.2).
+    """
+    explicit = os.environ.get("HF_DATASETS_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    home = os.environ.get("HF_HOME") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface"
+    )
+    return Path(home).expanduser() / "datasets"
+
+
+_CAMEL_UPPER = re.compile(r"([A-Z]+)([A-Z][a-z])")
+_CAMEL_LOWER = re.compile(r"([a-z\d])([A-Z])")
+
+
+def cached_dataset(repo_id: str, cache: Path | None = None) -> Path | None:
+    """A prepared copy of hub dataset ``repo_id`` in the ``datasets`` cache, or None.
+
+    The rule is the one ``datasets.load_dataset`` applies offline, ``datasets.load.CachedDatasetModuleFactory``
+    (datasets 5.2): ``CACHE/NAMESPACE___name/CONFIG/VERSION/HASH/`` with the name in snake case
+    (``datasets.naming.camelcase_to_snakecase``). Offline, ``load_dataset`` asks the hub first (refused:
+    ``OfflineModeIsEnabled``) and then uses exactly such a directory, so a dataset only in the hub cache
+    (``datasets--ORG--NAME``) does not load offline either.
+    """
+    parts = repo_id.split("/")
+    parts[-1] = _CAMEL_LOWER.sub(r"\1_\2", _CAMEL_UPPER.sub(r"\1_\2", parts[-1])).lower()
+    root = (cache or datasets_cache_dir()) / "___".join(parts)
+    return next((path for path in sorted(root.glob("*/*/*")) if path.is_dir()), None)
+
+
+def check_hub_dataset(repo_id: str) -> None:
+    """A hub dataset the run will load is in the local ``datasets`` cache, or can be downloaded (the model's rule).
+
+    Raises:
+        ConfigError: one line: the dataset is not cached and ``HF_HUB_OFFLINE`` is set or the hub cannot be
+            reached; names the cache directory and the fix.
+    """
+    if cached_dataset(repo_id) is not None:
+        return
+    why = hub_offline_reason()
+    if why is None:
+        return  # the training core downloads it
+    raise ConfigError(
+        f"dataset {repo_id} is not in the datasets cache ({datasets_cache_dir()}) and {why}: load it once with "
+        "the hub reachable (python -c \"import datasets; datasets.load_dataset('"
+        f"{repo_id}')\") or give a local .jsonl file (nothing was written)"
     )
 
 
@@ -242,6 +311,20 @@ def check_environment(plan: PlanFile) -> None:
             f"the training stack is not installed here (missing {', '.join(missing)}): "
             f'pip install -e ".[train]" in {sys.prefix}'
         )
+
+
+def check_stack_versions() -> None:
+    """The installed training stack is within the tested versions (read from package metadata; nothing imported).
+
+    ``AUTOTUNE_ALLOW_UNTESTED_STACK`` lets it through (the training core then logs the versions as a warning):
+    :func:`~autotune.schemas.training_stack.untested_stack_allowed`.
+
+    Raises:
+        InvalidRequestError: :func:`~autotune.schemas.training_stack.untested_stack_error`'s one line.
+    """
+    stack_error = untested_stack_error(installed_versions())
+    if stack_error and not untested_stack_allowed():
+        raise InvalidRequestError(stack_error)
 
 
 def check_gpu_visible() -> None:
@@ -314,34 +397,3 @@ def describe_build_lock(lock: Path, now_s: float | None = None) -> str:
         f"{lock} ({age} old) makes DeepSpeed wait forever to build the {lock.parent.name} op if the build that "
         "made it was killed: delete it unless another launch is building that op now"
     )
-
-
-def preflight(plan: PlanFile, dataset: str, dataset_format: str, *, dry_run: bool, probe_gpu: bool) -> list[str]:
-    """Every check, in order: environment, model, dataset, GPU probe, DeepSpeed extension build locks.
-
-    The GPU probe runs only with ``probe_gpu``; the leftover extension build locks (:func:`extension_build_locks`,
-    warnings only) are checked for a DeepSpeed plan.
-
-    With ``dry_run`` a missing training stack is returned as a warning instead (a dry run plans on a machine
-    that need not train); everything else refuses in both modes.
-
-    Returns:
-        Warnings to print (one line each).
-
-    Raises:
-        ConfigError / InvalidRequestError: the first check that fails, as one line.
-    """
-    warnings: list[str] = []
-    try:
-        check_environment(plan)
-    except ConfigError as error:
-        if not dry_run:
-            raise
-        warnings.append(f"a launch here would stop: {error}")
-    check_model(plan)
-    check_dataset(dataset, dataset_format)
-    if probe_gpu:
-        check_gpu_visible()
-    if plan.setting.uses_deepspeed:
-        warnings.extend(describe_build_lock(lock) for lock in extension_build_locks())
-    return warnings

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from autotune import run_lock
-from autotune.errors import InvalidRequestError
+from autotune.errors import AutotuneError, InvalidRequestError
 from autotune.launcher.options import PLAN_FILE
+from autotune.yamlio import parse_json, read_text_file
 
 REPORT_FILE: Final[str] = "run_report.json"
 """The training core's report (``autotune.trainer``; written when a run ends)."""
@@ -25,6 +26,9 @@ CHECKPOINTS_DIR: Final[str] = "checkpoints"
 FINAL_DIR: Final[str] = "final"
 CHECKPOINT_PREFIX: Final[str] = "checkpoint-"
 """transformers' Trainer names each checkpoint ``checkpoint-<step>`` (``trainer_utils.PREFIX_CHECKPOINT_DIR``)."""
+MANIFEST_FILE: Final[str] = "autotune_checkpoint.json"
+"""A finished checkpoint's manifest, written by the training core (``autotune.trainer.checkpoints.MANIFEST``; named
+here, not imported: the launcher never imports the training core). Its ``plan`` is the plan's fingerprint."""
 
 
 def _report_status(out: Path) -> str | None:
@@ -49,6 +53,31 @@ def never_trained(out: Path) -> bool:
     if not checkpoints.is_dir():
         return True
     return not any(path.name.startswith(CHECKPOINT_PREFIX) for path in checkpoints.iterdir())
+
+
+def newest_checkpoint_plan(checkpoints: Path) -> tuple[dict[str, Any], str] | None:
+    """The plan fingerprint recorded by the newest checkpoint whose manifest records one, and that checkpoint's name.
+
+    Checkpoints are ordered by step (``checkpoint-<step>``); a manifest that is missing or unreadable is passed over
+    (``--resume`` sets such a checkpoint aside). None when no checkpoint records a plan.
+    """
+    if not checkpoints.is_dir():
+        return None
+    steps = []
+    for path in checkpoints.iterdir():
+        step = path.name.removeprefix(CHECKPOINT_PREFIX)
+        if path.name.startswith(CHECKPOINT_PREFIX) and step.isdigit():
+            steps.append((int(step), path))
+    for _, path in sorted(steps, reverse=True):
+        manifest_path = path / MANIFEST_FILE
+        try:
+            manifest = parse_json(read_text_file(manifest_path, "checkpoint manifest"), str(manifest_path), "manifest")
+        except AutotuneError:
+            continue
+        recorded = manifest.get("plan") if isinstance(manifest, dict) else None
+        if isinstance(recorded, dict):
+            return recorded, path.name
+    return None
 
 
 def set_aside_report(out: Path) -> Path | None:

@@ -19,7 +19,9 @@ runner (:mod:`autotune.launcher.runner`) does the rest. How each sharding is sta
   so the same command runs under ``srun``.
 - ``--cpu``: any multi-process run uses ``torchrun`` (``accelerate launch --cpu --num_processes 2``
   silently starts one process). A plan that cannot run on the CPU (FSDP, Liger kernels:
-  :func:`autotune.launcher.command.cpu_run_error`) is refused before anything is written.
+  :func:`autotune.launcher.command.cpu_run_error`) is refused before anything is written. Each process gets
+  ``OMP_NUM_THREADS`` from :func:`autotune.launcher.cputhreads.cpu_threads` unless the user set it (so torchrun
+  prints no banner about choosing it).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import yaml
 
 from autotune.launcher.backend_configs import accelerate_config, deepspeed_config
 from autotune.launcher.command import RUN_ENV, check_topology, check_values, node_command, output_path
+from autotune.launcher.cputhreads import cpu_thread_env
 from autotune.launcher.options import (
     ACCELERATE_CONFIG_FILE,
     DEEPSPEED_CONFIG_FILE,
@@ -84,9 +87,12 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
             f"multi-node: run this on each of the {cluster.num_nodes} nodes with --node-rank "
             f"0..{cluster.num_nodes - 1} (this is node {options.node_rank}), or use --slurm"
         )
+    env = dict(RUN_ENV)
+    if options.cpu and not options.slurm:  # under SLURM the compute node's cores are not this machine's
+        env.update(cpu_thread_env(cluster.num_gpus_per_node))
     return LaunchSpec(
         argv=argv,
-        env=dict(RUN_ENV),
+        env=env,
         files=files,
         num_nodes=cluster.num_nodes,
         num_processes_per_node=cluster.num_gpus_per_node,

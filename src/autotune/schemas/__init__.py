@@ -10,6 +10,7 @@ Modules:
   plan             PlanFile, ClusterChoice (world_size), schema migration
   recipe           TrainingRecipe: learning rate, schedule, warm-up, weight decay by method (cited defaults)
   plan_io          plan.yaml read / write (beside its schema; the launcher and the trainer both use it)
+  plan_changes     a plan's fingerprint and the fields two differ in (the --resume rule of launcher and trainer)
   calibration      CostCoefficients, Measurement, MeasurementSet
   run_report       RunReport (embeds the plan's Estimate)
   trainer_options  TrainerOptions: the one schema of the training core's options

@@ -6,19 +6,30 @@ before training starts one line and exit code 130 — from the first line of :fu
 parsing included; a run stopped by SIGINT / SIGTERM during training saves a checkpoint and exits 130 / 143
 (128 + the signal); anything else is a bug and shows its traceback. (A SIGINT that arrives before Python has
 installed its own handler kills the process; ``autotune launch`` then says so in one line.)
+
+However the run ends, the files under ``final/`` and ``checkpoints/`` get the modes the umask gives
+(:func:`respect_umask`): safetensors writes its files 0600, while everything else is 0644 under the usual umask.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
+from pathlib import Path
 
 INTERRUPTED = 130
 """128 + SIGINT: the shell's code for a process ended by Ctrl-C."""
 
+WEIGHT_DIRECTORIES = ("final", "checkpoints")
+"""Where the training stack writes weights (``TrainerArgs.final_dir`` and ``checkpoints_dir``)."""
+
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line, run the training core, return the process exit code."""
-    output_dir = "the output directory"
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if the parent left SIGINT ignored or default
+    output_dir: Path | None = None
     try:
         from autotune.errors import AutotuneError
         from autotune.quiet import quiet_third_party
@@ -26,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 
         quiet_third_party()  # before the training stack is imported: its import-time output is not for the user
         args = parse_args(argv)
-        output_dir = str(args.output_dir)
+        output_dir = args.run_dir
         try:
             from autotune.trainer.train import run
 
@@ -35,14 +46,49 @@ def main(argv: list[str] | None = None) -> int:
             message = " ".join(str(error).split())
             print(f"error: {message}", file=sys.stderr, flush=True)
             return 2
+        finally:
+            respect_umask(output_dir)
     except KeyboardInterrupt:  # Ctrl-C before training started (during training it stops at a step and saves)
-        print(
-            f"error: interrupted before training started; {output_dir} keeps what it held before "
-            "(the plan and every finished checkpoint)",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(f"error: {interrupted_message(output_dir)}", file=sys.stderr, flush=True)
         return INTERRUPTED
+
+
+def interrupted_message(output_dir: Path | None) -> str:
+    """What a Ctrl-C before training left in ``output_dir``, in one line (true for a first launch and a resume)."""
+    if output_dir is None:
+        return "interrupted before training started; nothing was written"
+    if not output_dir.exists():
+        return f"interrupted before training started; nothing was written ({output_dir} does not exist)"
+    checkpoints = output_dir / "checkpoints"
+    finished = sorted(path.name for path in checkpoints.glob("checkpoint-*")) if checkpoints.is_dir() else []
+    if finished:
+        return (
+            f"interrupted before training started; {output_dir} keeps its plan and every finished checkpoint "
+            "(continue with --resume)"
+        )
+    return (
+        f"interrupted before training started; {output_dir} holds no checkpoint (only the launch's files): "
+        "run the same command again to start from step 0"
+    )
+
+
+def respect_umask(output_dir: Path | None) -> None:
+    """Give the files under ``OUT/final`` and ``OUT/checkpoints`` that were created 0600 the umask's mode (0644).
+
+    safetensors' ``save_file`` (0.8) writes through a private temporary file and keeps its mode 0600, so adapter and
+    model weights were 0600 next to 0644 configs and reports (issue 29 item 7). Only files of mode 0600 are changed
+    (the user's own choices stay); errors are ignored (a file may be gone, or not ours).
+    """
+    if output_dir is None:
+        return
+    mask = os.umask(0)
+    os.umask(mask)
+    mode = 0o666 & ~mask
+    for name in WEIGHT_DIRECTORIES:
+        for path in (output_dir / name).rglob("*"):
+            with contextlib.suppress(OSError):
+                if path.is_file() and not path.is_symlink() and (path.stat().st_mode & 0o777) == 0o600:
+                    path.chmod(mode)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,11 @@ from typing import Any
 
 from autotune.errors import ConfigError
 from autotune.schemas.plan import PlanFile
-from autotune.trainer.checkpoints import plan_changes, plan_fingerprint, read_manifest
+from autotune.schemas.plan_changes import resume_plan_error
+from autotune.trainer.checkpoints import read_manifest
 
 ARCHITECTURE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 """ModelSpec fields compared with the loaded ``model.config`` (the ones every cost-model term scales with)."""
-
-_MAX_CHANGES_SHOWN = 4
 
 
 def check_model_matches_plan(config: Any, plan: PlanFile) -> None:
@@ -52,11 +51,6 @@ def check_resume_plan(checkpoint: Path, plan: PlanFile) -> None:
     recorded = read_manifest(checkpoint).get("plan")
     if not isinstance(recorded, dict):
         return
-    changes = plan_changes(recorded, plan_fingerprint(plan))
-    if changes:
-        shown = "; ".join(changes[:_MAX_CHANGES_SHOWN])
-        more = f" and {len(changes) - _MAX_CHANGES_SHOWN} more" if len(changes) > _MAX_CHANGES_SHOWN else ""
-        raise ConfigError(
-            f"--resume: the plan differs from the one {checkpoint.name} was trained with ({shown}{more}): "
-            "restore that plan, or start a new run with another --output-dir"
-        )
+    error = resume_plan_error(recorded, plan, checkpoint.name)
+    if error:
+        raise ConfigError(error)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.launcher import preflight
+from autotune.launcher import cputhreads, preflight
 
 REAL_GPU_PROBE = preflight.check_gpu_visible
 """The real probe, for the tests of it (they set it back with monkeypatch)."""
@@ -17,3 +17,10 @@ def _a_gpu_is_visible(monkeypatch: pytest.MonkeyPatch) -> None:
     """The GPU probe passes here (a subprocess importing torch per test would cost seconds). Tests of the probe
     restore :data:`REAL_GPU_PROBE`."""
     monkeypatch.setattr(preflight, "check_gpu_visible", lambda: None)
+
+
+@pytest.fixture(autouse=True)
+def _a_quiet_four_core_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--cpu`` launches see 4 idle physical cores and no OMP_NUM_THREADS of the user's (deterministic specs)."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(cputhreads, "host_cpu", lambda: (4, 0.0))

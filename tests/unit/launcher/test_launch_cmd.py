@@ -179,10 +179,11 @@ def test_help_shows_the_defaults(capsys: pytest.CaptureFixture[str], monkeypatch
     """Issue 19 item 7: --seed, --learning-rate, --warmup-ratio and --save-steps said nothing of their defaults."""
     monkeypatch.setenv("COLUMNS", "400")
     assert run_cli("launch", "--help") == 0
-    lines = {
-        line.split()[1]: line for line in capsys.readouterr().out.splitlines() if line.strip(" │").startswith("--")
-    }
+    text = capsys.readouterr().out
+    lines = {line.split()[1]: line for line in text.splitlines() if line.strip(" │").startswith("--")}
     assert "(default: 42)" in lines["--seed"]
     assert "(default: 50)" in lines["--save-steps"]
     assert "default: the plan's training.learning_rate" in lines["--learning-rate"]
     assert "default: the plan's training.warmup_ratio, 0.03" in lines["--warmup-ratio"]
+    assert "--dataset" in text and "--output-dir" in text
+    assert "PydanticUndefined" not in text  # issue 29 item 5: the required --dataset and --output-dir showed it

@@ -15,13 +15,13 @@ import yaml
 from plan_requests import plan_request
 
 from autotune import planner
-from autotune.cli import launch_cmd
 from autotune.cli._shared import plan_coefficients
 from autotune.cli.app import main
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import ConfigError
 from autotune.launcher import apply_overrides
+from autotune.launcher import checks as launch_checks
 from autotune.planner.fit import fit_shortfall
 from autotune.profiles.catalog import resolve_gpu
 from autotune.schemas.plan import PlanFile
@@ -58,13 +58,13 @@ def _plan(**overrides: Any) -> PlanFile:
 def _launched_plan(monkeypatch: pytest.MonkeyPatch, *argv: str) -> PlanFile:
     """Run ``autotune launch ... --dry-run`` and return the plan it would run."""
     seen: list[PlanFile] = []
-    real = launch_cmd.build_launch_spec
+    real = launch_checks.build_launch_spec
 
     def capture(plan: PlanFile, options: Any) -> Any:
         seen.append(plan)
         return real(plan, options)
 
-    monkeypatch.setattr(launch_cmd, "build_launch_spec", capture)
+    monkeypatch.setattr(launch_checks, "build_launch_spec", capture)
     try:
         main(["launch", *argv, "--dry-run"])
     except SystemExit as exit_:

@@ -278,6 +278,7 @@ class TestHubModel:
             line = _one_error(err)
             assert code == 2 and f"model {HUB_MODEL} is not in the Hugging Face cache" in line
             assert "HF_HUB_OFFLINE is set" in line
+            assert f"(hf download {HUB_MODEL})" in line  # the CLI the locked huggingface_hub ships
         assert not out.exists() and no_run == []
         add_cached_model(empty_cache, HUB_MODEL)
         code, err = _launch(capsys, plan, _data(tmp_path), out, "--cpu", "--dry-run")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import autotune.launcher.command as launcher_command
+import autotune.launcher.preflight as launcher_preflight
 from autotune.schemas.plan_io import save_plan
 from autotune.schemas.training_stack import (
     TESTED_TRAINING_STACK,
@@ -72,7 +72,7 @@ def test_launch_refuses_an_untested_stack_before_writing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = {name: low for name, (low, _) in TESTED_TRAINING_STACK.items()} | {"transformers": "5.17.0"}
-    monkeypatch.setattr(launcher_command, "installed_versions", lambda: fake)
+    monkeypatch.setattr(launcher_preflight, "installed_versions", lambda: fake)
     plan = save_plan(make_plan(), tmp_path / "plan.yaml")
     out = tmp_path / "run"
     code = run_cli("launch", str(plan), "--dataset", "org/data", "--output-dir", str(out))
@@ -126,7 +126,7 @@ def test_an_untested_stack_runs_when_the_user_opts_in(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = {name: low for name, (low, _) in TESTED_TRAINING_STACK.items()} | {"torch": "2.11.0+cu130"}
-    monkeypatch.setattr(launcher_command, "installed_versions", lambda: fake)
+    monkeypatch.setattr(launcher_preflight, "installed_versions", lambda: fake)
     monkeypatch.setenv("AUTOTUNE_ALLOW_UNTESTED_STACK", "1")
     plan = save_plan(make_plan(), tmp_path / "plan.yaml")
     code = run_cli("launch", str(plan), "--dataset", "org/data", "--output-dir", str(tmp_path / "run"), "--dry-run")
