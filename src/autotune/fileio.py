@@ -131,3 +131,17 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def give_umask_mode(directory: Path) -> None:
+    """Give the files under ``directory`` that were created 0600 the mode the umask gives (0644 under 022).
+
+    safetensors' ``save_file`` (0.8) writes through a private temporary file and keeps its mode 0600, so adapter and
+    model weights were 0600 next to 0644 configs and reports (issue 29 item 7). Only files of mode 0600 are changed
+    (the user's own choices stay); errors are ignored (a file may be gone, or not ours).
+    """
+    mode = 0o666 & ~_umask()
+    for path in directory.rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file() and not path.is_symlink() and (path.stat().st_mode & 0o777) == 0o600:
+                path.chmod(mode)

@@ -16,12 +16,11 @@ import pytest
 from launcher.plans import make_plan
 
 from autotune.errors import ConfigError
+from autotune.schemas.plan_changes import plan_changes, plan_fingerprint
 from autotune.trainer.checkpoints import (
     IGNORED_DIR,
     MANIFEST,
     find_resume_checkpoint,
-    plan_changes,
-    plan_fingerprint,
     resolve_start,
     verify_checkpoint,
     write_manifest,

@@ -13,8 +13,6 @@ However the run ends, the files under ``final/`` and ``checkpoints/`` get the mo
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import sys
 from pathlib import Path
@@ -73,22 +71,17 @@ def interrupted_message(output_dir: Path | None) -> str:
 
 
 def respect_umask(output_dir: Path | None) -> None:
-    """Give the files under ``OUT/final`` and ``OUT/checkpoints`` that were created 0600 the umask's mode (0644).
+    """Give the files under ``OUT/final`` and ``OUT/checkpoints`` created 0600 the umask's mode (``give_umask_mode``).
 
-    safetensors' ``save_file`` (0.8) writes through a private temporary file and keeps its mode 0600, so adapter and
-    model weights were 0600 next to 0644 configs and reports (issue 29 item 7). Only files of mode 0600 are changed
-    (the user's own choices stay); errors are ignored (a file may be gone, or not ours).
+    Checkpoints get it as they are published (:func:`autotune.trainer.checkpoints.publish_checkpoint`); this covers
+    the final weights and whatever a run that ended early left.
     """
     if output_dir is None:
         return
-    mask = os.umask(0)
-    os.umask(mask)
-    mode = 0o666 & ~mask
+    from autotune.fileio import give_umask_mode
+
     for name in WEIGHT_DIRECTORIES:
-        for path in (output_dir / name).rglob("*"):
-            with contextlib.suppress(OSError):
-                if path.is_file() and not path.is_symlink() and (path.stat().st_mode & 0o777) == 0o600:
-                    path.chmod(mode)
+        give_umask_mode(output_dir / name)
 
 
 if __name__ == "__main__":

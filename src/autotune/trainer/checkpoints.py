@@ -18,8 +18,8 @@ Checkpoints skipped on the way are reported and moved to ``OUT/checkpoints/ignor
 deleted), so the Trainer's own rotation (``save_total_limit``, which globs ``checkpoint-*``) never
 counts them or deletes an intact one because of them.
 
-The manifest also records the plan that trained the checkpoint; :func:`plan_changes` compares it
-with the plan being resumed, so an edited LoRA rank or sequence length is refused before training.
+The manifest also records the plan that trained the checkpoint; ``autotune.schemas.plan_changes`` compares it with
+the plan being resumed, so an edited LoRA rank or sequence length is refused before training.
 Standard library only (no torch): the checks are cheap and testable alone.
 """
 
@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import ConfigError
-from autotune.fileio import fsync_directory, is_temporary, write_atomic
+from autotune.fileio import fsync_directory, give_umask_mode, is_temporary, write_atomic
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.plan_changes import plan_fingerprint
 
 logger = logging.getLogger("autotune.trainer")
 
@@ -72,38 +73,6 @@ def list_checkpoints(checkpoints_dir: Path) -> list[Path]:
         return []
     found = [p for p in checkpoints_dir.iterdir() if _CHECKPOINT.match(p.name) and p.is_dir()]
     return sorted(found, key=checkpoint_step, reverse=True)
-
-
-def plan_fingerprint(plan: PlanFile) -> dict[str, Any]:
-    """What a checkpoint's training depends on: the setting, sequence length, global batch, model shape."""
-    model = plan.model
-    return {
-        "setting": plan.setting.model_dump(mode="json"),
-        "seq_len": plan.workload.seq_len,
-        "global_batch_size": plan.workload.global_batch_size,
-        "model": {
-            "model_type": model.model_type,
-            "hidden_size": model.hidden_size,
-            "num_hidden_layers": model.num_hidden_layers,
-            "vocab_size": model.vocab_size,
-        },
-        "model_source": plan.model_source,
-    }
-
-
-def plan_changes(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """``['setting.lora_rank 16 → 8', ...]``: the leaves that differ between two fingerprints."""
-    changes: list[str] = []
-
-    def walk(old: Any, new: Any, where: str) -> None:
-        if isinstance(old, dict) and isinstance(new, dict):
-            for key in sorted(set(old) | set(new)):
-                walk(old.get(key), new.get(key), f"{where}.{key}" if where else str(key))
-        elif old != new:
-            changes.append(f"{where} {old} → {new}")
-
-    walk(recorded, current, "")
-    return changes
 
 
 def verify_checkpoint(path: Path) -> str | None:
@@ -213,6 +182,7 @@ def publish_checkpoint(staged: Path, target: Path, step: int, plan: PlanFile) ->
     A ``target`` that already exists (left by an older autotune, or a checkpoint of a step that is
     trained again) is moved to ``ignored/`` first. The directory holding ``target`` is fsync-ed.
     """
+    give_umask_mode(staged)  # safetensors writes 0600
     write_manifest(staged, step, plan)
     if target.exists():
         _set_aside(target)
