@@ -46,13 +46,3 @@ def nf4_bytes_per_param(double_quant: bool = True) -> float:
     if double_quant:
         return 0.5 + 1.0 / NF4_BLOCK_SIZE + 4.0 / (NF4_BLOCK_SIZE * NF4_DOUBLE_QUANT_BLOCK_SIZE)
     return 0.5 + 4.0 / NF4_BLOCK_SIZE
-
-
-def bytes_to_gib(num_bytes: float) -> float:
-    """Convert bytes to GiB (2**30 bytes)."""
-    return num_bytes / GIB
-
-
-def gib_to_bytes(gib: float) -> float:
-    """Convert GiB to bytes."""
-    return gib * GIB

@@ -29,7 +29,6 @@ from pydantic import Field
 from autotune.schemas._base import FrozenModel
 
 LrScheduler = Literal["cosine", "linear", "constant_with_warmup"]
-LR_SCHEDULERS: Final[tuple[LrScheduler, ...]] = ("cosine", "linear", "constant_with_warmup")
 
 FULL_LEARNING_RATE: Final = 2e-5
 """Peak learning rate of full fine-tuning (torchtune ``llama3_1/8B_full.yaml``; axolotl ``fft-8b.yaml``)."""

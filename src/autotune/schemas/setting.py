@@ -40,9 +40,7 @@ def with_adapter_dtype_recorded(setting: Any) -> Any:
     return setting
 
 
-ADAPTER_DTYPES: tuple[AdapterDtype, ...] = ("compute", "fp32")
 Kernels = Literal["none", "liger"]
-KERNELS: tuple[Kernels, ...] = ("none", "liger")
 GRAD_SYNCS: tuple[GradSync, ...] = ("last-micro-step", "every-micro-step")
 ATTENTION_ALIASES: dict[str, str] = {"flash": "sdpa", "math": "eager"}
 """Earlier names of the attention implementations (plan and measurement files written before them)."""
@@ -62,7 +60,6 @@ llm-foundry's triton-pre-mlir copy of it) that llm-foundry's ``attn_impl: triton
 METHODS: tuple[Method, ...] = ("full", "lora", "qlora")
 SHARDINGS: tuple[Sharding, ...] = ("none", "ddp", "fsdp", "fsdp-offload", "zero2", "zero3", "zero3-offload")
 OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adamw-8bit", "paged-adamw-8bit")
-PRECISIONS: tuple[Precision, ...] = ("bf16", "bf16-mixed", "fp16-mixed", "fp32")
 
 FSDP_SHARDINGS: tuple[Sharding, ...] = ("fsdp", "fsdp-offload")
 """Run by PyTorch FSDP (FULL_SHARD) through accelerate."""
@@ -85,15 +82,6 @@ def default_sharding(world_size: int) -> Sharding:
 
 
 ALL_LINEAR = "all-linear"
-LINEAR_MODULES: tuple[str, ...] = (
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-)
 
 DEFAULT_LORA_RANK = 16
 """LoRA rank when none is given (the schema's default; the CLI options and the planner read it)."""

@@ -8,7 +8,7 @@ flag), so a default, a bound or a help text exists once.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -16,7 +16,6 @@ from autotune.schemas._base import FrozenModel
 from autotune.schemas.recipe import ADAPTER_LEARNING_RATE, FULL_LEARNING_RATE, WARMUP_RATIO
 
 DatasetFormat = Literal["auto", "instruction", "chat", "text"]
-DATASET_FORMATS: Final[tuple[DatasetFormat, ...]] = ("auto", "instruction", "chat", "text")
 
 
 class TrainerOptions(FrozenModel):

@@ -39,7 +39,6 @@ class RunMetrics:
     last_step: int = 0
     tokens_at_start: int = 0
     tokens_at_end: int = 0
-    timed_steps: int = 0
 
     def median_step_time_s(self) -> float | None:
         """Median optimizer-step time, or None if fewer than one timed step."""
