@@ -114,9 +114,9 @@ def test_layer_saved_set_is_what_the_trace_saves(cluster: ClusterSpec, extra: di
     setting = TrainingSetting(method="lora", micro_batch_size=2, grad_ckpt=False, loss_impl="chunked", **extra)
     seq_len = 64
     saved = [
-        trace_training_step(tiny_llama(layers), setting, seq_len, cluster).phases[0].categories_bytes[
-            "saved activations"
-        ]
+        trace_training_step(tiny_llama(layers), setting, seq_len, cluster)
+        .phases[0]
+        .categories_bytes["saved activations"]
         for layers in (2, 4)
     ]
     traced = (saved[1] - saved[0]) / 2 / (setting.micro_batch_size * seq_len)
