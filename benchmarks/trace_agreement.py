@@ -11,6 +11,7 @@ and vocabulary with 2 and 4 decoder layers and extrapolated linearly in depth
     python benchmarks/trace_agreement.py --families mixtral --methods lora  # the MoE family (opt-in)
     python benchmarks/trace_agreement.py --save traces.jsonl      # also keep each cell's traced peak
     python benchmarks/trace_agreement.py --traces traces.jsonl    # re-compare saved traces (no tracing)
+    python benchmarks/trace_agreement.py --lora-pairs   # issue 29's four llama3-8b LoRA cells, full depth (~2 min)
 
 Built models are reused across the cells of one family × method × checkpointing (``BuildCache``).
 Prints one line per cell, then the worst |analytic − trace| / trace cells and the count above 3 %.
@@ -22,6 +23,7 @@ import argparse
 import itertools
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +34,8 @@ from autotune.quiet import quiet_third_party
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload
-from autotune.trace.agreement import Agreement, BuildCache, traced_peak_bytes
+from autotune.schemas.setting import TrainingSetting, Workload, default_precision
+from autotune.trace.agreement import Agreement, BuildCache, compare, traced_peak_bytes
 
 FAMILY_MODELS = FAMILY_REPRESENTATIVES
 CONFIG_FAMILIES = {"mixtral": Path(__file__).parent.parent / "tests" / "fixtures" / "configs" / "mixtral-8x7b"}
@@ -76,6 +78,38 @@ def _agreement(cell: dict[str, Any], cluster: ClusterSpec) -> Agreement:
     )
 
 
+LORA_PAIR_CELLS = ((1024, 2, False), (2048, 1, True))
+"""(seq_len, micro batch, activation checkpointing) of issue 29's trace / estimate pairs: where the planner picks a
+large micro batch without checkpointing, and the checkpointed default."""
+LORA_PAIR_ADAPTERS: tuple[dict[str, Any], ...] = ({}, {"adapter_dtype": "fp32", "lora_dropout": 0.05})
+"""Today's default adapters (compute dtype, dropout 0) and peft's defaults (fp32 adapters, dropout 0.05)."""
+
+
+def lora_pairs(cluster: ClusterSpec, model: str = "llama3-8b") -> list[Agreement]:
+    """``autotune estimate`` vs ``autotune trace`` (every layer traced) for LoRA at the four cells of issue 29.
+
+    The same figures as ``autotune estimate MODEL --gpu GPU --method lora --seq-len S --micro-batch-size B
+    [--no-grad-ckpt] --no-compile [--adapter-dtype fp32 --lora-dropout 0.05]`` and the ``trace`` command with the
+    same flags print as peak allocated / predicted CUDA max allocated.
+    """
+    spec = resolve_model_profile(model)
+    results = []
+    for adapters in LORA_PAIR_ADAPTERS:
+        for seq_len, micro_batch_size, grad_ckpt in LORA_PAIR_CELLS:
+            setting = TrainingSetting(
+                method="lora",
+                micro_batch_size=micro_batch_size,
+                grad_ckpt=grad_ckpt,
+                compile=False,
+                precision=default_precision(cluster.gpu.supports_bf16),
+                **adapters,
+            )
+            agreement = compare(spec, setting, seq_len, cluster, extrapolate=False)
+            extra = f", adapters {setting.adapter_dtype}, dropout {setting.lora_dropout:g}"
+            results.append(replace(agreement, label=agreement.label + extra))
+    return results
+
+
 def _cells(args: argparse.Namespace) -> list[dict[str, Any]]:
     grid = itertools.product(
         args.families.split(","),
@@ -87,6 +121,14 @@ def _cells(args: argparse.Namespace) -> list[dict[str, Any]]:
     )
     keys = ("family", "method", "grad_ckpt", "seq_len", "micro_batch_size", "loss_impl")
     return [dict(zip(keys, values, strict=True)) for values in grid]
+
+
+def _line(agreement: Agreement) -> str:
+    return (
+        f"{agreement.relative_error:+7.2%}  analytic {agreement.predicted_bytes / 2**30:8.3f} GiB "
+        f"({agreement.predicted_phase})  trace {agreement.traced_bytes / 2**30:8.3f} GiB ({agreement.traced_phase})"
+        f"  {agreement.label}"
+    )
 
 
 def main() -> None:
@@ -102,10 +144,20 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="Append each traced cell to this JSON-lines file.")
     parser.add_argument("--traces", type=Path, help="Compare the cells saved in this file instead of tracing.")
     parser.add_argument("--worst", type=int, default=10)
+    parser.add_argument(
+        "--lora-pairs", action="store_true", help="Only issue 29's four llama3-8b LoRA estimate / trace pairs."
+    )
     args = parser.parse_args()
     quiet_third_party()
     gpu, _ = resolve_gpu(args.gpu)
     cluster = ClusterSpec(gpu=gpu, host_memory_gib_per_node=2 * gpu.memory_gib)
+    if args.lora_pairs:
+        pairs = lora_pairs(cluster)
+        for agreement in pairs:
+            print(_line(agreement), flush=True)
+        over = sum(abs(a.relative_error) > TOLERANCE for a in pairs)
+        print(f"{over} of {len(pairs)} pairs beyond ±{TOLERANCE:.0%} (estimate - trace) / trace")
+        return
     results: list[Agreement] = []
     started = time.perf_counter()
     if args.traces is not None:
@@ -124,12 +176,7 @@ def main() -> None:
                     handle.write(json.dumps(cell) + "\n")
         agreement = _agreement(cell, cluster)
         results.append(agreement)
-        print(
-            f"{agreement.relative_error:+7.2%}  analytic {agreement.predicted_bytes / 2**30:8.3f} GiB "
-            f"({agreement.predicted_phase})  trace {agreement.traced_bytes / 2**30:8.3f} GiB ({agreement.traced_phase})"
-            f"  {agreement.label}",
-            flush=True,
-        )
+        print(_line(agreement), flush=True)
     results.sort(key=lambda a: -abs(a.relative_error))
     over = [a for a in results if abs(a.relative_error) > TOLERANCE]
     print(f"\n{len(results)} cells in {time.perf_counter() - started:.0f} s; {len(over)} beyond ±{TOLERANCE:.0%}")

@@ -154,7 +154,8 @@ def test_compute_dtype_adapters_agree_with_the_trace(
     cluster: ClusterSpec, key: str, method: str, grad_ckpt: bool, dropout: float
 ) -> None:
     """adapter_dtype compute (peft ``autocast_adapter_dtype=False``): bf16 adapters, gradients and AdamW moments, and
-    no fp32 copy of the adapters' input (x itself, already saved by the base layer, unless dropout makes a new one)."""
+    no fp32 copy of the adapters' input: lora_A saves x itself, once per input tensor (the frozen base saves none),
+    unless dropout makes a new one (``tests/unit/test_adapter_activations.py``)."""
     spec = tiny(key)
     setting = TrainingSetting(
         method=method, micro_batch_size=2, grad_ckpt=grad_ckpt, adapter_dtype="compute", lora_dropout=dropout

@@ -138,11 +138,16 @@ def layer_activation_bytes_per_token(
     qkv_adapters = 0.0
     if frozen:
         adapter_in_bytes = adapter_input_bytes(model, setting, dtypes)
+        rank_bytes = adapter_rank_output_bytes(dtypes) * setting.lora_rank
         for module in lora_module_targets(model, setting.lora_targets):
-            module_bytes = adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
+            per_token = module.count / model.num_hidden_layers
+            module_bytes = (adapter_in_bytes * module.in_features + rank_bytes) * per_token
             adapters += module_bytes
             if module.name in QKV_MODULES:
                 qkv_adapters += module_bytes
+        shared = shared_adapter_input_bytes_per_token(model, setting, dtypes, flash_attention)
+        adapters += sum(shared.values())
+        qkv_adapters += shared.get("attention input", 0.0)
         adapters += wrapped_input_bytes_per_token(model, setting, dtypes)
     input_norm = norms / num_norms if num_norms else 0.0
     return LayerActivationBytes(
@@ -367,9 +372,10 @@ def stored_activation_bytes_per_token(
 def adapter_input_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
     """Bytes per input feature per token that one peft LoRA target saves for ``lora_A``'s weight gradient.
 
-    Counted beyond what its base layer saves: under autocast the 16-bit copy autocast makes; with adapters in another
-    dtype than x (fp32 adapters) the cast copy (or the dropout output) in the adapter dtype; with adapters in x's dtype
-    x itself, already saved by the base layer — nothing — unless dropout makes a new tensor. Plus dropout's 1-byte mask.
+    Each adapter's own copy: under autocast the 16-bit copy autocast makes; with adapters in another dtype than x (fp32
+    adapters) the cast copy (or the dropout output) in the adapter dtype; with adapters in x's dtype the dropout output
+    when dropout runs. Plus dropout's 1-byte mask. 0 when ``lora_A`` reads x itself: x is then saved once for all the
+    linears that read it (:func:`shared_adapter_input_bytes_per_token`; the frozen base layer does not save it).
     """
     dropout = effective_lora_dropout(model, setting) > 0
     mask = MASK_BYTES if dropout else 0.0
@@ -378,6 +384,59 @@ def adapter_input_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: Dtyp
     if dtypes.adapter_bytes != dtypes.compute_bytes or dropout:
         return dtypes.adapter_bytes + mask
     return 0.0
+
+
+ADAPTER_INPUT_TENSORS: dict[str, str] = {
+    "q_proj": "attention input",
+    "k_proj": "attention input",
+    "v_proj": "attention input",
+    "qkv_proj": "attention input",
+    "o_proj": "attention output",
+    "gate_proj": "mlp input",
+    "up_proj": "mlp input",
+    "gate_up_proj": "mlp input",
+    "router": "mlp input",
+    "down_proj": "mlp product",
+}
+"""The tensor each adapted linear of a decoder layer reads (``modeling_llama.py`` and kin): the input norm's output
+(q, k, v), the attention output (o), the post-attention norm's output (gate, up, the router), the MLP product (down).
+Linears that read the same tensor share it when their adapters save it as it is."""
+
+
+def shared_adapter_input_bytes_per_token(
+    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, flash_attention: bool
+) -> dict[str, float]:
+    """Bytes per token and layer of the adapted linears' inputs that ``lora_A`` saves as they are, by tensor.
+
+    When ``lora_A`` reads x itself (adapters in x's dtype, no dropout, no autocast: :func:`adapter_input_bytes` is 0),
+    it saves x for its weight gradient, and nothing else does: the frozen base linear saves no input (autograd saves
+    ``mm``'s ``self`` only for the weight's gradient, ``tools/autograd/derivatives.yaml``), nor does the frozen norm
+    weight's ``mul`` save the normalized value. So each distinct input tensor (:data:`ADAPTER_INPUT_TENSORS`) of an
+    adapted linear is kept once, in the compute dtype: the two norm outputs (width h), the MLP product (width I; one per
+    routed expert) and, after eager attention, o_proj's contiguous input (width n_q·d); after SDPA that input is a view
+    of the attention output the kernel already saved. Counted with ``torch.autograd.graph.saved_tensors_hooks`` on a
+    Llama layer and traced (``tests/unit/test_adapter_activations.py``, ``benchmarks/trace_agreement.py --lora-pairs``).
+    Empty when each adapter saves its own copy (counted per linear by :func:`adapter_input_bytes`).
+    """
+    if adapter_input_bytes(model, setting, dtypes) > 0:
+        return {}
+    shared: dict[str, float] = {}
+    for module in lora_module_targets(model, setting.lora_targets):
+        tensor = ADAPTER_INPUT_TENSORS.get(module.name)
+        if tensor is None or (tensor == "attention output" and flash_attention):
+            continue
+        routed = model.num_experts_per_token if module.count > model.num_hidden_layers else 1
+        shared[tensor] = dtypes.compute_bytes * module.in_features * routed
+    return shared
+
+
+def adapter_rank_output_bytes(dtypes: DtypeBytes) -> float:
+    """Bytes per rank element of ``lora_A``'s output, which ``lora_B`` saves for its weight gradient (per token).
+
+    In the adapter dtype, or the compute dtype under autocast (``lora_A`` is a linear autocast runs in 16 bits);
+    r elements per adapted linear and token (Hu et al. 2021, section 4.1: A ∈ R^{r×in}).
+    """
+    return dtypes.compute_bytes if dtypes.autocast else dtypes.adapter_bytes
 
 
 def recompute_transient_bytes_per_token(
@@ -391,9 +450,11 @@ def recompute_transient_bytes_per_token(
     — its fp32 copy for the adapter, plus residual-stream-wide tensors: with LoRA the attention residual sum,
     the post-attention norm output, o_proj's base output and adapter result (fp32 and its cast back), and
     down_proj's base output (seven compute-dtype widths incl. one fp32); QLoRA's base output is cast in place of
-    one of them (six). Traced with ``autotune trace`` (``benchmarks/trace_agreement.py``); full fine-tuning
-    peaks later in backward (gradients), so it gets none. Earlier, the MLP input projection's adapter output
-    can hold more (``mlp_input_stage_bytes_per_token``, relative to ``layer.total``): the larger counts.
+    one of them (six). Adapters in the compute dtype leave o_proj's adapter result in it (two widths fewer); when
+    ``lora_A`` saves x itself (:func:`shared_adapter_input_bytes_per_token`) the MLP product and the post-attention
+    norm output are part of the saved set already. Traced with ``autotune trace`` (``benchmarks/trace_agreement.py``);
+    full fine-tuning peaks later in backward (gradients), so it gets none. Earlier, the MLP input projection's adapter
+    output can hold more (``mlp_input_stage_bytes_per_token``, relative to ``layer.total``): the larger counts.
     """
     if not (setting.grad_ckpt and setting.uses_adapters):
         return 0.0
@@ -403,7 +464,13 @@ def recompute_transient_bytes_per_token(
     cast_copy = not dtypes.autocast and dtypes.adapter_bytes != m_b
     adapter_copy = dtypes.adapter_bytes if down_adapted and cast_copy else 0.0
     widths_h = 6 if setting.method == "qlora" else 7
-    end = (m_b + adapter_copy) * model.intermediate_size + widths_h * m_b * model.hidden_size
+    if dtypes.adapter_bytes == m_b and not dtypes.autocast:
+        widths_h -= 2  # o_proj's adapter result is one compute-dtype width, not fp32 (two) and its cast back
+    # lora_A saving x itself: the MLP product and the post-attention norm output are in the saved set already
+    shared = shared_adapter_input_bytes_per_token(model, setting, dtypes, flash_attention=True)
+    product = 0.0 if "mlp product" in shared else m_b
+    widths_h -= 1 if "mlp input" in shared else 0
+    end = (product + adapter_copy) * model.intermediate_size + widths_h * m_b * model.hidden_size
     return max(end, mlp_input_stage_bytes_per_token(model, setting, dtypes, layer) - layer.total)
 
 
@@ -435,6 +502,9 @@ def mlp_input_stage_bytes_per_token(
         if name in ("up_proj", "down_proj") and module is not first
     )
     out = first.out_features
+    # lora_A saving x itself: the post-attention norm output is counted below, the MLP product does not exist yet
+    shared = shared_adapter_input_bytes_per_token(model, setting, dtypes, flash_attention=True)
+    later += shared.get("mlp input", 0.0) + shared.get("mlp product", 0.0)
     saved_before = layer.total - layer.mlp - later
     live_h = 3 * m_b * model.hidden_size + (FP32_BYTES + adapter_bytes) * model.hidden_size
     return saved_before + live_h + (m_b + 2 * adapter_bytes) * out
