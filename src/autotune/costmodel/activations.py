@@ -36,7 +36,7 @@ from autotune.costmodel.fused_kernels import (
     liger_swiglu_saved_bytes,
 )
 from autotune.costmodel.param_adapters import wrapped_input_bytes_per_token
-from autotune.costmodel.params import lora_module_targets
+from autotune.costmodel.params import LoraLayout, lora_layout
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.lora_targets import effective_lora_dropout as lora_effective_dropout
 from autotune.schemas.model import ModelSpec
@@ -89,6 +89,7 @@ def layer_activation_bytes_per_token(
     seq_len: float,
     flash_attention: bool,
     fused: FusedKernels = NO_FUSED_KERNELS,
+    lora: LoraLayout | None = None,
 ) -> LayerActivationBytes:
     """Bytes one decoder layer saves for backward, per token (derivation in the module docstring).
 
@@ -99,6 +100,7 @@ def layer_activation_bytes_per_token(
         seq_len: tokens per sequence (only the math-attention score term depends on it).
         flash_attention: True when SDPA runs a flash / memory-efficient kernel.
         fused: the modules that run fused kernels (``SettingContext.fused``).
+        lora: what peft builds for the adapters (``SettingContext.lora``; counted from ``setting`` when None).
     """
     h, q_dim, inter = model.hidden_size, model.q_dim, model.intermediate_size
     m_b = dtypes.compute_bytes
@@ -138,12 +140,13 @@ def layer_activation_bytes_per_token(
     qkv_adapters = 0.0
     if frozen:
         adapter_in_bytes = adapter_input_bytes(model, setting, dtypes)
-        for module in lora_module_targets(model, setting.lora_targets):
+        lora = lora if lora is not None else lora_layout(model, setting)
+        for module in lora.module_targets:
             module_bytes = adapter_in_bytes * module.in_features * module.count / model.num_hidden_layers
             adapters += module_bytes
             if module.name in QKV_MODULES:
                 qkv_adapters += module_bytes
-        adapters += wrapped_input_bytes_per_token(model, setting, dtypes)
+        adapters += wrapped_input_bytes_per_token(model, setting, dtypes, lora)
     input_norm = norms / num_norms if num_norms else 0.0
     return LayerActivationBytes(
         norms=norms,
@@ -381,7 +384,11 @@ def adapter_input_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: Dtyp
 
 
 def recompute_transient_bytes_per_token(
-    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, layer: LayerActivationBytes
+    model: ModelSpec,
+    setting: TrainingSetting,
+    dtypes: DtypeBytes,
+    layer: LayerActivationBytes,
+    lora: LoraLayout | None = None,
 ) -> float:
     """Tensors alive per token, beyond the layer's saved set, when a layer's recompute reaches its last saved tensor.
 
@@ -398,17 +405,22 @@ def recompute_transient_bytes_per_token(
     if not (setting.grad_ckpt and setting.uses_adapters):
         return 0.0
     m_b = dtypes.compute_bytes
-    targets = {module.name for module in lora_module_targets(model, setting.lora_targets)}
+    lora = lora if lora is not None else lora_layout(model, setting)
+    targets = {module.name for module in lora.module_targets}
     down_adapted = "down_proj" in targets
     cast_copy = not dtypes.autocast and dtypes.adapter_bytes != m_b
     adapter_copy = dtypes.adapter_bytes if down_adapted and cast_copy else 0.0
     widths_h = 6 if setting.method == "qlora" else 7
     end = (m_b + adapter_copy) * model.intermediate_size + widths_h * m_b * model.hidden_size
-    return max(end, mlp_input_stage_bytes_per_token(model, setting, dtypes, layer) - layer.total)
+    return max(end, mlp_input_stage_bytes_per_token(model, setting, dtypes, layer, lora) - layer.total)
 
 
 def mlp_input_stage_bytes_per_token(
-    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, layer: LayerActivationBytes
+    model: ModelSpec,
+    setting: TrainingSetting,
+    dtypes: DtypeBytes,
+    layer: LayerActivationBytes,
+    lora: LoraLayout | None = None,
 ) -> float:
     """Live bytes per token (the layer's part) when recomputation forms the adapter output of the MLP input projection.
 
@@ -421,7 +433,8 @@ def mlp_input_stage_bytes_per_token(
     gradient arriving from the layer above (compute dtype, width h) and the fp32 RMSNorm input of the
     recomputation (traced: ``benchmarks/trace_agreement.py``, Phi-3 QLoRA).
     """
-    modules = {module.name: module for module in lora_module_targets(model, setting.lora_targets)}
+    lora = lora if lora is not None else lora_layout(model, setting)
+    modules = {module.name: module for module in lora.module_targets}
     first = modules.get("gate_up_proj") or modules.get("gate_proj")
     if first is None:
         return 0.0
@@ -448,6 +461,7 @@ def working_activation_bytes_per_token(
     seq_len: float,
     flash_attention: bool,
     fused: FusedKernels = NO_FUSED_KERNELS,
+    lora: LoraLayout | None = None,
 ) -> float:
     """Activations alive only while one layer runs backward, per token.
 
@@ -458,7 +472,7 @@ def working_activation_bytes_per_token(
     workspace = backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention, layer, fused)
     if not setting.grad_ckpt:
         return workspace
-    return layer.total + max(workspace, recompute_transient_bytes_per_token(model, setting, dtypes, layer))
+    return layer.total + max(workspace, recompute_transient_bytes_per_token(model, setting, dtypes, layer, lora))
 
 
 def logits_dtype_bytes(setting: TrainingSetting, dtypes: DtypeBytes) -> float:

@@ -31,7 +31,7 @@ import functools
 from dataclasses import dataclass
 
 from autotune.costmodel.gemm import GemmDevice, linear_pass_time_s
-from autotune.costmodel.params import lora_module_targets
+from autotune.costmodel.params import LinearModule
 from autotune.schemas.model import ModelSpec
 from autotune.units import nf4_bytes_per_param
 
@@ -66,16 +66,21 @@ def lora_ops(adapter_bytes: float, compute_bytes: float, dropout: bool) -> tuple
 
 @functools.lru_cache(maxsize=4096)
 def lora_gemm_s(
-    model: ModelSpec, targets: tuple[str, ...], rank: int, tokens: float, element_bytes: float, device: GemmDevice
+    model: ModelSpec,
+    targets: tuple[LinearModule, ...],
+    rank: int,
+    tokens: float,
+    element_bytes: float,
+    device: GemmDevice,
 ) -> tuple[float, float]:
     """(forward, backward) seconds of one layer's LoRA GEMMs.
 
-    Per target x·Aᵀ (T × in → r) and ·Bᵀ (T × r → out) forward; their input and weight gradients backward. Cached:
-    candidates repeat the same shapes.
+    ``targets``: the module-wrapped targets (``params.lora_module_targets``). Per target x·Aᵀ (T × in → r) and
+    ·Bᵀ (T × r → out) forward; their input and weight gradients backward. Cached: candidates repeat the same shapes.
     """
     layers = model.num_hidden_layers
     forward = backward = 0.0
-    for m in lora_module_targets(model, targets):
+    for m in targets:
         per_layer = m.count // layers
         pairs = ((m.in_features, rank), (rank, m.out_features))
         forward += per_layer * sum(linear_pass_time_s(tokens, i, o, element_bytes, device, "forward") for i, o in pairs)
@@ -88,12 +93,17 @@ def lora_gemm_s(
 
 
 @functools.lru_cache(maxsize=4096)
-def lora_elementwise(model: ModelSpec, targets: tuple[str, ...], ops: AdapterOps, tokens: float) -> tuple[float, int]:
-    """(bytes, kernels) of one layer's LoRA element-wise work in one pass of ``tokens`` tokens (cached)."""
+def lora_elementwise(
+    model: ModelSpec, targets: tuple[LinearModule, ...], ops: AdapterOps, tokens: float
+) -> tuple[float, int]:
+    """(bytes, kernels) of one layer's LoRA element-wise work in one pass of ``tokens`` tokens (cached).
+
+    ``targets``: the module-wrapped targets (``params.lora_module_targets``).
+    """
     layers = model.num_hidden_layers
     moved = 0.0
     kernels = 0
-    for m in lora_module_targets(model, targets):
+    for m in targets:
         per_layer = m.count // layers
         moved += (
             per_layer * tokens * (ops.bytes_per_in_feature * m.in_features + ops.bytes_per_out_feature * m.out_features)
@@ -103,9 +113,9 @@ def lora_elementwise(model: ModelSpec, targets: tuple[str, ...], ops: AdapterOps
 
 
 @functools.lru_cache(maxsize=1024)
-def targets_per_layer(model: ModelSpec, targets: tuple[str, ...]) -> float:
-    """Adapted linears per decoder layer (cached)."""
-    return sum(m.count for m in lora_module_targets(model, targets)) / model.num_hidden_layers
+def targets_per_layer(model: ModelSpec, targets: tuple[LinearModule, ...]) -> float:
+    """Module-wrapped adapted linears (``params.lora_module_targets``) per decoder layer (cached)."""
+    return sum(m.count for m in targets) / model.num_hidden_layers
 
 
 def dequant_per_layer_pass(

@@ -6,10 +6,10 @@ import math
 from collections.abc import Mapping
 
 from autotune.costmodel.calibration import default_coefficients, error_band
-from autotune.costmodel.compute import predict_time_in
 from autotune.costmodel.context import setting_context
 from autotune.costmodel.memory import predict_memory_in
 from autotune.costmodel.priors import COMPILE_FIXED_S, COMPILE_PER_LAYER_S, CUDA_CONTEXT_BYTES
+from autotune.costmodel.step_time import predict_time_in
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
@@ -109,7 +109,8 @@ def estimate_setting(
         fits = False
 
     ranks = cluster.world_size
-    tokens_per_step = setting.micro_batch_size * setting.grad_accum * ranks * workload.tokens_per_sequence
+    sequences_per_step = setting.sequences_per_step(ranks)
+    tokens_per_step = sequences_per_step * workload.tokens_per_sequence
     tokens_per_s = tokens_per_step / timing.step_time_s
     peak_flops = gpu.matmul_tflops("bf16" if gpu.supports_bf16 else "fp16") * TERA
     mfu = timing.model_flops_per_micro_step * setting.grad_accum / timing.step_time_s / peak_flops
@@ -118,7 +119,6 @@ def estimate_setting(
     steps: int | None = None
     samples = workload.total_samples
     if samples is not None:
-        sequences_per_step = setting.micro_batch_size * setting.grad_accum * ranks
         steps = max(1, math.ceil(samples / sequences_per_step))
         total_s = steps * timing.step_time_s + compile_s
     return Estimate(

@@ -40,7 +40,7 @@ from autotune.schemas.lora_targets import (
     plan_module_name,
 )
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import ALL_LINEAR
+from autotune.schemas.setting import ALL_LINEAR, TrainingSetting
 
 
 @dataclass(frozen=True)
@@ -339,3 +339,34 @@ def lora_params(model: ModelSpec, rank: int, targets: tuple[str, ...]) -> int:
             lists the valid names), or only one of a fused pair.
     """
     return sum(adapter.params for adapter in lora_adapters(model, rank, targets))
+
+
+@dataclass(frozen=True)
+class LoraLayout:
+    """What peft builds for one setting's adapters; both tuples empty without adapters (:data:`NO_LORA`).
+
+    Attributes:
+        module_targets: the targeted linears peft wraps as modules (:func:`lora_module_targets`).
+        adapters: every adapter, module- or parameter-wrapped (:func:`lora_adapters`).
+    """
+
+    module_targets: tuple[LinearModule, ...] = ()
+    adapters: tuple[LoraAdapter, ...] = ()
+
+
+NO_LORA = LoraLayout()
+"""The layout of a setting without adapters."""
+
+
+def lora_layout(model: ModelSpec, setting: TrainingSetting) -> LoraLayout:
+    """The :class:`LoraLayout` of ``setting`` on ``model`` (:data:`NO_LORA` for full fine-tuning).
+
+    Raises:
+        InvalidRequestError: as :func:`lora_adapters` (bad rank or targets).
+    """
+    if not setting.uses_adapters:
+        return NO_LORA
+    return LoraLayout(
+        module_targets=lora_module_targets(model, setting.lora_targets),
+        adapters=lora_adapters(model, setting.lora_rank, setting.lora_targets),
+    )
