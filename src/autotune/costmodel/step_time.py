@@ -34,7 +34,7 @@ from autotune.costmodel.collectives import (
 from autotune.costmodel.context import SettingContext, setting_context
 from autotune.costmodel.device import DeviceContext, device_context
 from autotune.costmodel.head_time import head_term
-from autotune.costmodel.layer_time import LayerPass, layer_passes
+from autotune.costmodel.layer_time import LayerPass, TermWork, layer_passes
 from autotune.costmodel.memory import base_weight_bytes
 from autotune.costmodel.optimizer_step import offload_traffic_s, optimizer_step_s, trainable_tensors
 from autotune.schemas.calibration import CostCoefficients
@@ -245,14 +245,16 @@ def predict_time_in(
     bwd_gpu, bwd_exposed = pass_time_s(backward, coefficients)
     head = head_term(context, device)
     head_exposed = exposed_dispatch_s(head.kernels * coefficients.kernel_launch_s, head.gpu_s)
+
+    def layers_s(fwd: TermWork, bwd: TermWork) -> float:  # every layer's forward passes and backward
+        return layers * forward_passes * fwd.gpu_s + layers * bwd.gpu_s
+
     compute = TimeTerms(
-        gemm_s=layers * forward_passes * forward.gemm.gpu_s + layers * 1 * backward.gemm.gpu_s,
-        attention_s=layers * forward_passes * forward.attention.gpu_s + layers * 1 * backward.attention.gpu_s,
-        elementwise_s=layers * forward_passes * forward.elementwise.gpu_s + layers * 1 * backward.elementwise.gpu_s,
-        lora_adapters_s=layers * forward_passes * forward.lora_adapters.gpu_s
-        + layers * 1 * backward.lora_adapters.gpu_s,
-        qlora_dequant_s=layers * forward_passes * forward.qlora_dequant.gpu_s
-        + layers * 1 * backward.qlora_dequant.gpu_s,
+        gemm_s=layers_s(forward.gemm, backward.gemm),
+        attention_s=layers_s(forward.attention, backward.attention),
+        elementwise_s=layers_s(forward.elementwise, backward.elementwise),
+        lora_adapters_s=layers_s(forward.lora_adapters, backward.lora_adapters),
+        qlora_dequant_s=layers_s(forward.qlora_dequant, backward.qlora_dequant),
         lm_head_loss_s=head.gpu_s,
         exposed_dispatch_s=layers * (forward_passes * fwd_exposed + bwd_exposed) + head_exposed,
         fixed_overheads_s=coefficients.micro_step_overhead_s,
