@@ -10,16 +10,18 @@ time model ran math attention while memory assumed flash).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from autotune.costmodel.fused_kernels import FusedKernels, fused_kernels
 from autotune.costmodel.params import (
+    NO_LORA,
     LinearModule,
     LoraLayout,
     ParamCounts,
+    adapter_layout,
     count_params,
     linear_modules,
-    lora_layout,
     lora_params,
 )
 from autotune.costmodel.precision import DtypeBytes, dtype_bytes
@@ -92,6 +94,35 @@ class SettingContext:
         return self.cluster.world_size
 
 
+@dataclass(frozen=True)
+class ParameterFacts:
+    """The parameter facts of a model and its adapters (the ``SettingContext`` fields of the same names)."""
+
+    counts: ParamCounts
+    linear_modules: tuple[LinearModule, ...]
+    lora: LoraLayout
+    trainable_params: int
+
+
+@functools.lru_cache(maxsize=512)
+def parameter_facts(model: ModelSpec, adapters: bool, rank: int, targets: tuple[str, ...]) -> ParameterFacts:
+    """Count ``model``'s parameters and, with ``adapters``, what peft builds for ``targets`` at ``rank`` (cached).
+
+    The one place a setting's walk enters ``params``: the candidates of a plan share a model and a few adapter
+    shapes, so each is counted once.
+
+    Raises:
+        InvalidRequestError: LoRA targets or rank the model cannot take (``params.lora_adapters``).
+    """
+    counts = count_params(model)
+    return ParameterFacts(
+        counts=counts,
+        linear_modules=linear_modules(model),
+        lora=adapter_layout(model, rank, targets) if adapters else NO_LORA,
+        trainable_params=lora_params(model, rank, targets) if adapters else counts.total_params,
+    )
+
+
 def setting_context(
     model: ModelSpec, setting: TrainingSetting, cluster: ClusterSpec, workload: Workload
 ) -> SettingContext:
@@ -103,19 +134,17 @@ def setting_context(
     seq = workload.tokens_per_sequence
     adapters = setting.uses_adapters
     dropout = effective_lora_dropout(model.model_type, setting.lora_targets, setting.lora_dropout) if adapters else 0.0
-    counts = count_params(model)
+    facts = parameter_facts(model, adapters, setting.lora_rank, setting.lora_targets)
     return SettingContext(
         model=model,
         setting=setting,
         cluster=cluster,
         workload=workload,
         dtypes=dtype_bytes(setting, cluster.gpu),
-        counts=counts,
-        linear_modules=linear_modules(model),
-        lora=lora_layout(model, setting),
-        trainable_params=(
-            lora_params(model, setting.lora_rank, setting.lora_targets) if adapters else counts.total_params
-        ),
+        counts=facts.counts,
+        linear_modules=facts.linear_modules,
+        lora=facts.lora,
+        trainable_params=facts.trainable_params,
         flash_attention=uses_flash_attention(setting, cluster.gpu),
         seq_tokens=seq,
         tokens=setting.micro_batch_size * seq,

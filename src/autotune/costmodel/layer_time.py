@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from autotune.costmodel.adapter_time import (
     dequant_per_layer_pass,
@@ -43,15 +44,13 @@ from autotune.costmodel.param_adapters import wrapped_gemm_s
 from autotune.costmodel.params import LinearModule
 from autotune.costmodel.priors import FLASH_BACKWARD_FLOPS_RATIO, GPU_KERNEL_MIN_S, TRITON_FLASH_ATTENTION_TIME_RATIO
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.model import ModelSpec
 
 MATH_ATTENTION_BACKWARD_FACTOR = 2.0
 """Math (eager) attention backward: two GEMMs per forward GEMM (input gradients of QKᵀ and PV)."""
 
 
-@dataclass(frozen=True)
-class TermWork:
-    """One term's work in one pass of one decoder layer.
+class TermWork(NamedTuple):
+    """One term's work in one pass of one decoder layer (a named tuple: built ten times per candidate).
 
     Attributes:
         gpu_s: GPU seconds, its kernels' ``GPU_KERNEL_MIN_S`` included.
@@ -68,8 +67,7 @@ NO_WORK = TermWork()
 """A term the setting does not have."""
 
 
-@dataclass(frozen=True)
-class PassWork:
+class PassWork(NamedTuple):
     """One term's work in a layer's forward and backward pass."""
 
     forward: TermWork
@@ -117,8 +115,9 @@ class LayerPass:
 
 @functools.lru_cache(maxsize=4096)
 def layer_gemm_s(
-    model: ModelSpec,
     modules: tuple[LinearModule, ...],
+    layers: int,
+    experts: tuple[int, int],
     tokens: float,
     element_bytes: float,
     device: GemmDevice,
@@ -126,14 +125,15 @@ def layer_gemm_s(
 ) -> tuple[float, float]:
     """(forward, backward) seconds of one decoder layer's ``modules`` GEMMs by shape (module docstring).
 
-    MoE experts see their share of the tokens. Cached: candidates repeat the same shapes.
+    ``layers``: the model's decoder layers; ``experts``: (experts per token, experts), MoE experts see their share of
+    the tokens. Cached (on plain values: candidates repeat the same shapes).
     """
-    layers = model.num_hidden_layers
     forward = backward = 0.0
-    experts_share = model.num_experts_per_token / model.num_experts
+    experts_per_token, num_experts = experts
+    experts_share = experts_per_token / num_experts
     for m in modules:
         per_layer = m.count // layers
-        expert = m.group == "mlp" and m.name != "router" and model.num_experts > 1
+        expert = m.group == "mlp" and m.name != "router" and num_experts > 1
         m_tokens = tokens * (experts_share if expert else 1)
         shape = (m_tokens, m.in_features, m.out_features, element_bytes, device)
         forward += per_layer * linear_pass_time_s(*shape, "forward")
@@ -148,8 +148,11 @@ def gemm_term(context: SettingContext, device: DeviceContext, ops: LayerOps) -> 
     dtypes = context.dtypes
     trained = not context.setting.uses_adapters
     matmul = device.matmul[dtypes.compute_dtype]
-    modules, tokens = context.linear_modules, context.tokens
-    fwd, bwd = layer_gemm_s(context.model, modules, tokens, dtypes.compute_bytes, matmul, trained)
+    model = context.model
+    experts = (model.num_experts_per_token, model.num_experts)
+    fwd, bwd = layer_gemm_s(
+        context.linear_modules, context.layers, experts, context.tokens, dtypes.compute_bytes, matmul, trained
+    )
     fwd_kernels, bwd_kernels = ops.forward_gemm_kernels, ops.backward_gemm_kernels
     return PassWork(
         TermWork(fwd + fwd_kernels * GPU_KERNEL_MIN_S, fwd_kernels),
@@ -216,24 +219,25 @@ def lora_term(
     model, setting, dtypes, tokens = context.model, context.setting, context.dtypes, context.tokens
     if not setting.uses_adapters:
         return NO_PASS_WORK
-    targets = context.lora.module_targets
+    lora = context.lora
     a, c = dtypes.adapter_bytes, dtypes.compute_bytes
     matmul = device.matmul[dtypes.compute_dtype]
     adapter_device = device.matmul[FP32_SIMT] if a == 4 and not dtypes.autocast else matmul
     gemm_bytes = a if not dtypes.autocast else c
-    fwd_gemm, bwd_gemm = lora_gemm_s(model, targets, setting.lora_rank, tokens, gemm_bytes, adapter_device)
+    layers = context.layers
+    fwd_gemm, bwd_gemm = lora_gemm_s(layers, lora, setting.lora_rank, tokens, gemm_bytes, adapter_device)
     fwd_ops, bwd_ops = lora_ops(a, c, context.lora_dropout > 0)
-    fwd_bytes, fwd_kernels = lora_elementwise(model, targets, fwd_ops, tokens)
-    bwd_bytes, bwd_kernels = lora_elementwise(model, targets, bwd_ops, tokens)
+    fwd_bytes, fwd_kernels = lora_elementwise(layers, lora, fwd_ops, tokens)
+    bwd_bytes, bwd_kernels = lora_elementwise(layers, lora, bwd_ops, tokens)
     # LoRA folded into an MoE's expert stacks (peft ParamWrapper): merge GEMMs and the experts' weight gradients
-    wrapped_fwd, wrapped_bwd = wrapped_gemm_s(model, setting, tokens, c, matmul, lora=context.lora)
+    wrapped_fwd, wrapped_bwd = wrapped_gemm_s(model, setting, tokens, c, matmul, lora=lora)
     bandwidth = device.dram_bytes_per_s
     fwd_lora_kernels = fwd_kernels * compile_keep
     bwd_lora_kernels = bwd_kernels * compile_keep
     fwd_s = fwd_gemm + wrapped_fwd + fwd_bytes * compile_keep / bandwidth + fwd_lora_kernels * GPU_KERNEL_MIN_S
     bwd_s = bwd_gemm + wrapped_bwd + bwd_bytes * compile_keep / bandwidth + bwd_lora_kernels * GPU_KERNEL_MIN_S
     # peft's Python per target and forward pass (its backward is autograd's C++ engine)
-    python_s = targets_per_layer(model, targets) * coefficients.lora_target_cpu_s
+    python_s = targets_per_layer(layers, lora) * coefficients.lora_target_cpu_s
     return PassWork(TermWork(fwd_s, fwd_lora_kernels, python_s), TermWork(bwd_s, bwd_lora_kernels))
 
 

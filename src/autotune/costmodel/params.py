@@ -59,6 +59,14 @@ class LinearModule:
     bias: bool
     group: Literal["attention", "mlp"]
 
+    def __hash__(self) -> int:
+        """The fields' hash, computed once: module tuples key the time terms' caches (``adapter_time``)."""
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash((self.name, self.in_features, self.out_features, self.count, self.bias, self.group))
+
     @property
     def weight_params(self) -> int:
         """Weights of all instances: count · in_features · out_features."""
@@ -353,6 +361,14 @@ class LoraLayout:
     module_targets: tuple[LinearModule, ...] = ()
     adapters: tuple[LoraAdapter, ...] = ()
 
+    def __hash__(self) -> int:
+        """The fields' hash, computed once: a layout keys the adapter terms' caches (``adapter_time``)."""
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash((self.module_targets, self.adapters))
+
 
 NO_LORA = LoraLayout()
 """The layout of a setting without adapters."""
@@ -366,7 +382,14 @@ def lora_layout(model: ModelSpec, setting: TrainingSetting) -> LoraLayout:
     """
     if not setting.uses_adapters:
         return NO_LORA
-    return LoraLayout(
-        module_targets=lora_module_targets(model, setting.lora_targets),
-        adapters=lora_adapters(model, setting.lora_rank, setting.lora_targets),
-    )
+    return adapter_layout(model, setting.lora_rank, setting.lora_targets)
+
+
+@functools.lru_cache(maxsize=512)
+def adapter_layout(model: ModelSpec, rank: int, targets: tuple[str, ...]) -> LoraLayout:
+    """The :class:`LoraLayout` of LoRA ``targets`` at ``rank`` on ``model`` (cached).
+
+    Raises:
+        InvalidRequestError: as :func:`lora_adapters` (bad rank or targets).
+    """
+    return LoraLayout(module_targets=lora_module_targets(model, targets), adapters=lora_adapters(model, rank, targets))

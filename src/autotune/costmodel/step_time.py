@@ -22,7 +22,8 @@ hooks, exposed offload, the optimizer step and fixed overheads (here). The setti
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
+from typing import NamedTuple
 
 from autotune.costmodel.collectives import (
     DDP_BUCKET_BYTES,
@@ -85,17 +86,17 @@ class TimeTerms:
     optimizer_step_s: float = _term("optimizer step")
     fixed_overheads_s: float = _term("fixed overheads")
 
+    def seconds(self) -> tuple[float, ...]:
+        """The terms' seconds in field order (``TERM_LABELS`` order)."""
+        return tuple(vars(self).values())  # a dataclass sets its fields in order: nothing else is stored
+
     def total_s(self) -> float:
         """The sum of the terms, in field order."""
-        return sum(getattr(self, name) for name in TERM_LABELS)
+        return sum(self.seconds())
 
     def labelled(self) -> dict[str, float]:
         """{label: seconds} in field order."""
-        return {label: getattr(self, name) for name, label in TERM_LABELS.items()}
-
-    def accumulated(self, micro_steps: int, per_step: TimeTerms) -> TimeTerms:
-        """One optimizer step: each of these (micro-step) terms × ``micro_steps``, plus the ``per_step`` terms."""
-        return TimeTerms(**{name: micro_steps * getattr(self, name) + getattr(per_step, name) for name in TERM_LABELS})
+        return dict(zip(TERM_LABELS.values(), self.seconds(), strict=True))
 
 
 TERM_LABELS: dict[str, str] = {f.name: f.metadata["label"] for f in fields(TimeTerms)}
@@ -126,8 +127,7 @@ class TimePrediction:
         return self.terms.labelled()
 
 
-@dataclass(frozen=True)
-class Communication:
+class Communication(NamedTuple):
     """Exposed collective seconds: per micro-step and per optimizer step."""
 
     micro_step_s: float = 0.0
@@ -249,44 +249,53 @@ def predict_time_in(
     def layers_s(fwd: TermWork, bwd: TermWork) -> float:  # every layer's forward passes and backward
         return layers * forward_passes * fwd.gpu_s + layers * bwd.gpu_s
 
-    compute = TimeTerms(
-        gemm_s=layers_s(forward.gemm, backward.gemm),
-        attention_s=layers_s(forward.attention, backward.attention),
-        elementwise_s=layers_s(forward.elementwise, backward.elementwise),
-        lora_adapters_s=layers_s(forward.lora_adapters, backward.lora_adapters),
-        qlora_dequant_s=layers_s(forward.qlora_dequant, backward.qlora_dequant),
-        lm_head_loss_s=head.gpu_s,
-        exposed_dispatch_s=layers * (forward_passes * fwd_exposed + bwd_exposed) + head_exposed,
-        fixed_overheads_s=coefficients.micro_step_overhead_s,
-    )
+    gemm_s = layers_s(forward.gemm, backward.gemm)
+    attention_s = layers_s(forward.attention, backward.attention)
+    elementwise_s = layers_s(forward.elementwise, backward.elementwise)
+    lora_s = layers_s(forward.lora_adapters, backward.lora_adapters)
+    dequant_s = layers_s(forward.qlora_dequant, backward.qlora_dequant)
+    dispatch_s = layers * (forward_passes * fwd_exposed + bwd_exposed) + head_exposed
+    overhead_s = coefficients.micro_step_overhead_s
     # the compute terms in the order they are summed (fixed overheads before communication: unchanged figures)
-    compute_s = (
-        compute.gemm_s + compute.attention_s + compute.elementwise_s + compute.lora_adapters_s
-        + compute.qlora_dequant_s + compute.lm_head_loss_s + compute.exposed_dispatch_s + compute.fixed_overheads_s
-    )  # fmt: skip
+    compute_s = gemm_s + attention_s + elementwise_s + lora_s + dequant_s + head.gpu_s + dispatch_s + overhead_s
     communication = communication_term(context, coefficients, fwd_gpu + fwd_exposed, bwd_gpu + bwd_exposed)
     offload_s = offload_term(context, coefficients, compute_s)
     hooks_s = zero3_hooks_term(context, coefficients)
-    micro = replace(
-        compute, exposed_communication_s=communication.micro_step_s, offload_s=offload_s, zero3_hooks_s=hooks_s
-    )
     micro_step_s = compute_s + communication.micro_step_s + offload_s + hooks_s
-    per_step = TimeTerms(
-        optimizer_step_s=optimizer_term(context, coefficients),
-        exposed_communication_s=communication.step_s,
-        fixed_overheads_s=coefficients.step_overhead_s,
-    )
-    optimizer_total_s = per_step.optimizer_step_s + per_step.exposed_communication_s + per_step.fixed_overheads_s
     accum = context.setting.grad_accum
-    model = context.model
-    model_flops = context.tokens * (
-        6 * context.counts.matmul_params_per_token
-        + 12 * layers * model.num_attention_heads * model.head_dim * context.seq_tokens
+    optimizer_s = optimizer_term(context, coefficients)
+    step_overhead_s = coefficients.step_overhead_s
+    optimizer_total_s = optimizer_s + communication.step_s + step_overhead_s
+    terms = TimeTerms(  # one optimizer step: each micro-step term × grad_accum, plus the per-step terms
+        gemm_s=accum * gemm_s,
+        attention_s=accum * attention_s,
+        elementwise_s=accum * elementwise_s,
+        lora_adapters_s=accum * lora_s,
+        qlora_dequant_s=accum * dequant_s,
+        lm_head_loss_s=accum * head.gpu_s,
+        exposed_dispatch_s=accum * dispatch_s,
+        exposed_communication_s=accum * communication.micro_step_s + communication.step_s,
+        zero3_hooks_s=accum * hooks_s,
+        offload_s=accum * offload_s,
+        optimizer_step_s=optimizer_s,
+        fixed_overheads_s=accum * overhead_s + step_overhead_s,
     )
     return TimePrediction(
         micro_step_time_s=micro_step_s,
         optimizer_time_s=optimizer_total_s,
         step_time_s=accum * micro_step_s + optimizer_total_s,
-        model_flops_per_micro_step=model_flops,
-        terms=micro.accumulated(accum, per_step),
+        model_flops_per_micro_step=model_flops_per_micro_step(context),
+        terms=terms,
+    )
+
+
+def model_flops_per_micro_step(context: SettingContext) -> float:
+    """PaLM-style model FLOPs of one micro-step (Chowdhery et al. 2022, appendix B), for MFU.
+
+    tokens × (6 × weights a token multiplies by + 12 × layers × heads × head_dim × sequence length).
+    """
+    model = context.model
+    return context.tokens * (
+        6 * context.counts.matmul_params_per_token
+        + 12 * context.layers * model.num_attention_heads * model.head_dim * context.seq_tokens
     )
