@@ -7,14 +7,11 @@ hooks, exposed offload, the optimizer step and fixed overheads (here). The setti
 :class:`~autotune.costmodel.device.DeviceContext`. docs/cost-model.md §5 has the formulas, sources and measured error.
 
 * **dispatch** (:func:`exposed_dispatch_s`) — each kernel costs ``kernel_launch_s`` of CPU time (eager PyTorch),
-  plus the adapters' Python; per decoder-layer pass the GPU hides it when its own work is longer, so a pass takes
-  max(GPU time, CPU time) and the excess is the ``exposed cpu dispatch`` term. Small micro batches become
-  dispatch-bound; large ones hide it.
+  plus the adapters' Python; a layer pass takes max(GPU time, CPU time), the excess is ``exposed cpu dispatch``.
 * **communication** (:func:`communication_term`, ``collectives``) — per layer, overlapped with that layer's compute
   only (FSDP / ZeRO-3 prefetch one unit ahead); FSDP with ``grad_sync`` last-micro-step reduce-scatters in the last
   micro-step of a step only (``no_sync`` on the others); DDP's all-reduce overlaps the last micro-step's backward,
-  ZeRO-2's gather follows the step; ZeRO-3's per-submodule fetch / release hooks (``collectives.zero3_hooks_s``)
-  per pass, exposed.
+  ZeRO-2's gather follows the step; ZeRO-3's per-submodule hooks (``collectives.zero3_hooks_s``) per pass, exposed.
 * **offload** (:func:`offload_term`) and **optimizer step** (:func:`optimizer_term`, ``optimizer_step``) — host-link
   traffic per micro-step hidden only behind compute that exists in that micro-step; GPU AdamW or CPU Adam; plus
   ``step_overhead_s`` per step and ``micro_step_overhead_s`` per micro-step (trainer Python).
@@ -51,7 +48,7 @@ def _term(label: str) -> float:
 
 @dataclass(frozen=True)
 class TimeTerms:
-    """Seconds on one rank, term by term: of one micro-step, of the per-step work, or (:attr:`total_s`) of a step.
+    """Seconds of one optimizer step on one rank, term by term; :meth:`total_s` is the step time.
 
     Every GPU term includes its kernels' per-kernel GPU cost (``GPU_KERNEL_MIN_S`` each). Each field's label (its
     metadata, ``TERM_LABELS``) names it in ``Estimate.time_breakdown_s``, the table and docs/cost-model.md §5.
