@@ -12,7 +12,6 @@ import pytest
 
 from autotune.costmodel.activations import logits_peak_bytes
 from autotune.costmodel.calibration import default_coefficients
-from autotune.costmodel.compute import predict_time_in
 from autotune.costmodel.context import setting_context
 from autotune.costmodel.dispatch import layer_ops
 from autotune.costmodel.fused_kernels import (
@@ -27,6 +26,7 @@ from autotune.costmodel.fused_kernels import (
 )
 from autotune.costmodel.memory import predict_memory_in
 from autotune.costmodel.priors import GPU_KERNEL_MIN_S
+from autotune.costmodel.step_time import predict_time_in
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas import ClusterSpec, TrainingSetting, Workload
 from autotune.units import GB
@@ -129,13 +129,13 @@ def test_the_terms_still_sum_to_the_step_time() -> None:
 
 
 def test_the_fused_head_runs_its_gemms_per_chunk_and_reads_each_logit_three_times() -> None:
-    from autotune.costmodel.compute import _device
+    from autotune.costmodel.device import build_device_context
     from autotune.costmodel.gemm import linear_pass_time_s
     from autotune.costmodel.priors import HEAD_KERNELS_PER_MICRO_STEP
 
     _, liger = contexts()
     timing = predict_time_in(liger, COEFFICIENTS)
-    device = _device(H100, "bf16", COEFFICIENTS, COEFFICIENTS.matmul_efficiency)
+    device = build_device_context(H100, COEFFICIENTS).matmul["bf16"]
     chunks = T // 16
     gemm = chunks * (
         linear_pass_time_s(16, H, V, 2, device, "forward") + linear_pass_time_s(16, H, V, 2, device, "input-grad")

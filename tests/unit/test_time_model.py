@@ -10,11 +10,11 @@ import pytest
 from autotune.calibration.ranking import ranks, spearman
 from autotune.costmodel import gemm
 from autotune.costmodel.collectives import collective_time_s
-from autotune.costmodel.compute import predict_time
 from autotune.costmodel.dispatch import layer_ops, optimizer_launches
 from autotune.costmodel.estimate import estimate_setting
 from autotune.costmodel.params import count_params
 from autotune.costmodel.priors import GEMM_K_HALF_ELEMENTS
+from autotune.costmodel.step_time import predict_time
 from autotune.planner.search import TIE_TOLERANCE, Scored, choose
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.profiles.measurements import all_measurements, measurement_models

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from autotune.costmodel.collectives import zero3_modules_with_parameters
-from autotune.costmodel.compute import predict_time
 from autotune.costmodel.estimate import estimate_setting
 from autotune.costmodel.precision import dtype_bytes
+from autotune.costmodel.step_time import predict_time
 from autotune.planner.search import Scored, choose, without_allocator_retries
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.calibration import CostCoefficients

@@ -16,11 +16,11 @@ from autotune.calibration.cases import prepare_cases
 from autotune.calibration.results import evaluate
 from autotune.costmodel import adapter_time, gemm
 from autotune.costmodel.calibration import default_coefficients, load_coefficients
-from autotune.costmodel.compute import TERM_LABELS, predict_time
 from autotune.costmodel.context import setting_context
 from autotune.costmodel.estimate import estimate_setting
 from autotune.costmodel.memory import predict_memory
 from autotune.costmodel.params import count_params
+from autotune.costmodel.step_time import TERM_LABELS, predict_time
 from autotune.errors import ConfigError
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.profiles.measurements import CORE_SOURCE, list_measurement_sets

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from autotune.costmodel.calibration import default_coefficients
-from autotune.costmodel.compute import predict_time
 from autotune.costmodel.dispatch import layer_ops
 from autotune.costmodel.memory import predict_memory
 from autotune.costmodel.priors import GPU_KERNEL_MIN_S, TRITON_FLASH_ATTENTION_TIME_RATIO
+from autotune.costmodel.step_time import predict_time
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.profiles.measurements import list_measurement_sets
 from autotune.schemas.hardware import ClusterSpec

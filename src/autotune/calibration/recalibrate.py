@@ -40,7 +40,7 @@ from pathlib import Path
 from autotune.calibration.cases import RESERVED_KINDS, Case, prepare_cases
 from autotune.calibration.fit import error_bands, fit_coefficients, fit_parameters, time_loss
 from autotune.calibration.results import CaseResult, evaluate
-from autotune.costmodel.compute import efficiency
+from autotune.costmodel.device import efficiency
 from autotune.errors import AutotuneError, ConfigError
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.profiles.measurement_csv import measurements_from_csv

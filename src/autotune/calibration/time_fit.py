@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 from autotune.calibration.cases import Case, TimeKind, comparable_time
 from autotune.calibration.nelder_mead import nelder_mead
-from autotune.costmodel.compute import architecture_generation, predict_time
+from autotune.costmodel.device import architecture_generation
 from autotune.costmodel.estimate import compile_time_s
+from autotune.costmodel.step_time import predict_time
 from autotune.profiles.measurements import CORE_SOURCE
 from autotune.schemas.calibration import CostCoefficients, field_bounds, source_table
 

@@ -18,7 +18,10 @@ Modules:
   adapter_time    the work LoRA adapters and QLoRA dequantization add to a layer's pass
   collectives     collective communication time (latency plus ring bandwidth, the frameworks' buckets)
   optimizer_step  the optimizer step and CPU offload traffic
-  compute         step time of one setting as a sum of named terms (TimeTerms)
+  device          the GPU as the time terms see it (FLOP/s per dtype, bandwidth), built once per GPU
+  layer_time      one decoder layer's forward and backward pass, one function per term
+  head_time       lm_head and the loss per micro-step
+  step_time       step time of one setting as a sum of named terms (TimeTerms), composed from the terms
   estimate        estimate_setting: one Estimate (memory, time, fits) for one setting on one cluster
   calibration     the shipped coefficients and user calibration files (load, save); error bands
   priors          the stated priors no fit moves (each with its unit and source) and the rule for where a number

@@ -36,7 +36,7 @@ from autotune.costmodel.fused_kernels import (
     liger_swiglu_saved_bytes,
 )
 from autotune.costmodel.param_adapters import wrapped_input_bytes_per_token
-from autotune.costmodel.params import lora_module_targets
+from autotune.costmodel.params import LoraLayout, lora_layout
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.lora_targets import effective_lora_dropout as lora_effective_dropout
 from autotune.schemas.model import ModelSpec
@@ -89,6 +89,7 @@ def layer_activation_bytes_per_token(
     seq_len: float,
     flash_attention: bool,
     fused: FusedKernels = NO_FUSED_KERNELS,
+    lora: LoraLayout | None = None,
 ) -> LayerActivationBytes:
     """Bytes one decoder layer saves for backward, per token (derivation in the module docstring).
 
@@ -99,6 +100,7 @@ def layer_activation_bytes_per_token(
         seq_len: tokens per sequence (only the math-attention score term depends on it).
         flash_attention: True when SDPA runs a flash / memory-efficient kernel.
         fused: the modules that run fused kernels (``SettingContext.fused``).
+        lora: what peft builds for the adapters (``SettingContext.lora``; counted from ``setting`` when None).
     """
     h, q_dim, inter = model.hidden_size, model.q_dim, model.intermediate_size
     m_b = dtypes.compute_bytes
@@ -139,16 +141,17 @@ def layer_activation_bytes_per_token(
     if frozen:
         adapter_in_bytes = adapter_input_bytes(model, setting, dtypes)
         rank_bytes = adapter_rank_output_bytes(dtypes) * setting.lora_rank
-        for module in lora_module_targets(model, setting.lora_targets):
+        lora = lora if lora is not None else lora_layout(model, setting)
+        for module in lora.module_targets:
             per_token = module.count / model.num_hidden_layers
             module_bytes = (adapter_in_bytes * module.in_features + rank_bytes) * per_token
             adapters += module_bytes
             if module.name in QKV_MODULES:
                 qkv_adapters += module_bytes
-        shared = shared_adapter_input_bytes_per_token(model, setting, dtypes, flash_attention)
+        shared = shared_adapter_input_bytes_per_token(model, setting, dtypes, flash_attention, lora)
         adapters += sum(shared.values())
         qkv_adapters += shared.get("attention input", 0.0)
-        adapters += wrapped_input_bytes_per_token(model, setting, dtypes)
+        adapters += wrapped_input_bytes_per_token(model, setting, dtypes, lora)
     input_norm = norms / num_norms if num_norms else 0.0
     return LayerActivationBytes(
         norms=norms,
@@ -404,7 +407,11 @@ Linears that read the same tensor share it when their adapters save it as it is.
 
 
 def shared_adapter_input_bytes_per_token(
-    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, flash_attention: bool
+    model: ModelSpec,
+    setting: TrainingSetting,
+    dtypes: DtypeBytes,
+    flash_attention: bool,
+    lora: LoraLayout | None = None,
 ) -> dict[str, float]:
     """Bytes per token and layer of the adapted linears' inputs that ``lora_A`` saves as they are, by tensor.
 
@@ -421,7 +428,7 @@ def shared_adapter_input_bytes_per_token(
     if adapter_input_bytes(model, setting, dtypes) > 0:
         return {}
     shared: dict[str, float] = {}
-    for module in lora_module_targets(model, setting.lora_targets):
+    for module in (lora if lora is not None else lora_layout(model, setting)).module_targets:
         tensor = ADAPTER_INPUT_TENSORS.get(module.name)
         if tensor is None or (tensor == "attention output" and flash_attention):
             continue
@@ -440,7 +447,11 @@ def adapter_rank_output_bytes(dtypes: DtypeBytes) -> float:
 
 
 def recompute_transient_bytes_per_token(
-    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, layer: LayerActivationBytes
+    model: ModelSpec,
+    setting: TrainingSetting,
+    dtypes: DtypeBytes,
+    layer: LayerActivationBytes,
+    lora: LoraLayout | None = None,
 ) -> float:
     """Tensors alive per token, beyond the layer's saved set, when a layer's recompute reaches its last saved tensor.
 
@@ -459,7 +470,8 @@ def recompute_transient_bytes_per_token(
     if not (setting.grad_ckpt and setting.uses_adapters):
         return 0.0
     m_b = dtypes.compute_bytes
-    targets = {module.name for module in lora_module_targets(model, setting.lora_targets)}
+    lora = lora if lora is not None else lora_layout(model, setting)
+    targets = {module.name for module in lora.module_targets}
     down_adapted = "down_proj" in targets
     cast_copy = not dtypes.autocast and dtypes.adapter_bytes != m_b
     adapter_copy = dtypes.adapter_bytes if down_adapted and cast_copy else 0.0
@@ -467,15 +479,19 @@ def recompute_transient_bytes_per_token(
     if dtypes.adapter_bytes == m_b and not dtypes.autocast:
         widths_h -= 2  # o_proj's adapter result is one compute-dtype width, not fp32 (two) and its cast back
     # lora_A saving x itself: the MLP product and the post-attention norm output are in the saved set already
-    shared = shared_adapter_input_bytes_per_token(model, setting, dtypes, flash_attention=True)
+    shared = shared_adapter_input_bytes_per_token(model, setting, dtypes, flash_attention=True, lora=lora)
     product = 0.0 if "mlp product" in shared else m_b
     widths_h -= 1 if "mlp input" in shared else 0
     end = (product + adapter_copy) * model.intermediate_size + widths_h * m_b * model.hidden_size
-    return max(end, mlp_input_stage_bytes_per_token(model, setting, dtypes, layer) - layer.total)
+    return max(end, mlp_input_stage_bytes_per_token(model, setting, dtypes, layer, lora) - layer.total)
 
 
 def mlp_input_stage_bytes_per_token(
-    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, layer: LayerActivationBytes
+    model: ModelSpec,
+    setting: TrainingSetting,
+    dtypes: DtypeBytes,
+    layer: LayerActivationBytes,
+    lora: LoraLayout | None = None,
 ) -> float:
     """Live bytes per token (the layer's part) when recomputation forms the adapter output of the MLP input projection.
 
@@ -488,7 +504,8 @@ def mlp_input_stage_bytes_per_token(
     gradient arriving from the layer above (compute dtype, width h) and the fp32 RMSNorm input of the
     recomputation (traced: ``benchmarks/trace_agreement.py``, Phi-3 QLoRA).
     """
-    modules = {module.name: module for module in lora_module_targets(model, setting.lora_targets)}
+    lora = lora if lora is not None else lora_layout(model, setting)
+    modules = {module.name: module for module in lora.module_targets}
     first = modules.get("gate_up_proj") or modules.get("gate_proj")
     if first is None:
         return 0.0
@@ -518,6 +535,7 @@ def working_activation_bytes_per_token(
     seq_len: float,
     flash_attention: bool,
     fused: FusedKernels = NO_FUSED_KERNELS,
+    lora: LoraLayout | None = None,
 ) -> float:
     """Activations alive only while one layer runs backward, per token.
 
@@ -528,7 +546,7 @@ def working_activation_bytes_per_token(
     workspace = backward_workspace_bytes_per_token(model, dtypes, seq_len, flash_attention, layer, fused)
     if not setting.grad_ckpt:
         return workspace
-    return layer.total + max(workspace, recompute_transient_bytes_per_token(model, setting, dtypes, layer))
+    return layer.total + max(workspace, recompute_transient_bytes_per_token(model, setting, dtypes, layer, lora))
 
 
 def logits_dtype_bytes(setting: TrainingSetting, dtypes: DtypeBytes) -> float:

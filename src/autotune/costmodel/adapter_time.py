@@ -31,8 +31,7 @@ import functools
 from dataclasses import dataclass
 
 from autotune.costmodel.gemm import GemmDevice, linear_pass_time_s
-from autotune.costmodel.params import lora_module_targets
-from autotune.schemas.model import ModelSpec
+from autotune.costmodel.params import LoraLayout
 from autotune.units import nf4_bytes_per_param
 
 
@@ -66,16 +65,21 @@ def lora_ops(adapter_bytes: float, compute_bytes: float, dropout: bool) -> tuple
 
 @functools.lru_cache(maxsize=4096)
 def lora_gemm_s(
-    model: ModelSpec, targets: tuple[str, ...], rank: int, tokens: float, element_bytes: float, device: GemmDevice
+    layers: int,
+    lora: LoraLayout,
+    rank: int,
+    tokens: float,
+    element_bytes: float,
+    device: GemmDevice,
 ) -> tuple[float, float]:
     """(forward, backward) seconds of one layer's LoRA GEMMs.
 
-    Per target x·Aᵀ (T × in → r) and ·Bᵀ (T × r → out) forward; their input and weight gradients backward. Cached:
-    candidates repeat the same shapes.
+    Per module-wrapped target (``LoraLayout.module_targets``) x·Aᵀ (T × in → r) and
+    ·Bᵀ (T × r → out) forward; their input and weight gradients backward; ``layers``: the model's decoder layers.
+    Cached: candidates repeat the same shapes.
     """
-    layers = model.num_hidden_layers
     forward = backward = 0.0
-    for m in lora_module_targets(model, targets):
+    for m in lora.module_targets:
         per_layer = m.count // layers
         pairs = ((m.in_features, rank), (rank, m.out_features))
         forward += per_layer * sum(linear_pass_time_s(tokens, i, o, element_bytes, device, "forward") for i, o in pairs)
@@ -88,12 +92,14 @@ def lora_gemm_s(
 
 
 @functools.lru_cache(maxsize=4096)
-def lora_elementwise(model: ModelSpec, targets: tuple[str, ...], ops: AdapterOps, tokens: float) -> tuple[float, int]:
-    """(bytes, kernels) of one layer's LoRA element-wise work in one pass of ``tokens`` tokens (cached)."""
-    layers = model.num_hidden_layers
+def lora_elementwise(layers: int, lora: LoraLayout, ops: AdapterOps, tokens: float) -> tuple[float, int]:
+    """(bytes, kernels) of one layer's LoRA element-wise work in one pass of ``tokens`` tokens (cached).
+
+    Over the module-wrapped targets (``LoraLayout.module_targets``) of a model of ``layers`` decoder layers.
+    """
     moved = 0.0
     kernels = 0
-    for m in lora_module_targets(model, targets):
+    for m in lora.module_targets:
         per_layer = m.count // layers
         moved += (
             per_layer * tokens * (ops.bytes_per_in_feature * m.in_features + ops.bytes_per_out_feature * m.out_features)
@@ -103,9 +109,9 @@ def lora_elementwise(model: ModelSpec, targets: tuple[str, ...], ops: AdapterOps
 
 
 @functools.lru_cache(maxsize=1024)
-def targets_per_layer(model: ModelSpec, targets: tuple[str, ...]) -> float:
-    """Adapted linears per decoder layer (cached)."""
-    return sum(m.count for m in lora_module_targets(model, targets)) / model.num_hidden_layers
+def targets_per_layer(layers: int, lora: LoraLayout) -> float:
+    """Module-wrapped adapted linears (``LoraLayout.module_targets``) per one of ``layers`` decoder layers (cached)."""
+    return sum(m.count for m in lora.module_targets) / layers
 
 
 def dequant_per_layer_pass(

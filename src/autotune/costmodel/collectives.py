@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from autotune.costmodel.params import linear_modules
+from autotune.costmodel.params import LinearModule, linear_modules
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
@@ -90,19 +90,26 @@ def bucketed_time_s(
     return collective_time_s(kind, total_bytes / buckets, cluster, coefficients, count=buckets)
 
 
-def zero3_modules_with_parameters(model: ModelSpec) -> int:
+def zero3_modules_with_parameters(model: ModelSpec, modules: tuple[LinearModule, ...] | None = None) -> int:
     """Submodules that own parameters (the ones ZeRO-3's hooks fetch).
 
-    Every linear and norm of every decoder layer, plus ``ROOT_MODULES_WITH_PARAMETERS``.
+    Every linear and norm of every decoder layer, plus ``ROOT_MODULES_WITH_PARAMETERS``. ``modules``: the model's
+    linears when already counted (default ``params.linear_modules``).
     """
-    per_layer = sum(m.count for m in linear_modules(model)) // model.num_hidden_layers + model.norms_per_layer
+    linears = modules if modules is not None else linear_modules(model)
+    per_layer = sum(m.count for m in linears) // model.num_hidden_layers + model.norms_per_layer
     return model.num_hidden_layers * per_layer + ROOT_MODULES_WITH_PARAMETERS
 
 
-def zero3_hooks_s(model: ModelSpec, passes: int, coefficients: CostCoefficients) -> float:
+def zero3_hooks_s(
+    model: ModelSpec,
+    passes: int,
+    coefficients: CostCoefficients,
+    modules: tuple[LinearModule, ...] | None = None,
+) -> float:
     """Seconds per micro-step of ZeRO-3's per-submodule fetch / release hooks over ``passes`` passes.
 
     Passes are 2 without activation checkpointing, 3 with it: modules × passes × ``zero3_module_fetch_s``; exposed (the
     hooks block on the gather before the module runs).
     """
-    return zero3_modules_with_parameters(model) * passes * coefficients.zero3_module_fetch_s
+    return zero3_modules_with_parameters(model, modules) * passes * coefficients.zero3_module_fetch_s

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from autotune.costmodel.calibration import default_coefficients, error_band
-from autotune.costmodel.compute import predict_time_in
 from autotune.costmodel.context import setting_context
-from autotune.costmodel.memory import predict_memory_in
+from autotune.costmodel.memory import MemoryPrediction, predict_memory_in
 from autotune.costmodel.priors import COMPILE_FIXED_S, COMPILE_PER_LAYER_S, CUDA_CONTEXT_BYTES
+from autotune.costmodel.step_time import predict_time_in
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
@@ -77,19 +78,81 @@ def estimate_setting(
         coefficients: fitted calibration (default: the shipped seed-table fit).
 
     Returns:
-        The Estimate. ``fits``: peak allocated + CUDA context + the headroom band (90th percentile of past
-        under-prediction of the modelled part) must not exceed the GPU memory (the caching allocator frees
-        cached blocks and retries before it reports out-of-memory, so allocated, not reserved, is what must
-        fit); offload also needs the host RAM.
+        The Estimate; ``fits`` as :func:`memory_fit` (allocated, not reserved, must fit: the caching allocator
+        frees cached blocks and retries before it reports out-of-memory).
     """
     coefficients = coefficients or default_coefficients()
     context = setting_context(model, setting, cluster, workload)  # one set of derived facts for memory and time
     memory = predict_memory_in(context, coefficients)
     timing = predict_time_in(context, coefficients)
     family = memory_family(setting)
+    fit = memory_fit(memory, cluster, family, coefficients)
+    gpu = cluster.gpu
+    sequences_per_step = setting.sequences_per_step(cluster.world_size)
+    tokens_per_step = sequences_per_step * workload.tokens_per_sequence
+    tokens_per_s = tokens_per_step / timing.step_time_s
+    peak_flops = gpu.matmul_tflops("bf16" if gpu.supports_bf16 else "fp16") * TERA
+    mfu = timing.model_flops_per_micro_step * setting.grad_accum / timing.step_time_s / peak_flops
+    compile_s = compile_time_s(model) if setting.compile else 0.0
+    samples = workload.total_samples
+    steps = max(1, math.ceil(samples / sequences_per_step)) if samples is not None else None
+    total_s = steps * timing.step_time_s + compile_s if steps is not None else None
+    return Estimate(
+        peak_memory_gib=round(fit.peak_gib, 3),
+        peak_reserved_gib=round(fit.reserved_gib, 3),
+        memory_breakdown_gib={name: round(value / GIB, 3) for name, value in memory.breakdown_bytes.items()},
+        peak_phase=memory.peak_phase,
+        cuda_context_gib=round(CUDA_CONTEXT_BYTES / GIB, 3),
+        memory_uncertainty_gib=round(fit.uncertainty_gib, 3),
+        memory_headroom_gib=round(fit.headroom_gib, 3),
+        gpu_memory_gib=gpu.memory_gib,
+        fits=fit.fits,
+        host_memory_gib=round(fit.host_gib, 3),
+        micro_step_time_s=timing.micro_step_time_s,
+        optimizer_time_s=timing.optimizer_time_s,
+        step_time_s=timing.step_time_s,
+        tokens_per_s=tokens_per_s,
+        mfu=mfu,
+        time_uncertainty_fraction=error_band(coefficients.time_error_band, family),
+        compile_time_s=compile_s,
+        total_time_s=total_s,
+        num_optimizer_steps=steps,
+        time_breakdown_s={name: round(value, 6) for name, value in timing.breakdown_s.items()},
+    )
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """Whether a setting's memory fits one GPU (and the host), GiB.
+
+    Attributes:
+        peak_gib: peak allocated per GPU.
+        reserved_gib: reserved by the caching allocator (at most what the card holds beside the CUDA context when
+            the setting fits).
+        uncertainty_gib: the memory error band on top of the peak (``banded_peak_bytes``).
+        headroom_gib: the headroom band on top of the peak.
+        fits: peak + CUDA context + headroom within the GPU memory, and the host memory within the node's.
+        host_gib: host memory per node (CPU offload).
+    """
+
+    peak_gib: float
+    reserved_gib: float
+    uncertainty_gib: float
+    headroom_gib: float
+    fits: bool
+    host_gib: float
+
+
+def memory_fit(
+    memory: MemoryPrediction, cluster: ClusterSpec, family: str, coefficients: CostCoefficients
+) -> MemoryFit:
+    """The :class:`MemoryFit` of a memory prediction on ``cluster`` with the bands of ``family`` (``memory_family``).
+
+    ``fits``: peak allocated + CUDA context + the headroom band (90th percentile of past under-prediction of the
+    modelled part) must not exceed the GPU memory; offload also needs the host RAM.
+    """
     memory_band = error_band(coefficients.memory_error_band, family)
     headroom_band = error_band(coefficients.memory_headroom_band, family)
-    time_band = error_band(coefficients.time_error_band, family)
     gpu = cluster.gpu
     peak_gib = memory.peak_allocated_bytes / GIB
     reserved_gib = memory.reserved_bytes / GIB
@@ -107,39 +170,4 @@ def estimate_setting(
     host_gib = memory.host_bytes_per_node / GIB
     if cluster.host_memory_gib_per_node is not None and host_gib > cluster.host_memory_gib_per_node:
         fits = False
-
-    ranks = cluster.world_size
-    tokens_per_step = setting.micro_batch_size * setting.grad_accum * ranks * workload.tokens_per_sequence
-    tokens_per_s = tokens_per_step / timing.step_time_s
-    peak_flops = gpu.matmul_tflops("bf16" if gpu.supports_bf16 else "fp16") * TERA
-    mfu = timing.model_flops_per_micro_step * setting.grad_accum / timing.step_time_s / peak_flops
-    compile_s = compile_time_s(model) if setting.compile else 0.0
-    total_s: float | None = None
-    steps: int | None = None
-    samples = workload.total_samples
-    if samples is not None:
-        sequences_per_step = setting.micro_batch_size * setting.grad_accum * ranks
-        steps = max(1, math.ceil(samples / sequences_per_step))
-        total_s = steps * timing.step_time_s + compile_s
-    return Estimate(
-        peak_memory_gib=round(peak_gib, 3),
-        peak_reserved_gib=round(reserved_gib, 3),
-        memory_breakdown_gib={name: round(value / GIB, 3) for name, value in memory.breakdown_bytes.items()},
-        peak_phase=memory.peak_phase,
-        cuda_context_gib=round(context_gib, 3),
-        memory_uncertainty_gib=round(uncertainty_gib, 3),
-        memory_headroom_gib=round(headroom_gib, 3),
-        gpu_memory_gib=gpu.memory_gib,
-        fits=fits,
-        host_memory_gib=round(host_gib, 3),
-        micro_step_time_s=timing.micro_step_time_s,
-        optimizer_time_s=timing.optimizer_time_s,
-        step_time_s=timing.step_time_s,
-        tokens_per_s=tokens_per_s,
-        mfu=mfu,
-        time_uncertainty_fraction=time_band,
-        compile_time_s=compile_s,
-        total_time_s=total_s,
-        num_optimizer_steps=steps,
-        time_breakdown_s={name: round(value, 6) for name, value in timing.breakdown_s.items()},
-    )
+    return MemoryFit(peak_gib, reserved_gib, uncertainty_gib, headroom_gib, fits, host_gib)

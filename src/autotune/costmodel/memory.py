@@ -71,9 +71,7 @@ device thread's (handles are per thread and stream)."""
 
 def cublas_workspace_bytes(gpu: GpuSpec) -> float:
     """The cuBLAS workspaces a training step holds in the caching allocator (counted by max_memory_allocated)."""
-    per_handle = (
-        HOPPER_CUBLAS_WORKSPACE_BYTES if "hopper" in gpu.architecture.lower() else DEFAULT_CUBLAS_WORKSPACE_BYTES
-    )
+    per_handle = HOPPER_CUBLAS_WORKSPACE_BYTES if gpu.generation == "hopper" else DEFAULT_CUBLAS_WORKSPACE_BYTES
     return float(CUBLAS_HANDLES * per_handle)
 
 
@@ -163,16 +161,26 @@ def base_weight_bytes(model: ModelSpec, counts: ParamCounts, setting: TrainingSe
 
 
 def model_state_bytes(
-    model: ModelSpec, setting: TrainingSetting, cluster: ClusterSpec, dtypes: DtypeBytes
+    model: ModelSpec,
+    setting: TrainingSetting,
+    cluster: ClusterSpec,
+    dtypes: DtypeBytes,
+    context: SettingContext | None = None,
 ) -> ModelStateBytes:
-    """Per-rank model-state bytes for a setting (formulas in the module docstring)."""
-    counts = count_params(model)
+    """Per-rank model-state bytes for a setting (formulas in the module docstring).
+
+    ``context``: the setting's counted parameters (``SettingContext``), counted here when None.
+    """
+    counts = context.counts if context is not None else count_params(model)
     ranks = cluster.world_size
     sharding = setting.sharding
     weights = base_weight_bytes(model, counts, setting, dtypes)
-    trainable = (
-        lora_params(model, setting.lora_rank, setting.lora_targets) if setting.uses_adapters else counts.total_params
-    )
+    if context is not None:
+        trainable = context.trainable_params
+    elif setting.uses_adapters:
+        trainable = lora_params(model, setting.lora_rank, setting.lora_targets)
+    else:
+        trainable = counts.total_params
     adapter_weights = trainable * dtypes.adapter_bytes if setting.uses_adapters else 0.0
     gradients = trainable * dtypes.grad_bytes
     optimizer = trainable * dtypes.optimizer_bytes
@@ -252,20 +260,22 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
     model, setting, cluster = context.model, context.setting, context.cluster
     gpu = cluster.gpu
     dtypes = context.dtypes
-    states = model_state_bytes(model, setting, cluster, dtypes)
+    states = model_state_bytes(model, setting, cluster, dtypes, context)
     seq_tokens = context.seq_tokens
     tokens = context.tokens
     flash = context.flash_attention
     fused = context.fused
-    layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash, fused)
+    lora = context.lora
+    layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash, fused, lora)
     stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes, fused) * tokens
-    working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash, fused) * tokens
+    working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash, fused, lora)
+    working *= tokens
     logits = act.logits_peak_bytes(model, setting, dtypes, tokens, fused)
     masks = act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash, dtypes.residual_bytes)
     # LoRA folded into an MoE's expert weights keeps each layer's merged weights for backward; checkpointing
     # holds one recomputed layer's (autotune.costmodel.param_adapters)
-    merged = merged_weight_bytes_per_layer(model, setting, dtypes)
-    merged_grad = merged_gradient_bytes(model, setting, dtypes)
+    merged = merged_weight_bytes_per_layer(model, setting, dtypes, lora)
+    merged_grad = merged_gradient_bytes(model, setting, dtypes, lora)
     if setting.grad_ckpt:
         working += merged + merged_grad
     else:

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from autotune.costmodel.dispatch import optimizer_launches
-from autotune.costmodel.params import linear_modules, lora_adapters
+from autotune.costmodel.params import LinearModule, LoraLayout, linear_modules, lora_layout
 from autotune.costmodel.precision import DtypeBytes
 from autotune.costmodel.priors import GPU_KERNEL_MIN_S, TORCH_CPU_ADAM_TIME_RATIO
 from autotune.schemas.calibration import CostCoefficients
@@ -24,13 +24,25 @@ from autotune.schemas.setting import TrainingSetting
 from autotune.units import GB
 
 
-def trainable_tensors(model: ModelSpec, setting: TrainingSetting) -> int:
-    """Tensors the optimizer updates on one rank (FSDP / ZeRO flatten each decoder-layer unit into one)."""
+def trainable_tensors(
+    model: ModelSpec,
+    setting: TrainingSetting,
+    *,
+    modules: tuple[LinearModule, ...] | None = None,
+    lora: LoraLayout | None = None,
+) -> int:
+    """Tensors the optimizer updates on one rank (FSDP / ZeRO flatten each decoder-layer unit into one).
+
+    ``modules`` and ``lora``: the model's linears and the setting's adapters when already counted
+    (``SettingContext``); counted here when None.
+    """
     if setting.uses_adapters:
-        return sum(a.tensors for a in lora_adapters(model, setting.lora_rank, setting.lora_targets))
+        adapters = (lora if lora is not None else lora_layout(model, setting)).adapters
+        return sum(a.tensors for a in adapters)
     if setting.shards_states:
         return model.num_hidden_layers + 1
-    per_layer = sum((1 + int(m.bias)) * m.count for m in linear_modules(model)) // model.num_hidden_layers
+    linears = modules if modules is not None else linear_modules(model)
+    per_layer = sum((1 + int(m.bias)) * m.count for m in linears) // model.num_hidden_layers
     per_layer += model.norms_per_layer * (2 if model.norm_has_bias else 1)
     return model.num_hidden_layers * per_layer + 2 + int(not model.tie_word_embeddings)
 
@@ -60,11 +72,15 @@ def optimizer_step_s(
     trainable_per_rank: float,
     coefficients: CostCoefficients,
     ranks_per_node: int = 1,
+    tensors: int | None = None,
 ) -> float:
     """Seconds of one optimizer step on one rank, without the fixed per-step overhead (module docstring).
 
-    ``ranks_per_node``: ranks whose CPU optimizers share one host under offload.
+    ``ranks_per_node``: ranks whose CPU optimizers share one host under offload. ``tensors``: the trainable tensors
+    when already counted (default :func:`trainable_tensors`).
     """
+    if tensors is None:
+        tensors = trainable_tensors(model, setting)
     if setting.offloads_to_cpu:
         cpu_rate = coefficients.cpu_adam_params_per_s
         updated = trainable_per_rank * dtypes.weight_bytes / host_link_bytes_per_s(gpu, coefficients)
@@ -72,12 +88,12 @@ def optimizer_step_s(
             # FSDP's CPU offload steps torch.optim.AdamW on the host: the same foreach ops as on the GPU, each
             # dispatched by the same Python / dispatcher path, so it is never faster than their dispatch.
             cpu_step = trainable_per_rank * ranks_per_node / (cpu_rate / TORCH_CPU_ADAM_TIME_RATIO)
-            calls, _ = optimizer_launches(trainable_tensors(model, setting), foreach=True)
+            calls, _ = optimizer_launches(tensors, foreach=True)
             return max(cpu_step, calls * coefficients.kernel_launch_s) + updated
         return trainable_per_rank * ranks_per_node / cpu_rate + updated
     bandwidth = dram_bytes_per_s(gpu, coefficients)
     touched = 2 * dtypes.weight_bytes + 2 * dtypes.grad_bytes + 2 * dtypes.optimizer_bytes
     touched += 2 * dtypes.optimizer_temp_bytes
-    calls, launches = optimizer_launches(trainable_tensors(model, setting), foreach=True)
+    calls, launches = optimizer_launches(tensors, foreach=True)
     gpu_step = trainable_per_rank * touched / bandwidth + launches * GPU_KERNEL_MIN_S
     return max(gpu_step, calls * coefficients.kernel_launch_s)

@@ -40,7 +40,7 @@ from autotune.schemas.lora_targets import (
     plan_module_name,
 )
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import ALL_LINEAR
+from autotune.schemas.setting import ALL_LINEAR, TrainingSetting
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,14 @@ class LinearModule:
     count: int
     bias: bool
     group: Literal["attention", "mlp"]
+
+    def __hash__(self) -> int:
+        """The fields' hash, computed once: module tuples key the time terms' caches (``adapter_time``)."""
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash((self.name, self.in_features, self.out_features, self.count, self.bias, self.group))
 
     @property
     def weight_params(self) -> int:
@@ -339,3 +347,49 @@ def lora_params(model: ModelSpec, rank: int, targets: tuple[str, ...]) -> int:
             lists the valid names), or only one of a fused pair.
     """
     return sum(adapter.params for adapter in lora_adapters(model, rank, targets))
+
+
+@dataclass(frozen=True)
+class LoraLayout:
+    """What peft builds for one setting's adapters; both tuples empty without adapters (:data:`NO_LORA`).
+
+    Attributes:
+        module_targets: the targeted linears peft wraps as modules (:func:`lora_module_targets`).
+        adapters: every adapter, module- or parameter-wrapped (:func:`lora_adapters`).
+    """
+
+    module_targets: tuple[LinearModule, ...] = ()
+    adapters: tuple[LoraAdapter, ...] = ()
+
+    def __hash__(self) -> int:
+        """The fields' hash, computed once: a layout keys the adapter terms' caches (``adapter_time``)."""
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash((self.module_targets, self.adapters))
+
+
+NO_LORA = LoraLayout()
+"""The layout of a setting without adapters."""
+
+
+def lora_layout(model: ModelSpec, setting: TrainingSetting) -> LoraLayout:
+    """The :class:`LoraLayout` of ``setting`` on ``model`` (:data:`NO_LORA` for full fine-tuning).
+
+    Raises:
+        InvalidRequestError: as :func:`lora_adapters` (bad rank or targets).
+    """
+    if not setting.uses_adapters:
+        return NO_LORA
+    return adapter_layout(model, setting.lora_rank, setting.lora_targets)
+
+
+@functools.lru_cache(maxsize=512)
+def adapter_layout(model: ModelSpec, rank: int, targets: tuple[str, ...]) -> LoraLayout:
+    """The :class:`LoraLayout` of LoRA ``targets`` at ``rank`` on ``model`` (cached).
+
+    Raises:
+        InvalidRequestError: as :func:`lora_adapters` (bad rank or targets).
+    """
+    return LoraLayout(module_targets=lora_module_targets(model, targets), adapters=lora_adapters(model, rank, targets))

@@ -85,25 +85,8 @@ def dtype_bytes(setting: TrainingSetting, gpu: GpuSpec) -> DtypeBytes:
     else:
         weight_bytes, grad_bytes, moment_bytes = 4.0, 4.0, 4.0
 
-    if setting.optimizer == "adamw":
-        optimizer_bytes = 2 * moment_bytes
-        temp_bytes = 0.0 if deepspeed else moment_bytes
-    else:
-        optimizer_bytes = 2 * (1.0 + 4.0 / EIGHT_BIT_BLOCK_SIZE)
-        temp_bytes = 0.0
-    if deepspeed and not setting.uses_adapters and setting.precision != "fp32":
-        optimizer_bytes += 4.0  # fp32 master copy kept by the DeepSpeed optimizer
-
-    residual_bytes = compute_bytes
-    # FSDP casts the gathered weights to the 16-bit dtype (accelerate's FullyShardedDataParallelPlugin
-    # .set_mixed_precision: MixedPrecision(param_dtype = reduce_dtype = buffer_dtype = bf16/fp16); the HF Trainer's
-    # --fsdp --bf16 and Composer's amp_bf16 FSDP do the same): embeddings, residual stream and stored activations
-    # are 16-bit although the sharded master weights are fp32.
-    fsdp_16bit = setting.uses_fsdp and setting.precision.endswith("-mixed")
-    if (autocast and not setting.uses_adapters and not fsdp_16bit) or setting.precision == "fp32":
-        residual_bytes = 4.0
-    if setting.method == "qlora" and setting.unquantized_dtype == "fp32" and not autocast:
-        residual_bytes = 4.0
+    optimizer_bytes, temp_bytes = _optimizer_bytes(setting, moment_bytes, deepspeed)
+    residual_bytes = _residual_bytes(setting, compute_bytes, autocast)
     return DtypeBytes(
         weight_bytes=weight_bytes,
         grad_bytes=grad_bytes,
@@ -115,3 +98,31 @@ def dtype_bytes(setting: TrainingSetting, gpu: GpuSpec) -> DtypeBytes:
         autocast=autocast,
         adapter_bytes=adapter_bytes,
     )
+
+
+def _optimizer_bytes(setting: TrainingSetting, moment_bytes: float, deepspeed: bool) -> tuple[float, float]:
+    """(optimizer state, optimizer step temporary) bytes per trainable parameter (:func:`dtype_bytes`)."""
+    if setting.optimizer == "adamw":
+        optimizer_bytes = 2 * moment_bytes
+        temp_bytes = 0.0 if deepspeed else moment_bytes
+    else:
+        optimizer_bytes = 2 * (1.0 + 4.0 / EIGHT_BIT_BLOCK_SIZE)
+        temp_bytes = 0.0
+    if deepspeed and not setting.uses_adapters and setting.precision != "fp32":
+        optimizer_bytes += 4.0  # fp32 master copy kept by the DeepSpeed optimizer
+    return optimizer_bytes, temp_bytes
+
+
+def _residual_bytes(setting: TrainingSetting, compute_bytes: float, autocast: bool) -> float:
+    """Bytes per element of the residual stream and stored activations (:func:`dtype_bytes`)."""
+    residual_bytes = compute_bytes
+    # FSDP casts the gathered weights to the 16-bit dtype (accelerate's FullyShardedDataParallelPlugin
+    # .set_mixed_precision: MixedPrecision(param_dtype = reduce_dtype = buffer_dtype = bf16/fp16); the HF Trainer's
+    # --fsdp --bf16 and Composer's amp_bf16 FSDP do the same): embeddings, residual stream and stored activations
+    # are 16-bit although the sharded master weights are fp32.
+    fsdp_16bit = setting.uses_fsdp and setting.precision.endswith("-mixed")
+    if (autocast and not setting.uses_adapters and not fsdp_16bit) or setting.precision == "fp32":
+        residual_bytes = 4.0
+    if setting.method == "qlora" and setting.unquantized_dtype == "fp32" and not autocast:
+        residual_bytes = 4.0
+    return residual_bytes

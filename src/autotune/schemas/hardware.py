@@ -8,6 +8,7 @@ scales by fitted efficiencies. Sources are per file (``source``) and per value w
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 from pydantic import Field
@@ -58,6 +59,16 @@ class GpuSpec(FrozenModel):
     notes: str = Field(default="", description="Disagreements, preferences and unconfirmed values.")
     unconfirmed: tuple[str, ...] = Field(default=(), description="Field names whose value no primary source confirms.")
 
+    @property
+    def generation(self) -> str:
+        """The architecture generation: the first word of ``architecture``, lower case (parsed once per text).
+
+        One of 'ampere', 'hopper', 'ada', 'blackwell', 'volta', 'turing', 'cdna', 'rdna' for the shipped profiles
+        ('Hopper, SXM5' → 'hopper', 'Ada Lovelace (AD102)' → 'ada'); the key of the per-generation coefficients
+        (``CostCoefficients.matmul_efficiency``) and of generation-specific facts (Hopper's cuBLAS workspace).
+        """
+        return _generation(self.architecture)
+
     def matmul_tflops(self, compute_dtype: str) -> float:
         """Peak dense matmul TFLOP/s for a compute dtype ('bf16', 'fp16', 'fp32').
 
@@ -70,6 +81,11 @@ class GpuSpec(FrozenModel):
         if compute_dtype == "fp16":
             return self.fp16_tflops
         return self.tf32_tflops if self.tf32_tflops is not None else self.fp32_tflops
+
+
+@functools.lru_cache(maxsize=64)
+def _generation(architecture: str) -> str:
+    return architecture.split()[0].strip(",").lower()
 
 
 class ClusterSpec(FrozenModel):

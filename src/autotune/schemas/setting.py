@@ -302,6 +302,14 @@ class TrainingSetting(FrozenModel):
         """True when gradients and optimizer states are split over the ranks (ZeRO-2 and every parameter sharding)."""
         return self.shards_parameters or self.sharding == "zero2"
 
+    def sequences_per_step(self, world_size: int) -> int:
+        """Sequences one optimizer step consumes over ``world_size`` data-parallel ranks.
+
+        micro_batch_size × grad_accum × world_size: the global batch (HF Trainer's
+        ``total_train_batch_size``; DeepSpeed's ``train_batch_size``).
+        """
+        return self.micro_batch_size * self.grad_accum * world_size
+
     def short(self) -> str:
         """One-line human summary, e.g. 'lora r16 mbs 2 × ga 16, ckpt, fsdp, adamw, bf16'."""
         parts = [self.method + (f" r{self.lora_rank}" if self.uses_adapters else "")]
