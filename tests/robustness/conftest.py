@@ -6,6 +6,6 @@ import sys
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent
-for helpers in (TESTS / "integration", TESTS / "unit"):  # trainer_helpers; launcher.plans (as pytest imports it)
+for helpers in (TESTS / "integration", TESTS / "helpers"):  # trainer_helpers; cli_runner, plans
     if str(helpers) not in sys.path:
         sys.path.insert(0, str(helpers))

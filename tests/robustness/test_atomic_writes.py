@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from launcher.plans import make_plan
+from plans import make_plan
 
 from autotune import fileio
 from autotune.costmodel.calibration import save_coefficients

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from launcher.plans import make_plan
+from plans import make_plan
 
 from autotune.errors import ConfigError
 from autotune.schemas.plan_changes import plan_changes, plan_fingerprint

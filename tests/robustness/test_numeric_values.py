@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import run
-from launcher.plans import make_plan
+from plans import make_plan
 
 from autotune.errors import ConfigError
 from autotune.schemas.plan_io import load_plan, plan_to_yaml

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from launcher.plans import make_plan
+from plans import make_plan
 
 from autotune import run_lock
 from autotune.errors import InvalidRequestError

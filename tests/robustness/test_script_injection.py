@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from launcher.plans import LLAMA_8B, make_plan
+from plans import LLAMA_8B, make_plan
 
 from autotune.errors import InvalidRequestError
 from autotune.launcher import LaunchOptions, build_launch_spec

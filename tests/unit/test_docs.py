@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tests.unit.cli_runner import run
+from cli_runner import run
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -167,7 +167,7 @@ COMPOSED_ACTIVATION_SAVED_TENSORS: dict[str, int] = {"gelu_new": 4, "gelu_fast":
 """Input-width tensors that transformers' ``ACT2FN[hidden_act]`` saves for backward when the activation is written as
 several torch ops (``transformers/activations.py``: ``NewGELUActivation``, ``FastGELUActivation``,
 ``QuickGELUActivation``, ``GELUActivation(use_gelu_python=True)``), counted with
-``torch.autograd.graph.saved_tensors_hooks`` in bf16 (``tests/unit/test_activation_functions.py`` recounts them).
+``torch.autograd.graph.saved_tensors_hooks`` in bf16 (``tests/unit/costmodel/test_activations.py`` recounts them).
 Every other activation (silu, gelu, gelu_pytorch_tanh, relu) is one op that saves its input: 1."""
 
 
@@ -282,9 +282,9 @@ def legacy_clamp_bytes_per_score(setting: TrainingSetting, dtypes: DtypeBytes) -
     per score legacy keeps 2 + 4 + 2 = 8 bytes in bf16 against eager's 6, and its backward peak (the softmax
     stage: saved set less the probabilities, fp32 gradient in and out) is 8 + 2·4 − 2 = 14 against 12.
     Checked on the copied 4.28 code with torch's saved-tensor hooks and the live-bytes tracker
-    (``tests/unit/test_legacy_attention.py``). Under autocast with an fp32 mask the clamp's own backward stage
-    (saved input, gradient, ``self == other`` mask, ``grad / 2`` and the ``where`` output: 4·4 + 1 = 17 bytes)
-    exceeds the softmax stage (16) by one byte per score; neglected.
+    (``tests/unit/costmodel/test_activations_legacy_attention.py``). Under autocast with an fp32 mask the clamp's own
+    backward stage (saved input, gradient, ``self == other`` mask, ``grad / 2`` and the ``where`` output: 4·4 + 1 = 17
+    bytes) exceeds the softmax stage (16) by one byte per score; neglected.
     """
     if setting.attention_impl != "eager-legacy":
         return 0.0
@@ -422,8 +422,8 @@ def shared_adapter_input_bytes_per_token(
     adapted linear is kept once, in the compute dtype: the two norm outputs (width h), the MLP product (width I; one per
     routed expert) and, after eager attention, o_proj's contiguous input (width n_q·d); after SDPA that input is a view
     of the attention output the kernel already saved. Counted with ``torch.autograd.graph.saved_tensors_hooks`` on a
-    Llama layer and traced (``tests/unit/test_adapter_activations.py``, ``benchmarks/trace_agreement.py --lora-pairs``).
-    Empty when each adapter saves its own copy (counted per linear by :func:`adapter_input_bytes`).
+    Llama layer and traced (``tests/unit/costmodel/test_activations_adapter_inputs.py``, ``benchmarks/trace_agreement.py
+    --lora-pairs``). Empty when each adapter saves its own copy (counted per linear by :func:`adapter_input_bytes`).
     """
     if adapter_input_bytes(model, setting, dtypes) > 0:
         return {}

@@ -148,7 +148,7 @@ LEGACY_CLAMP = EagerAttention(
 masked scores with ``torch.max(attn_weights, finfo.min)`` (4.28.1 ``modeling_llama.py`` line 226) — forward one
 ``maximum`` (read 2 + write 2 bytes per bf16 score); backward ``eq`` / ``where`` / ``lt`` / ``masked_fill_`` and a
 second ``div`` (22 bytes per score). Counted with a TorchDispatchMode over the copied 4.28 code against today's
-eager path (``tests/unit/test_legacy_attention.py``); bf16 basis, like ``eager_attention()``."""
+eager path (``tests/unit/costmodel/test_activations_legacy_attention.py``); bf16 basis, like ``eager_attention()``."""
 
 
 def optimizer_launches(tensors: int, foreach: bool) -> tuple[float, float]:

@@ -39,7 +39,7 @@ cross_entropy=False, fused_linear_cross_entropy=True)`` (``autotune.trainer.kern
 
 The eager side is counted like ``tools/count_ops.py`` counts a layer (every element-wise aten op moves its
 tensor inputs and outputs, bf16): transformers 5.23.0 ``LlamaRMSNorm``, ``act_fn(gate) * up`` and
-``apply_rotary_pos_emb`` run alone under that script's ``CountingMode`` (``tests/unit/test_liger_pricing.py``
+``apply_rotary_pos_emb`` run alone under that script's ``CountingMode`` (``tests/unit/costmodel/test_fused_kernels.py``
 recounts them when torch is installed); other families' RMSNorm and rotary code (Gemma's ``1 + weight``, Qwen2,
 Phi-3) are taken as Llama's. Not priced (kept as without Liger): GeGLU MLPs (Gemma), a fused gate_up
 projection (Phi-3), MoE experts, LayerNorm blocks and ALiBi models; the host sync of

@@ -28,8 +28,8 @@ two more E × (out × in × rank) GEMMs. The router's merged [E, h] weight is ne
 Traced (``autotune trace`` on tiny Mixtrals, h ∈ {256, 512}, I ∈ {512, 1024}, E = 4, k = 2): with fp32 adapters these
 terms are exactly the saved-activation difference between LoRA on all-linear (or each parameter target) and on the
 attention projections only; with compute-dtype adapters (no factor copies: a same-dtype ``.to`` copies nothing)
-0.4 % under it (h 256, I 512: 4,065,280 vs 4,082,176 bytes per layer); ``tests/unit/test_lora_targets.py`` checks
-both.
+0.4 % under it (h 256, I 512: 4,065,280 vs 4,082,176 bytes per layer); ``tests/unit/costmodel/test_param_adapters.py``
+checks both.
 """
 
 from __future__ import annotations

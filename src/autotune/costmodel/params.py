@@ -6,7 +6,7 @@ E = num_experts, k = num_experts_per_token, r = LoRA rank.
 
 Counting rule: per decoder layer the q/k/v/o projections, the gated MLP and the norms, plus the embeddings, the
 final norm and an untied output head, from each profile's config.json shapes (``COUNTED_PARAMS`` of
-tests/unit/test_catalog.py holds the totals for the catalog, e.g. llama3-8b 8,030,261,248), extended with the
+tests/unit/profiles/test_catalog.py holds the totals for the catalog, e.g. llama3-8b 8,030,261,248), extended with the
 module layouts of the Hugging Face modeling files ``modeling_llama.py`` (q/k/v/o and gate/up/down
 ``nn.Linear``, ``attention_bias`` on all four attention projections, ``mlp_bias``), ``modeling_qwen2.py`` (bias
 on q/k/v only), ``modeling_gemma2.py`` (four RMSNorms per block), ``modeling_phi3.py`` (fused ``qkv_proj`` of width

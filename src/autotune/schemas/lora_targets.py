@@ -22,8 +22,8 @@ a run with any parameter target runs every adapter without dropout (:func:`effec
 peft also warns "The following rank_pattern keys did not match any targeted module and were ignored:
 ['.*\\.gate_up_proj']" (``peft/tuners/tuners_utils.py``, ``BaseTuner.inject_adapter``: the check compares the
 patterns with ``targeted_module_names`` only, not ``targeted_parameter_names``); the pattern is applied all
-the same (``ParamWrapper.r`` is 2r on ``gate_up_proj``, checked by ``tests/unit/test_lora_targets.py`` against
-the real peft model).
+the same (``ParamWrapper.r`` is 2r on ``gate_up_proj``, checked by ``tests/unit/costmodel/test_param_adapters.py``
+against the real peft model).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ MODULE_NAMES: dict[str, dict[str, str]] = {
     "mpt": {"qkv_proj": "Wqkv", "o_proj": "out_proj"},  # modeling_mpt.py: attn.Wqkv, attn.out_proj, ffn.{up,down}_proj
 }
 """model_type → plan name → the ``nn.Linear``'s own name in transformers, where the two differ (checked against
-the models transformers builds from the test configs: ``tests/unit/test_lora_module_names.py``). The plan names
+the models transformers builds from the test configs: ``tests/unit/schemas/test_lora_targets.py``). The plan names
 are Llama's (``q_proj`` … ``down_proj``, ``qkv_proj`` for a fused projection); a user may give either."""
 
 

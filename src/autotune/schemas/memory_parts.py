@@ -2,7 +2,7 @@
 
 ``Estimate.memory_breakdown_gib`` and the trace's ``categories_bytes`` are keyed by these words; a part renamed in
 one place and not another would silently drop out of the headroom band or a sum, so every user names the parts
-through this module (``tests/unit/test_memory_parts.py`` checks the memory model against it).
+through this module (``tests/unit/schemas/test_memory_parts.py`` checks the memory model against it).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The versions of the training stack the core is tested with, and the one-line refusal of any other.
 
-The ranges are the ``train`` extra of pyproject.toml (tests/unit/test_training_stack.py holds the two equal):
+The ranges are the ``train`` extra of pyproject.toml (tests/unit/launcher/test_training_stack.py holds the two equal):
 each starts at the version constraints.txt locks (what CI installs and every test ran with) and stops before the
 next minor release, which the project has not run. The core uses APIs that a wider range would not have: e.g.
 ``TrainingArguments(activation_checkpointing=...)`` exists from transformers 5.23.0 on (5.17.0 – 5.22.x only

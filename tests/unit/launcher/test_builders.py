@@ -8,14 +8,13 @@ from typing import Any
 
 import pytest
 import yaml
+from plans import LLAMA_8B, make_plan
 
 from autotune.errors import InvalidRequestError
 from autotune.launcher import LaunchOptions, accelerate_config, build_launch_spec, deepspeed_config
 from autotune.launcher.command import node_command
 from autotune.launcher.slurm import with_interpreter
 from autotune.schemas.model import ModelSpec
-
-from .plans import LLAMA_8B, make_plan
 
 
 def options(**values: Any) -> LaunchOptions:

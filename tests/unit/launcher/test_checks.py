@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.cli_runner import run
+from cli_runner import run
+from plans import make_plan
 
 from autotune.cli import launch_cmd
 from autotune.launcher import LaunchSpec, preflight
@@ -26,7 +27,6 @@ from autotune.schemas.plan_io import save_plan
 from autotune.schemas.training_stack import TESTED_TRAINING_STACK
 
 from .conftest import REAL_GPU_PROBE
-from .plans import make_plan
 from .test_launch_refusals import snapshot
 
 ROOT = Path(__file__).resolve().parents[3]

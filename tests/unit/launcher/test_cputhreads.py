@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from plans import make_plan
 
 from autotune.launcher import LaunchOptions, build_launch_spec, cputhreads
 from autotune.launcher.cputhreads import cpu_threads, physical_cores
-
-from .plans import make_plan
 
 
 @pytest.mark.parametrize(

@@ -8,12 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
+from plans import make_plan
 
 from autotune.cli import app as cli_app
 from autotune.launcher.preflight import describe_build_lock, extension_build_locks, torch_extensions_root
 from autotune.schemas.plan_io import save_plan
-
-from .plans import make_plan
 
 
 def _lock(directory: Path, age_s: float = 0.0) -> Path:

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plans import make_plan
 
 from autotune.launcher import LaunchOptions, LaunchSpec, build_launch_spec
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import plan_from_yaml
-
-from .plans import make_plan
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("AUTOTUNE_UPDATE_GOLDEN") == "1"

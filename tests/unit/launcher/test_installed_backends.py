@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plans import make_plan
 
 from autotune.launcher import LaunchOptions, build_launch_spec, deepspeed_config
-
-from .plans import make_plan
 
 
 def accelerate_env(tmp_path: Path, yaml_text: str) -> tuple[Any, dict[str, str]]:

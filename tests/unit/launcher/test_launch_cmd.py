@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plans import make_plan
 
 import autotune.cli.app as cli_app
 from autotune.cli import launch_cmd
@@ -13,7 +14,6 @@ from autotune.launcher import LaunchSpec, run_launch
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan, save_plan
 
-from .plans import make_plan
 from .test_overrides import FakeEstimator
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from plan_requests import plan_request
+from plans import estimate
 
 from autotune import planner
 from autotune.cli._shared import plan_coefficients
@@ -26,8 +27,6 @@ from autotune.planner.fit import fit_shortfall
 from autotune.profiles.catalog import resolve_gpu
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import save_plan
-
-from .plans import estimate
 
 
 @pytest.fixture

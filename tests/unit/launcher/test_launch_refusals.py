@@ -10,15 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import run
+from plans import make_plan
 from tests.hub_cache import add_cached_model
-from tests.unit.cli_runner import run
 
 from autotune import run_lock
 from autotune.cli import launch_cmd
 from autotune.launcher import LaunchSpec, preflight
 from autotune.schemas.plan_io import save_plan
-
-from .plans import make_plan
 
 HUB_MODEL = "meta-llama/Meta-Llama-3-8B"
 

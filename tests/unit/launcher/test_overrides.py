@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from plans import estimate, make_plan
 
 from autotune.errors import InvalidRequestError
 from autotune.launcher import apply_overrides, changed_fields
@@ -15,8 +16,6 @@ from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import TrainingSetting, Workload
-
-from .plans import estimate, make_plan
 
 GPU = GpuSpec(
     key="fake-gpu",

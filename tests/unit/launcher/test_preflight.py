@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.unit.cli_runner import run
+from cli_runner import run
 
 from autotune.launcher import preflight
 

@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.cli_runner import run
+from cli_runner import run
+from plans import make_plan
 
 from autotune.cli import launch_cmd
 from autotune.launcher import LaunchSpec, run_launch
 from autotune.schemas.plan_io import save_plan
-
-from .plans import make_plan
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from plans import make_plan
 
 from autotune.errors import InvalidRequestError
 from autotune.launcher import (
@@ -21,8 +22,6 @@ from autotune.launcher import (
     run_launch,
 )
 from autotune.launcher.runner import resolve_argv
-
-from .plans import make_plan
 
 
 def spec_for(out: Path, **plan_values: object) -> LaunchSpec:

@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from plans import make_plan
 
 import autotune.launcher.preflight as launcher_preflight
 from autotune.schemas.plan_io import save_plan
@@ -16,7 +17,6 @@ from autotune.schemas.training_stack import (
     untested_stack_error,
 )
 
-from .plans import make_plan
 from .test_launch_cmd import run_cli
 
 tomllib = pytest.importorskip("tomllib")

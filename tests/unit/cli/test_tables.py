@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.unit.cli_runner import run
+from cli_runner import run
 
 from autotune.cli.console import console
 from autotune.cli.tables import Column, fit_columns, table_width

@@ -14,7 +14,7 @@ from autotune.costmodel.params import count_params, linear_modules, lora_params,
 from autotune.errors import InvalidRequestError
 from autotune.schemas.model import ModelSpec
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 
 
 def spec(**fields: Any) -> ModelSpec:

@@ -19,7 +19,7 @@ from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.trace import build_traced_model, trace_training_step
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "configs"
+FIXTURES = Path(__file__).parent.parent.parent / "fixtures" / "configs"
 TINY = {
     "hidden_size": 256,
     "intermediate_size": 512,
@@ -155,7 +155,7 @@ def test_compute_dtype_adapters_agree_with_the_trace(
 ) -> None:
     """adapter_dtype compute (peft ``autocast_adapter_dtype=False``): bf16 adapters, gradients and AdamW moments, and
     no fp32 copy of the adapters' input: lora_A saves x itself, once per input tensor (the frozen base saves none),
-    unless dropout makes a new one (``tests/unit/test_adapter_activations.py``)."""
+    unless dropout makes a new one (``tests/unit/costmodel/test_activations_adapter_inputs.py``)."""
     spec = tiny(key)
     setting = TrainingSetting(
         method=method, micro_batch_size=2, grad_ckpt=grad_ckpt, adapter_dtype="compute", lora_dropout=dropout

@@ -31,7 +31,7 @@ from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas import ClusterSpec, TrainingSetting, Workload
 from autotune.units import GB
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COEFFICIENTS = default_coefficients()
 H100, _ = resolve_gpu("h100-80gb")
 CLUSTER = ClusterSpec(gpu=H100, num_gpus_per_node=1)

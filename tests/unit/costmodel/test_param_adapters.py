@@ -159,7 +159,7 @@ def test_plan_and_estimate_state_the_moe_dropout_override(capsys: pytest.Capture
 
     from cli_runner import run
 
-    config = str(Path(__file__).parent.parent / "fixtures" / "configs" / "mixtral-8x7b" / "config.json")
+    config = str(Path(__file__).parent.parent.parent / "fixtures" / "configs" / "mixtral-8x7b" / "config.json")
     common = ["--gpu", "h100", "--num-gpus", "8", "--seq-len", "1024", "--method", "lora", "--json"]
     asked = ["--lora-dropout", "0.05"]  # the default is 0; a plan asked for 0.05 records and notes the 0 that runs
     for command, stated, extra in (("plan", "LoRA dropout 0 for", asked), ("estimate", "LoRA dropout 0 for", [])):

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.unit.cli_runner import run
+from cli_runner import run
 
 from autotune.calibration.cases import prepare_cases
 from autotune.calibration.recalibrate import recalibrate

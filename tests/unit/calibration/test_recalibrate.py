@@ -186,7 +186,7 @@ def test_csv_errors_name_file_row_and_column(tmp_path: Path, text: str, expected
 
 
 def test_csv_columns_are_the_documented_ones() -> None:
-    doc = (Path(__file__).parents[2] / "docs" / "calibration.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).parents[3] / "docs" / "calibration.md").read_text(encoding="utf-8")
     for column in CSV_COLUMNS:
         assert f"`{column}`" in doc
 

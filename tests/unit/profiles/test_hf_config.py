@@ -16,7 +16,7 @@ from autotune.errors import ConfigError
 from autotune.profiles.families import EXACT_MODEL_TYPES, GENERIC_COUNT_REL_TOLERANCE
 from autotune.profiles.hf_config import model_spec_from_config
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 
 # Fixture directory -> (model_type, the counted total of test_catalog.COUNTED_PARAMS).
 EXACT = {

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cli_runner import run
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FALCON_CONFIG = ROOT / "tests" / "fixtures" / "configs" / "falcon-7b" / "config.json"
 SHIPPED_CALIBRATION = ROOT / "src" / "autotune" / "profiles" / "calibration" / "seeds.yaml"
 

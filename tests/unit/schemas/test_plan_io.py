@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from plans import make_plan
 
 from autotune.errors import ConfigError, InvalidRequestError
 from autotune.schemas.plan import PLAN_SCHEMA_VERSION
 from autotune.schemas.plan_io import load_plan, plan_from_yaml, plan_to_yaml, save_plan
-
-from .plans import make_plan
 
 
 def _write(path: Path, data: object) -> Path:

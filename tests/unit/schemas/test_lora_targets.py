@@ -17,7 +17,7 @@ from autotune.schemas.lora_targets import MODULE_NAMES, module_name, peft_target
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 TINY_MPT = {"model_type": "mpt", "d_model": 64, "n_heads": 4, "n_layers": 2, "expansion_ratio": 4, "vocab_size": 128}
 GENERIC_FIXTURES = ["falcon-7b", "falcon-40b", "pythia-160m", "bloom-560m", "phi-2", "stablelm-2-1_6b", "phi3-mini-4k"]
 RANK = 4

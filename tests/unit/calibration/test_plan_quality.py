@@ -14,7 +14,7 @@ from autotune.calibration import plan_quality as quality
 from autotune.schemas.calibration import CostCoefficients, Measurement
 from autotune.schemas.setting import TrainingSetting, Workload
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from autotune.schemas.hardware import ClusterSpec  # noqa: E402
 from autotune.schemas.setting import TrainingSetting, Workload  # noqa: E402
 from autotune.trace import trace_training_step  # noqa: E402
 
-PHI2 = Path(__file__).parent.parent / "fixtures" / "configs" / "phi-2"
+PHI2 = Path(__file__).parent.parent.parent / "fixtures" / "configs" / "phi-2"
 
 
 def _saved_tensors(name: str) -> float:
