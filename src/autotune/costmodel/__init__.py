@@ -11,6 +11,7 @@ Modules:
   precision       bytes per weight / gradient / optimizer state for a method and precision
   context         the derived facts of one setting, built once for the memory and the time model
   activations     activation and logits bytes per layer (Korthikanti et al. 2022)
+  adapter_activations  what peft's LoRA adapters save for backward (input copies, shared inputs, lora_A output)
   fused_kernels   what kernels: liger changes in memory and time (fused RMSNorm, SwiGLU, RoPE, linear CE)
   memory          model states per rank (sharding, offload), peak phases, the memory breakdown
   gemm            GEMM and attention kernel time from their shapes

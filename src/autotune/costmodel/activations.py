@@ -28,6 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.costmodel.adapter_activations import (
+    adapter_input_bytes,
+    adapter_saved_bytes_per_token,
+    shared_adapter_input_bytes_per_token,
+)
 from autotune.costmodel.fused_kernels import (
     NO_FUSED_KERNELS,
     FusedKernels,
@@ -35,17 +40,12 @@ from autotune.costmodel.fused_kernels import (
     liger_norm_saved_bytes,
     liger_swiglu_saved_bytes,
 )
-from autotune.costmodel.param_adapters import wrapped_input_bytes_per_token
 from autotune.costmodel.params import LoraLayout, lora_layout
-from autotune.costmodel.precision import DtypeBytes
-from autotune.schemas.lora_targets import effective_lora_dropout as lora_effective_dropout
+from autotune.costmodel.precision import MASK_BYTES, DtypeBytes
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting
 
 FP32_BYTES = 4.0
-MASK_BYTES = 1.0
-QKV_MODULES = ("q_proj", "k_proj", "v_proj", "qkv_proj")
-"""Projections that run before the attention core (their adapters' inputs are freed after it, in backward)."""
 ALTERNATING_MASK_MODEL_TYPES = ("gemma2",)
 """Architectures whose layers alternate sliding-window and global attention: transformers builds one mask per
 layer type (``modeling_gemma2.py``: ``causal_mask_mapping`` with ``full_attention`` and ``sliding_attention``)."""
@@ -102,56 +102,26 @@ def layer_activation_bytes_per_token(
         fused: the modules that run fused kernels (``SettingContext.fused``).
         lora: what peft builds for the adapters (``SettingContext.lora``; counted from ``setting`` when None).
     """
-    h, q_dim, inter = model.hidden_size, model.q_dim, model.intermediate_size
+    h, q_dim = model.hidden_size, model.q_dim
     m_b = dtypes.compute_bytes
     frozen = setting.uses_adapters
     num_norms = model.norms_per_layer
 
-    casts = autocast_input_casts(model, dtypes)
-    if fused.rms_norm:
-        # Liger: X (residual dtype) + fp32 rstd; the output is still saved by trained projections reading it
-        per_h, per_token = liger_norm_saved_bytes(dtypes)
-        output = 0.0 if frozen or casts > 0 else dtypes.residual_bytes
-        norms = num_norms * ((per_h + output) * h + per_token)
-    else:
-        norms = num_norms * norm_saved_bytes(model, dtypes, frozen, casts > 0) * h
-    if not frozen:
-        norms += casts * m_b * h
+    norms = _layer_norm_bytes(model, dtypes, frozen, fused)
     clamp = legacy_clamp_bytes_per_score(setting, dtypes) if not flash_attention else 0.0
     attention, scores = _attention_bytes(model, m_b, seq_len, flash_attention, clamp)
     # o_proj saves its input only when its weight is trained; after SDPA that input is a view of the saved
     # output (the kernels write (b, s, n, d)), after eager attention a contiguous copy.
     if not frozen and not flash_attention:
         attention += m_b * q_dim
-    # The activation saves its input (several tensors for a composed one: activation_saved_bytes); gated MLP: mul
-    # saves act output and up output; down saves its input when it trains.
-    mlp = activation_saved_bytes(model, dtypes) * inter + (0.0 if frozen else m_b * inter)
-    if fused.swiglu:  # Liger's SiLU·mul saves gate and up outputs and recomputes silu
-        mlp = liger_swiglu_saved_bytes(dtypes) * inter + (0.0 if frozen else m_b * inter)
-    elif model.mlp_gated:
-        mlp += 2 * m_b * inter
-    if model.mlp_bias or model.num_experts > 1:
-        mlp *= model.num_experts_per_token
+    mlp = _mlp_bytes(model, dtypes, frozen, fused)
     # Residual dropout on the attention and MLP outputs: CUDA's native_dropout saves a 1-byte mask each.
     if model.residual_dropout > 0:
         attention += MASK_BYTES * h
         mlp += MASK_BYTES * h
-    adapters = 0.0
-    qkv_adapters = 0.0
-    if frozen:
-        adapter_in_bytes = adapter_input_bytes(model, setting, dtypes)
-        rank_bytes = adapter_rank_output_bytes(dtypes) * setting.lora_rank
-        lora = lora if lora is not None else lora_layout(model, setting)
-        for module in lora.module_targets:
-            per_token = module.count / model.num_hidden_layers
-            module_bytes = (adapter_in_bytes * module.in_features + rank_bytes) * per_token
-            adapters += module_bytes
-            if module.name in QKV_MODULES:
-                qkv_adapters += module_bytes
-        shared = shared_adapter_input_bytes_per_token(model, setting, dtypes, flash_attention, lora)
-        adapters += sum(shared.values())
-        qkv_adapters += shared.get("attention input", 0.0)
-        adapters += wrapped_input_bytes_per_token(model, setting, dtypes, lora)
+    adapters, qkv_adapters = (
+        adapter_saved_bytes_per_token(model, setting, dtypes, flash_attention, lora) if frozen else (0.0, 0.0)
+    )
     input_norm = norms / num_norms if num_norms else 0.0
     return LayerActivationBytes(
         norms=norms,
@@ -161,6 +131,45 @@ def layer_activation_bytes_per_token(
         adapters=adapters,
         attention_side=input_norm + attention + scores + qkv_adapters,
     )
+
+
+def _layer_norm_bytes(model: ModelSpec, dtypes: DtypeBytes, frozen: bool, fused: FusedKernels) -> float:
+    """Bytes per token that a layer's norms save (and, when the projections train, the autocast casts of their output).
+
+    Liger's RMSNorm saves X (residual dtype) and an fp32 rstd; its output is still saved by trained projections
+    reading it (:func:`liger_norm_saved_bytes`); otherwise :func:`norm_saved_bytes` per norm.
+    """
+    h, num_norms = model.hidden_size, model.norms_per_layer
+    casts = autocast_input_casts(model, dtypes)
+    if fused.rms_norm:
+        per_h, per_token = liger_norm_saved_bytes(dtypes)
+        output = 0.0 if frozen or casts > 0 else dtypes.residual_bytes
+        norms = num_norms * ((per_h + output) * h + per_token)
+    else:
+        norms = num_norms * norm_saved_bytes(model, dtypes, frozen, casts > 0) * h
+    if not frozen:
+        norms += casts * dtypes.compute_bytes * h
+    return norms
+
+
+def _mlp_bytes(model: ModelSpec, dtypes: DtypeBytes, frozen: bool, fused: FusedKernels) -> float:
+    """Bytes per token that a layer's MLP saves (per routed expert for an MoE).
+
+    The activation saves its input (several tensors for a composed one: :func:`activation_saved_bytes`); gated MLP:
+    mul saves the activation's output and up's output; down saves its input when it trains. Liger's SiLU·mul saves
+    the gate and up outputs and recomputes silu (:func:`liger_swiglu_saved_bytes`).
+    """
+    m_b, inter = dtypes.compute_bytes, model.intermediate_size
+    down_input = 0.0 if frozen else m_b * inter
+    if fused.swiglu:
+        mlp = liger_swiglu_saved_bytes(dtypes) * inter + down_input
+    else:
+        mlp = activation_saved_bytes(model, dtypes) * inter + down_input
+        if model.mlp_gated:
+            mlp += 2 * m_b * inter
+    if model.mlp_bias or model.num_experts > 1:
+        mlp *= model.num_experts_per_token
+    return mlp
 
 
 COMPOSED_ACTIVATION_SAVED_TENSORS: dict[str, int] = {"gelu_new": 4, "gelu_fast": 7, "quick_gelu": 2, "gelu_python": 3}
@@ -228,15 +237,6 @@ def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
     attention_inputs = 1 if model.fused_qkv else 3
     mlp_inputs = 2 if model.mlp_gated and not model.fused_gate_up else 1
     return attention_inputs + mlp_inputs
-
-
-def effective_lora_dropout(model: ModelSpec, setting: TrainingSetting) -> float:
-    """The LoRA dropout the trainer runs with for ``setting`` on ``model``.
-
-    0 when peft adapts a parameter-stored target (an MoE's experts or router;
-    :func:`autotune.schemas.lora_targets.effective_lora_dropout`), else the setting's.
-    """
-    return lora_effective_dropout(model.model_type, setting.lora_targets, setting.lora_dropout)
 
 
 def attention_mask_materialised(model: ModelSpec, seq_len: float) -> bool:
@@ -370,80 +370,6 @@ def stored_activation_bytes_per_token(
     else:
         outside = norm_saved_bytes(model, dtypes, frozen=False, cast_for_projections=False) * model.hidden_size
     return model.num_hidden_layers * per_layer + outside
-
-
-def adapter_input_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
-    """Bytes per input feature per token that one peft LoRA target saves for ``lora_A``'s weight gradient.
-
-    Each adapter's own copy: under autocast the 16-bit copy autocast makes; with adapters in another dtype than x (fp32
-    adapters) the cast copy (or the dropout output) in the adapter dtype; with adapters in x's dtype the dropout output
-    when dropout runs. Plus dropout's 1-byte mask. 0 when ``lora_A`` reads x itself: x is then saved once for all the
-    linears that read it (:func:`shared_adapter_input_bytes_per_token`; the frozen base layer does not save it).
-    """
-    dropout = effective_lora_dropout(model, setting) > 0
-    mask = MASK_BYTES if dropout else 0.0
-    if dtypes.autocast:
-        return dtypes.compute_bytes + mask
-    if dtypes.adapter_bytes != dtypes.compute_bytes or dropout:
-        return dtypes.adapter_bytes + mask
-    return 0.0
-
-
-ADAPTER_INPUT_TENSORS: dict[str, str] = {
-    "q_proj": "attention input",
-    "k_proj": "attention input",
-    "v_proj": "attention input",
-    "qkv_proj": "attention input",
-    "o_proj": "attention output",
-    "gate_proj": "mlp input",
-    "up_proj": "mlp input",
-    "gate_up_proj": "mlp input",
-    "router": "mlp input",
-    "down_proj": "mlp product",
-}
-"""The tensor each adapted linear of a decoder layer reads (``modeling_llama.py`` and kin): the input norm's output
-(q, k, v), the attention output (o), the post-attention norm's output (gate, up, the router), the MLP product (down).
-Linears that read the same tensor share it when their adapters save it as it is."""
-
-
-def shared_adapter_input_bytes_per_token(
-    model: ModelSpec,
-    setting: TrainingSetting,
-    dtypes: DtypeBytes,
-    flash_attention: bool,
-    lora: LoraLayout | None = None,
-) -> dict[str, float]:
-    """Bytes per token and layer of the adapted linears' inputs that ``lora_A`` saves as they are, by tensor.
-
-    When ``lora_A`` reads x itself (adapters in x's dtype, no dropout, no autocast: :func:`adapter_input_bytes` is 0),
-    it saves x for its weight gradient, and nothing else does: the frozen base linear saves no input (autograd saves
-    ``mm``'s ``self`` only for the weight's gradient, ``tools/autograd/derivatives.yaml``), nor does the frozen norm
-    weight's ``mul`` save the normalized value. So each distinct input tensor (:data:`ADAPTER_INPUT_TENSORS`) of an
-    adapted linear is kept once, in the compute dtype: the two norm outputs (width h), the MLP product (width I; one per
-    routed expert) and, after eager attention, o_proj's contiguous input (width n_q·d); after SDPA that input is a view
-    of the attention output the kernel already saved. Counted with ``torch.autograd.graph.saved_tensors_hooks`` on a
-    Llama layer and traced (``tests/unit/costmodel/test_activations_adapter_inputs.py``, ``benchmarks/trace_agreement.py
-    --lora-pairs``). Empty when each adapter saves its own copy (counted per linear by :func:`adapter_input_bytes`).
-    """
-    if adapter_input_bytes(model, setting, dtypes) > 0:
-        return {}
-    shared: dict[str, float] = {}
-    for module in (lora if lora is not None else lora_layout(model, setting)).module_targets:
-        tensor = ADAPTER_INPUT_TENSORS.get(module.name)
-        if tensor is None or (tensor == "attention output" and flash_attention):
-            continue
-        routed = model.num_experts_per_token if module.count > model.num_hidden_layers else 1
-        shared[tensor] = dtypes.compute_bytes * module.in_features * routed
-    return shared
-
-
-def adapter_rank_output_bytes(dtypes: DtypeBytes) -> float:
-    """Bytes per rank element of ``lora_A``'s output, which ``lora_B`` saves for its weight gradient (per token).
-
-    In the adapter dtype, or the compute dtype under autocast (``lora_A`` is a linear autocast runs in 16 bits);
-    r elements per adapted linear and token (Hu et al. 2021, section 4.1: A ∈ R^{r×in}).
-    """
-    return dtypes.compute_bytes if dtypes.autocast else dtypes.adapter_bytes
 
 
 def recompute_transient_bytes_per_token(

@@ -160,6 +160,30 @@ def base_weight_bytes(model: ModelSpec, counts: ParamCounts, setting: TrainingSe
     return counts.total_params * dtypes.weight_bytes
 
 
+def _trainable_params(model: ModelSpec, setting: TrainingSetting, counts: ParamCounts) -> float:
+    """Parameters that train: the adapters' (``params.lora_params``) with LoRA / QLoRA, else every parameter."""
+    if setting.uses_adapters:
+        return lora_params(model, setting.lora_rank, setting.lora_targets)
+    return counts.total_params
+
+
+def _gathered_weight_bytes(
+    model: ModelSpec, counts: ParamCounts, weights: float, dtypes: DtypeBytes, ranks: int, offload: bool
+) -> float:
+    """Bytes of the units FSDP / ZeRO-3 gathers at once: ``FSDP_LIVE_UNITS`` decoder layers and the root's parameters.
+
+    Gathered in the compute dtype under autocast (FSDP MixedPrecision), else as stored (``weights`` / parameters:
+    the NF4-aware average). The rank's own shard is resident (counted in ``weights``) unless offloaded to the host,
+    in which case whole units are copied in.
+    """
+    root_params = counts.embedding_params + counts.lm_head_params + counts.final_norm_params
+    layer_params = (counts.total_params - root_params) / model.num_hidden_layers
+    unit_bytes = weights / counts.total_params
+    gather_bytes = min(unit_bytes, dtypes.compute_bytes) if dtypes.autocast else unit_bytes
+    not_resident = 1.0 if offload else 1 - 1 / ranks
+    return (FSDP_LIVE_UNITS * layer_params + root_params) * gather_bytes * not_resident
+
+
 def model_state_bytes(
     model: ModelSpec,
     setting: TrainingSetting,
@@ -175,12 +199,7 @@ def model_state_bytes(
     ranks = cluster.world_size
     sharding = setting.sharding
     weights = base_weight_bytes(model, counts, setting, dtypes)
-    if context is not None:
-        trainable = context.trainable_params
-    elif setting.uses_adapters:
-        trainable = lora_params(model, setting.lora_rank, setting.lora_targets)
-    else:
-        trainable = counts.total_params
+    trainable = context.trainable_params if context is not None else _trainable_params(model, setting, counts)
     adapter_weights = trainable * dtypes.adapter_bytes if setting.uses_adapters else 0.0
     gradients = trainable * dtypes.grad_bytes
     optimizer = trainable * dtypes.optimizer_bytes
@@ -190,23 +209,13 @@ def model_state_bytes(
     optimizer_temp = trainable * dtypes.optimizer_temp_bytes
 
     shard_params = setting.shards_parameters
-    shard_states = setting.shards_states
     offload = setting.offloads_to_cpu
     gathered = 0.0
     if shard_params:
-        layer_params = (
-            counts.total_params - counts.embedding_params - counts.lm_head_params - counts.final_norm_params
-        ) / model.num_hidden_layers
-        root_params = counts.embedding_params + counts.lm_head_params + counts.final_norm_params
-        unit_bytes = weights / counts.total_params  # bytes per parameter as stored (NF4-aware average)
-        gather_bytes = min(unit_bytes, dtypes.compute_bytes) if dtypes.autocast else unit_bytes
-        # The rank's own shard is resident (counted in ``weights``) unless offloaded to the host, in which
-        # case whole units are copied in.
-        not_resident = 1.0 if offload else 1 - 1 / ranks
-        gathered = (FSDP_LIVE_UNITS * layer_params + root_params) * gather_bytes * not_resident
+        gathered = _gathered_weight_bytes(model, counts, weights, dtypes, ranks, offload)
         weights /= ranks
         adapter_weights /= ranks
-    if shard_states:
+    if setting.shards_states:
         gradients /= ranks
         optimizer /= ranks
         optimizer_temp /= ranks
@@ -219,8 +228,7 @@ def model_state_bytes(
     ddp_buckets = gradients if sharding == "ddp" and ranks > 1 else 0.0
     unsharded_gradients = 0.0
     if setting.uses_fsdp and setting.grad_accum > 1 and ranks > 1 and setting.grad_sync == "last-micro-step":
-        # In the gathered parameters' dtype: 16-bit under FSDP MixedPrecision (precision.py), fp32 under fp32.
-        unsharded_gradients = trainable * dtypes.compute_bytes
+        unsharded_gradients = trainable * dtypes.compute_bytes  # the gathered dtype: 16-bit under MixedPrecision
     autocast_copies = 0.0
     if dtypes.autocast and not setting.uses_adapters and not shard_params:
         autocast_copies = counts.total_params * dtypes.compute_bytes
@@ -249,28 +257,40 @@ def predict_memory(
     return predict_memory_in(setting_context(model, setting, cluster, workload), coefficients)
 
 
-def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -> MemoryPrediction:
-    """Peak allocated bytes per GPU (max of phases A, B0, B, C, D in the module docstring), with its breakdown.
+@dataclass(frozen=True)
+class ActivationTerms:
+    """Per-rank activation bytes of one micro batch, as the memory phases read them.
 
-    Activation and logits terms are derived (no fitted multiplier; ``benchmarks/trace_agreement.py`` compares
-    them with the traced training step); the cuBLAS workspaces are added to every phase; reserved =
-    allocated × (1 + ``allocator_overhead_fraction``), the one fitted memory term. Whether attention
-    materialises the scores is the context's ``flash_attention`` (the rule the time model uses too).
+    Attributes:
+        stored: every layer's saved set (with the attention masks; without checkpointing, each layer's merged
+            expert weights too).
+        working: one layer's backward working set (with checkpointing: its recompute and merged weights).
+        logits: the logits and the loss's copies (:func:`activations.logits_peak_bytes`).
+        checkpoints: the checkpointed layers' inputs and the masks (early backward).
+        merged_grad: an MoE's merged-weight gradient of one layer (``param_adapters.merged_gradient_bytes``).
     """
-    model, setting, cluster = context.model, context.setting, context.cluster
-    gpu = cluster.gpu
-    dtypes = context.dtypes
-    states = model_state_bytes(model, setting, cluster, dtypes, context)
-    seq_tokens = context.seq_tokens
-    tokens = context.tokens
-    flash = context.flash_attention
-    fused = context.fused
-    lora = context.lora
+
+    stored: float
+    working: float
+    logits: float
+    checkpoints: float
+    merged_grad: float
+
+
+def activation_terms(context: SettingContext) -> ActivationTerms:
+    """The activation bytes of ``context``'s micro batch (derivation: :mod:`autotune.costmodel.activations`)."""
+    model, setting, dtypes = context.model, context.setting, context.dtypes
+    seq_tokens, tokens, flash, fused, lora = (
+        context.seq_tokens,
+        context.tokens,
+        context.flash_attention,
+        context.fused,
+        context.lora,
+    )
     layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash, fused, lora)
     stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes, fused) * tokens
     working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash, fused, lora)
     working *= tokens
-    logits = act.logits_peak_bytes(model, setting, dtypes, tokens, fused)
     masks = act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash, dtypes.residual_bytes)
     # LoRA folded into an MoE's expert weights keeps each layer's merged weights for backward; checkpointing
     # holds one recomputed layer's (autotune.costmodel.param_adapters)
@@ -280,57 +300,62 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         working += merged + merged_grad
     else:
         stored += model.num_hidden_layers * merged
-    stored += masks
     # In early backward the embedding output and the final norm's saved input are already freed; the masks are
     # inputs of every checkpointed layer.
     checkpoints = model.num_hidden_layers * dtypes.residual_bytes * model.hidden_size * tokens + masks
+    return ActivationTerms(
+        stored=stored + masks,
+        working=working,
+        logits=act.logits_peak_bytes(model, setting, dtypes, tokens, fused),
+        checkpoints=checkpoints,
+        merged_grad=merged_grad,
+    )
 
+
+def memory_phases(
+    context: SettingContext, states: ModelStateBytes, acts: ActivationTerms
+) -> dict[str, dict[MemoryPart, float]]:
+    """The memory phases of one optimizer step (A, B0, B, C and, compiled, D in the module docstring), by part."""
+    model, setting, dtypes = context.model, context.setting, context.dtypes
     resident: dict[MemoryPart, float] = {
         "weights": states.weights,
         "lora adapters": states.adapter_weights,
         "optimizer states": states.optimizer_states,
-        "cuBLAS workspaces": cublas_workspace_bytes(gpu),
+        "cuBLAS workspaces": cublas_workspace_bytes(context.cluster.gpu),
     }
     persistent_grads = states.gradients if setting.grad_accum > 1 else 0.0
     if states.unsharded_gradients:  # no_sync: only the unsharded gradients persist between micro-steps
         persistent_grads = states.unsharded_gradients
-    phase_a: dict[MemoryPart, float] = {
+    between_micro_steps: dict[MemoryPart, float] = {
         **resident,
         "gathered weights": states.gathered_weights,
         "gradients": persistent_grads,
         "ddp buckets": states.ddp_buckets if setting.grad_accum > 1 else 0.0,
         "autocast weight copies": states.autocast_weight_copies,
-        "activations": stored,
-        "logits + loss": logits,
     }
-    phase_early: dict[MemoryPart, float] = {
-        **resident,
-        "gathered weights": states.gathered_weights,
-        "gradients": persistent_grads,
-        "ddp buckets": states.ddp_buckets if setting.grad_accum > 1 else 0.0,
-        "autocast weight copies": states.autocast_weight_copies,
-        # without checkpointing: the last layer's backward with every layer's saved set still alive (logits freed)
-        "activations": checkpoints + working if setting.grad_ckpt else (stored + merged_grad if merged_grad else 0.0),
-    }
-    phase_b: dict[MemoryPart, float] = {
-        **resident,
-        "gathered weights": states.gathered_weights,
-        "gradients": states.gradients + states.unsharded_gradients,
-        "ddp buckets": states.ddp_buckets,
-        "autocast weight copies": states.autocast_weight_copies,
-        "activations": working,
-    }
-    phase_c: dict[MemoryPart, float] = {
-        **resident,
-        "gradients": states.gradients,
-        "ddp buckets": states.ddp_buckets,
-        "optimizer step buffers": states.optimizer_temp,
-    }
-    phases = {
-        "forward/backward": phase_a,
-        "early backward": phase_early,
-        "late backward": phase_b,
-        "optimizer step": phase_c,
+    # early backward without checkpointing: the last layer's backward with every layer's saved set alive (logits freed)
+    early = (
+        acts.checkpoints + acts.working
+        if setting.grad_ckpt
+        else (acts.stored + acts.merged_grad if acts.merged_grad else 0.0)
+    )
+    phases: dict[str, dict[MemoryPart, float]] = {
+        "forward/backward": {**between_micro_steps, "activations": acts.stored, "logits + loss": acts.logits},
+        "early backward": {**between_micro_steps, "activations": early},
+        "late backward": {
+            **resident,
+            "gathered weights": states.gathered_weights,
+            "gradients": states.gradients + states.unsharded_gradients,
+            "ddp buckets": states.ddp_buckets,
+            "autocast weight copies": states.autocast_weight_copies,
+            "activations": acts.working,
+        },
+        "optimizer step": {
+            **resident,
+            "gradients": states.gradients,
+            "ddp buckets": states.ddp_buckets,
+            "optimizer step buffers": states.optimizer_temp,
+        },
     }
     new_gradients, embedding_buffer = compiled_backward_extra_bytes(model, setting, dtypes, states.gradients)
     if new_gradients:
@@ -341,6 +366,20 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
             "autocast weight copies": states.autocast_weight_copies,
             "embedding gradient buffer": embedding_buffer,
         }
+    return phases
+
+
+def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -> MemoryPrediction:
+    """Peak allocated bytes per GPU (max of phases A, B0, B, C, D in the module docstring), with its breakdown.
+
+    Activation and logits terms are derived (no fitted multiplier; ``benchmarks/trace_agreement.py`` compares
+    them with the traced training step); the cuBLAS workspaces are added to every phase; reserved =
+    allocated × (1 + ``allocator_overhead_fraction``), the one fitted memory term. Whether attention
+    materialises the scores is the context's ``flash_attention`` (the rule the time model uses too).
+    """
+    cluster = context.cluster
+    states = model_state_bytes(context.model, context.setting, cluster, context.dtypes, context)
+    phases = memory_phases(context, states, activation_terms(context))
     phase_name, parts = max(phases.items(), key=lambda item: sum(item[1].values()))
     peak = sum(parts.values())
     ranks_per_node = cluster.num_gpus_per_node

@@ -20,6 +20,9 @@ from autotune.units import BYTES_PER_DTYPE
 EIGHT_BIT_BLOCK_SIZE = 256
 """Block size of bitsandbytes' block-wise 8-bit optimizer states (Dettmers et al. 2022, section 2)."""
 
+MASK_BYTES = 1.0
+"""Bytes per element of a dropout mask: CUDA's ``native_dropout`` saves a bool mask for backward."""
+
 
 @dataclass(frozen=True)
 class DtypeBytes:

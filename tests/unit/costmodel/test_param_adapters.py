@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from autotune.costmodel.activations import effective_lora_dropout
+from autotune.costmodel.adapter_activations import effective_lora_dropout
 from autotune.costmodel.optimizer_step import trainable_tensors
 from autotune.costmodel.params import lora_adapters, lora_params
 from autotune.errors import InvalidRequestError
