@@ -4,6 +4,7 @@ quality:
 	ruff format --check src tests benchmarks tools
 	mypy
 	lint-imports
+	vulture src tests benchmarks tools tools/vulture_whitelist.py --min-confidence 60
 style:
 	ruff check --fix src tests benchmarks tools
 	ruff format src tests benchmarks tools

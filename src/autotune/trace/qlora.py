@@ -36,8 +36,6 @@ NF4_BLOCK_SIZE = 64
 """Elements per absmax block of the 4-bit weight (``quantize_4bit``'s default blocksize)."""
 ABSMAX_BLOCK_SIZE = 256
 """Blocks per second-level absmax under double quantization (``quantize_blockwise(blocksize=256)``)."""
-CUSTOM_KERNEL_MAX_TOKENS = 1536
-"""Above this many rows bitsandbytes always dequantizes then calls F.linear (``_gemm_4bit_custom_max_m``)."""
 
 
 def _blocks(numel: int, block: int) -> int:

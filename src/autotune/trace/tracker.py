@@ -275,10 +275,6 @@ class LiveBytesTracker(TorchDispatchMode):
         self._op_infos: dict[Any, tuple[str, Any]] = {}
 
     # -- storage accounting -------------------------------------------------------------------------
-    def storage_id(self, tensor: torch.Tensor) -> int | None:
-        """The record index of ``tensor``'s storage, or None when it was never seen."""
-        return self._ids.get(tensor.untyped_storage())
-
     def register(self, tensor: torch.Tensor, label: str | None = None) -> int:
         """Record ``tensor``'s storage (once) and return its index; ``label`` fixes its category."""
         storage = tensor.untyped_storage()
