@@ -133,7 +133,7 @@ def time_table(estimate: Estimate) -> Table:
     table.add_row("tokens/s (all GPUs)", f"{estimate.tokens_per_s:,.0f}")
     table.add_row("MFU", f"{estimate.mfu * 100:.1f}%")
     step = estimate.step_time_s
-    # the time terms (costmodel.compute.TimeTerms): every non-zero one; they add up to the optimizer step
+    # the time terms (costmodel.step_time.TimeTerms): every non-zero one; they add up to the optimizer step
     for name, seconds in sorted(estimate.time_breakdown_s.items(), key=lambda item: -item[1]):
         if seconds > 0:
             table.add_row(f"  of the step: {name}", f"{seconds:.3f} s ({seconds / step:.1%})")

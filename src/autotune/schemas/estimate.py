@@ -58,7 +58,7 @@ class Estimate(FrozenModel):
     num_optimizer_steps: int | None = Field(default=None, description="Optimizer steps in the whole run.")
     time_breakdown_s: dict[str, float] = Field(
         default_factory=dict,
-        description="The time terms of one optimizer step on one GPU, s (costmodel.compute.TimeTerms: gemm, "
+        description="The time terms of one optimizer step on one GPU, s (costmodel.step_time.TimeTerms: gemm, "
         "attention, element-wise, lora adapters, qlora dequant, lm_head + loss, exposed cpu dispatch, exposed "
         "communication, zero-3 module hooks, exposed offload, optimizer step, fixed overheads): each is grad_accum × "
         "its micro-step part plus its per-step part (optimizer step, step communication, step overhead); they add "

@@ -11,7 +11,7 @@ Legend: b micro batch, s sequence length, h hidden size, V vocabulary size, c ch
 Memory: the loss holds at most a few c×V fp32 tensors at once (logits, their fp32 copy, the
 log-softmax saved for backward, the gradient of the logits) instead of the same on b·s×V
 (``autotune.costmodel.activations.logits_peak_bytes``). Time: the head's matmul runs once more per
-chunk in backward (``autotune.costmodel.compute``).
+chunk in backward (``autotune.costmodel.head_time``).
 
 Numerics match transformers' ``ForCausalLMLoss`` (``transformers/loss/loss_utils.py``): labels are
 shifted by one (the last position of each sequence predicts nothing), logits are upcast to fp32,
