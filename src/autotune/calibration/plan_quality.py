@@ -257,7 +257,7 @@ def planner_predictor(coefficients_for: Callable[[Sweep], CostCoefficients]) -> 
         estimate = estimate_setting(case.model, case.cluster, workload, candidate.setting, coefficients_for(sweep))
         if not sweep.dataset_known and samples is None:
             s = candidate.setting
-            run = estimate.step_time_s / (s.micro_batch_size * s.grad_accum * case.cluster.world_size)
+            run = estimate.step_time_s / s.sequences_per_step(case.cluster.world_size)
         else:
             run = run_time_s(estimate)
         scored = Scored(candidate.setting, estimate, run)

@@ -67,7 +67,7 @@ def _tokens(result: CaseResult) -> float:
     if result.time_kind == "micro-step":
         return m.setting.micro_batch_size * per_sequence
     if result.time_kind == "step":
-        return m.setting.micro_batch_size * m.setting.grad_accum * result.case.cluster.world_size * per_sequence
+        return m.setting.sequences_per_step(result.case.cluster.world_size) * per_sequence
     return (m.workload.total_samples or 0.0) * per_sequence
 
 

@@ -115,7 +115,7 @@ def predicted_time_s(row: TimeRow, coefficients: CostCoefficients) -> float:
         return timing.step_time_s
     samples = m.workload.total_samples
     assert samples is not None  # a 'run' row states its dataset size (cases.comparable_time)
-    sequences_per_step = m.setting.micro_batch_size * m.setting.grad_accum * case.cluster.world_size
+    sequences_per_step = m.setting.sequences_per_step(case.cluster.world_size)
     steps = max(1, math.ceil(samples / sequences_per_step))
     return steps * timing.step_time_s + (compile_time_s(case.model) if m.setting.compile else 0.0)
 

@@ -91,7 +91,7 @@ def setting_inputs(
     workload = validated(
         Workload,
         seq_len=seq_len,
-        global_batch_size=setting.micro_batch_size * setting.grad_accum * cluster.world_size,
+        global_batch_size=setting.sequences_per_step(cluster.world_size),
         num_samples=num_samples,
         dataset_tokens=dataset_tokens,
         epochs=epochs,

@@ -147,7 +147,7 @@ def deepspeed_config(plan: PlanFile, cpu: bool = False) -> dict[str, Any]:
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": setting.micro_batch_size,
         "gradient_accumulation_steps": setting.grad_accum,
-        "train_batch_size": setting.micro_batch_size * setting.grad_accum * world_size,
+        "train_batch_size": setting.sequences_per_step(world_size),
         "gradient_clipping": "auto",
         "bf16": {"enabled": bf16},
         "fp16": {"enabled": fp16},

@@ -37,7 +37,7 @@ def check_runtime(trainer: Any, plan: PlanFile) -> None:
             f"{plan.cluster.num_gpus_per_node}) but {world_size} process(es) run; start it with "
             "'autotune launch' or match --nproc_per_node"
         )
-    global_batch = setting.micro_batch_size * setting.grad_accum * world_size
+    global_batch = setting.sequences_per_step(world_size)
     if global_batch != plan.workload.global_batch_size:
         raise RuntimeGuardError(
             f"micro_batch_size {setting.micro_batch_size} × grad_accum {setting.grad_accum} × {world_size} ranks "
