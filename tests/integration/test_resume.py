@@ -123,3 +123,27 @@ def test_resume_without_checkpoint_is_refused(write_plan: PlanWriter, tmp_path: 
     proc = run_trainer("--plan", str(plan), "--dataset", str(data), "--output-dir", str(out), "--cpu", "--resume")
     assert proc.returncode == 2
     assert "no checkpoint" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_resume_computes_with_the_thread_count_the_run_started_with(write_plan: PlanWriter, tmp_path: Path) -> None:
+    """A CPU matmul's rounding depends on its thread count: the resumed run takes the count its checkpoint records.
+
+    (``autotune launch --cpu`` picks the count from the machine's load, which differs between a run and its resume.)
+    """
+    plan = write_plan(method="lora", precision="bf16", grad_ckpt=True, micro_batch_size=2, grad_accum=2)
+    data = write_jsonl(tmp_path / "text.jsonl", text_rows())
+    out = tmp_path / "run"
+    argv = [*core_args(plan, data, out, 4), "--save-steps", "100", "--learning-rate", "1e-2"]
+    _stop_at(argv, signal.SIGTERM, 1)  # OMP_NUM_THREADS=1 (trainer_env)
+    manifest = next((out / "checkpoints").glob("checkpoint-*/autotune_checkpoint.json"))
+    assert '"cpu_threads": 1' in manifest.read_text()
+    resumed = subprocess.run(
+        [sys.executable, "-m", "autotune.trainer", *argv, "--resume"],
+        capture_output=True,
+        text=True,
+        env={**trainer_env(), "OMP_NUM_THREADS": "2"},
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "computing with 1 CPU threads, as the run did before the stop" in resumed.stderr

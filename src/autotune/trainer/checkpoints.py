@@ -114,6 +114,20 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return data
 
 
+def recorded_cpu_threads(checkpoint: Path) -> int | None:
+    """The intra-op thread count ``checkpoint``'s run computed with (its manifest), or None when not recorded.
+
+    A CPU matmul's reduction order depends on its thread count, so a run resumed with another count drifts from the
+    uninterrupted run by rounding (~1e-7 relative on the tiny test model; docs/launcher.md, ``--cpu`` threads): the
+    core sets the recorded count again on ``--resume``.
+    """
+    try:
+        value = read_manifest(checkpoint).get("cpu_threads")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
 def find_resume_checkpoint(checkpoints_dir: Path) -> ResumePoint:
     """The newest intact checkpoint; broken newer ones are moved to ``ignored/`` and listed.
 
@@ -176,14 +190,14 @@ def _report_status(report_path: Path) -> tuple[str | None, object]:
     return data.get("status"), data.get("steps")
 
 
-def publish_checkpoint(staged: Path, target: Path, step: int, plan: PlanFile) -> None:
+def publish_checkpoint(staged: Path, target: Path, step: int, plan: PlanFile, cpu_threads: int | None = None) -> None:
     """Make a staged checkpoint visible: write its manifest, then rename it to ``target`` (atomic).
 
     A ``target`` that already exists (left by an older autotune, or a checkpoint of a step that is
     trained again) is moved to ``ignored/`` first. The directory holding ``target`` is fsync-ed.
     """
     give_umask_mode(staged)  # safetensors writes 0600
-    write_manifest(staged, step, plan)
+    write_manifest(staged, step, plan, cpu_threads)
     if target.exists():
         _set_aside(target)
     staged.rename(target)
@@ -209,8 +223,12 @@ def _set_aside(checkpoint: Path) -> Path:
     raise ConfigError(f"cannot set aside broken checkpoint {checkpoint}: {target_dir} is full")
 
 
-def write_manifest(checkpoint: Path, step: int, plan: PlanFile) -> None:
-    """Mark ``checkpoint`` complete: fsync its files, then write the manifest atomically."""
+def write_manifest(checkpoint: Path, step: int, plan: PlanFile, cpu_threads: int | None = None) -> None:
+    """Mark ``checkpoint`` complete: fsync its files, then write the manifest atomically.
+
+    ``cpu_threads``: the intra-op threads the run computed with (``torch.get_num_threads()``), recorded so that a
+    resumed CPU run computes with the same (:func:`recorded_cpu_threads`).
+    """
     files: dict[str, int] = {}
     for file in sorted(checkpoint.rglob("*")):
         if file.is_file() and file.name != MANIFEST and not is_temporary(file.name):
@@ -218,7 +236,9 @@ def write_manifest(checkpoint: Path, step: int, plan: PlanFile) -> None:
                 os.fsync(handle.fileno())
             files[str(file.relative_to(checkpoint))] = file.stat().st_size
     fsync_directory(checkpoint)
-    manifest = {"step": step, "files": files, "plan": plan_fingerprint(plan)}
+    manifest: dict[str, Any] = {"step": step, "files": files, "plan": plan_fingerprint(plan)}
+    if cpu_threads is not None:
+        manifest["cpu_threads"] = cpu_threads
     text = json.dumps(manifest, indent=1) + "\n"
     write_atomic(checkpoint / MANIFEST, text, overwrite=True, what="checkpoint manifest")
 

@@ -51,7 +51,8 @@ class StagedSaveMixin:
             self._autotune_staging = False
         _barrier()  # every rank has written its part
         if trainer.is_world_process_zero() and staged.is_dir():
-            publish_checkpoint(staged, run_dir / name, trainer.state.global_step, self.autotune_plan)
+            step = trainer.state.global_step
+            publish_checkpoint(staged, run_dir / name, step, self.autotune_plan, torch.get_num_threads())
             rotate_checkpoints(output_dir=str(run_dir), save_total_limit=trainer.args.save_total_limit, use_mtime=True)
         _barrier()
 

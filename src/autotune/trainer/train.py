@@ -35,7 +35,7 @@ from autotune.trainer.callbacks import (
     StopOnNonFiniteLossCallback,
     StopOnSignalCallback,
 )
-from autotune.trainer.checkpoints import ResumePoint, out_of_space, resolve_start
+from autotune.trainer.checkpoints import ResumePoint, out_of_space, recorded_cpu_threads, resolve_start
 from autotune.trainer.chunked_loss import ChunkedLossTrainer
 from autotune.trainer.consistency import check_model_matches_plan, check_resume_plan
 from autotune.trainer.data import build_collator, build_train_dataset, detect_format, load_raw_dataset
@@ -170,6 +170,10 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     if start.checkpoint is not None:
         check_resume_plan(start.checkpoint, plan)
         logger.info("resuming from %s (step %d)", start.checkpoint, start.step)
+        threads = recorded_cpu_threads(start.checkpoint)
+        if args.cpu and threads is not None and threads != torch.get_num_threads():
+            logger.info("computing with %d CPU threads, as the run did before the stop", threads)
+            torch.set_num_threads(threads)
     resume_from = start.checkpoint
     checked = check_local_file(args.dataset, args.dataset_format)  # streamed, names the line; before loading
     raw = load_raw_dataset(args.dataset)
