@@ -26,6 +26,7 @@ from autotune.planner.grid import (
     setting_objective,
     within_limits,
 )
+from autotune.planner.search import DEFAULT_RUN_STEPS
 from autotune.profiles.catalog import current_gpus, resolve_gpu
 from autotune.profiles.prices import Prices, resolve_prices
 from autotune.schemas.gpu_grid import GridReport, GridRowReport
@@ -219,7 +220,7 @@ def render_grid(report: GridReport, elapsed_s: float) -> None:
 
     money = report.currency
     cost_header = f"cost {money}" if report.whole_run else f"{money}/M tokens"
-    time_header = "run time" if report.whole_run else "1000 steps"
+    time_header = "run time" if report.whole_run else f"{DEFAULT_RUN_STEPS} steps"
     columns = [
         Column(""),
         Column("GPUs"),
@@ -243,7 +244,9 @@ def render_grid(report: GridReport, elapsed_s: float) -> None:
                 f"{row.tokens_per_s:,.0f}" if row.tokens_per_s is not None else "–",
                 format_duration(row.run_time_s) if row.run_time_s is not None else "–",
                 f"{row.gpu_hours:,.1f}" if row.gpu_hours is not None else "–",
-                f"{money_value:,.2f}" if money_value is not None else "–",
+                (f"{money_value:,.2f}" if report.whole_run else f"{money_value:.3f}")
+                if money_value is not None
+                else "–",
                 escape(row.setting or row.note or ""),
             ]
         )
