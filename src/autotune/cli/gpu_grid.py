@@ -212,6 +212,16 @@ def write_grid(report: GridReport, plan_file: PlanFile, output: Path) -> Path:
     return table
 
 
+def _fits_text(row: GridRowReport, report: GridReport) -> str:
+    """``yes``, ``no``, or why a fitting row is out: ``late`` (over ``--deadline``), ``over budget``."""
+    if not row.fits:
+        return "no"
+    if row.meets_limits:
+        return "yes"
+    late = report.deadline_s is not None and (row.run_time_s or 0.0) > report.deadline_s
+    return "late" if late else "over budget"
+
+
 def render_grid(report: GridReport, elapsed_s: float) -> None:
     """Print the table (one row per GPU type × count, the chosen one marked), the choice and the prices used."""
     from rich.markup import escape
@@ -235,7 +245,7 @@ def render_grid(report: GridReport, elapsed_s: float) -> None:
     for row in report.rows:
         label = f"{row.num_nodes}×{row.num_gpus}× {row.gpu}" if row.num_nodes > 1 else f"{row.num_gpus}× {row.gpu}"
         money_value = row.cost if report.whole_run else row.cost_per_million_tokens
-        fits = ("yes" if row.meets_limits else "yes, over limit") if row.fits else "no"
+        fits = _fits_text(row, report)
         table_rows.append(
             [
                 "→" if row.chosen else "",
