@@ -76,6 +76,7 @@ def test_output_writes_the_chosen_plan_and_the_table_beside_it(
     output = tmp_path / "plan.yaml"
     code, out, err = run(capsys, *QUESTION, "--objective", "time", "-o", str(output))
     assert code == 0, err
+    assert f"wrote {output} (the chosen row) and {table_path(output)}" in out.replace("\n", "")
     table = json.loads(table_path(output).read_text(encoding="utf-8"))
     chosen = table["chosen"]
     plan = load_plan(output)
@@ -117,6 +118,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(
     output = tmp_path / "plan.yaml"
     code, out, err = run(capsys, "plan", "llama3-8b", *args, "-o", str(output))
     assert code == 2 and message in err, err
+    assert out == ""
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
 
