@@ -79,6 +79,20 @@ def parse_count_list(text: str) -> list[int]:
     return list(dict.fromkeys(counts))
 
 
+def single_count(text: str) -> int:
+    """One ``--num-gpus`` value as an integer; its range is checked with the request (the message of a single plan).
+
+    Raises:
+        InvalidRequestError: not an integer (the message typer gave when the option was typed ``int``).
+    """
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise InvalidRequestError(
+            "Invalid value for '--num-gpus': Input should be a valid integer, unable to parse string as an integer"
+        ) from None
+
+
 @dataclass(frozen=True)
 class GridAsk:
     """What the table is asked, validated: GPU keys, counts, objective, limits and prices."""

@@ -16,7 +16,7 @@ import typer
 
 from autotune.cli import options as opt
 from autotune.cli.console import console
-from autotune.cli.gpu_grid import parse_count_list, wants_grid
+from autotune.cli.gpu_grid import single_count, wants_grid
 from autotune.cli.planning import PlanOptions, plan_from_options
 from autotune.cli.render import print_json, render_plan
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
@@ -143,7 +143,7 @@ def plan_command(
             )
         plan_grid_command(options, num_gpus, deadline, budget, price, output, json_, started)
         return
-    options = replace(options, num_gpus=parse_count_list(num_gpus)[0])
+    options = replace(options, num_gpus=single_count(num_gpus))
     plan_file, result, notes = plan_from_options(options)
     elapsed = time.perf_counter() - started
     if verify:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cli_runner import run
 
-from autotune.cli.gpu_grid import parse_count_list, table_path, wants_grid
+from autotune.cli.gpu_grid import parse_count_list, single_count, table_path, wants_grid
 from autotune.errors import InvalidRequestError
 from autotune.profiles.catalog import CURRENT_GPUS
 from autotune.schemas.plan_io import load_plan
@@ -127,6 +127,9 @@ def test_counts_parse_and_launch_refuses_a_table(capsys: pytest.CaptureFixture[s
     assert parse_count_list("1, 2,8,2") == [1, 2, 8]
     with pytest.raises(InvalidRequestError):
         parse_count_list("1,x")
+    assert single_count(" 2") == 2
+    with pytest.raises(InvalidRequestError, match="Invalid value for '--num-gpus'"):
+        single_count("2x")
     launch = ("launch", "llama3-8b", "--dataset", "d.jsonl", "--output-dir", str(tmp_path / "run"), "--dry-run")
     for table_option in (("--gpu", "4090,h100"), ("--gpu", "h100", "--deadline", "12h")):
         code, _, err = run(capsys, *launch, *table_option)
