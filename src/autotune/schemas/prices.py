@@ -23,7 +23,9 @@ class Provider(FrozenModel):
 class GpuPrices(FrozenModel):
     """One GPU's prices, USD per GPU-hour: per provider, and the typical figure the planner uses."""
 
-    typical: float = Field(gt=0, description="The price the planner uses, USD per GPU-hour (rule in the file).")
+    typical: float = Field(
+        gt=0, description="The price the planner uses, per GPU-hour (the shipped table: the providers' median)."
+    )
     providers: dict[str, float] = Field(
         default_factory=dict, description="Provider key -> on-demand list price, USD per GPU-hour."
     )
@@ -42,7 +44,6 @@ class PriceTable(FrozenModel):
     currency: str = Field(default="USD", description="The currency of every price (one currency).")
     date: datetime.date = Field(description="The day the prices were read (YYYY-MM-DD).")
     source: str = Field(description="Where the numbers come from (pages, datasets with commit).")
-    typical_rule: str = Field(default="", description="How the typical column is derived from the providers'.")
     providers: dict[str, Provider] = Field(default_factory=dict, description="Provider key -> provider.")
     gpus: dict[str, GpuPrices] = Field(description="Catalog GPU key -> its prices.")
 
