@@ -26,6 +26,7 @@ from autotune.planner.grid import (
     setting_objective,
     within_limits,
 )
+from autotune.planner.request import PlanRequest
 from autotune.planner.search import DEFAULT_RUN_STEPS
 from autotune.profiles.catalog import current_gpus, resolve_gpu
 from autotune.profiles.prices import Prices, resolve_prices
@@ -133,18 +134,27 @@ def grid_ask(
 
 
 def plan_grid(base: PlanOptions, ask: GridAsk) -> list[GridRow]:
-    """Plan every GPU type × count of ``ask`` with ``base``'s other options; one row each, in the order given."""
+    """Plan every GPU type × count of ``ask`` with ``base``'s other options; one row each, in the order given.
+
+    Raises:
+        AutotuneError: every cell's request was refused with the same message (an unknown model, a bad setting
+            option: nothing to do with the GPUs), raised as is instead of a table of identical rows.
+    """
     rows = []
+    refused: list[AutotuneError] = []
     inner = setting_objective(ask.objective)
     for gpu in ask.gpus:
         for count in ask.counts:
             options = replace(base, gpu=gpu, num_gpus=count, objective=inner)
+            request: PlanRequest | AutotuneError
             try:
                 request, _ = request_from_options(options)
             except AutotuneError as error:
-                rows.append(plan_row(gpu, count, base.num_nodes, ask.prices.price(gpu), error))
-                continue
+                request = error
+                refused.append(error)
             rows.append(plan_row(gpu, count, base.num_nodes, ask.prices.price(gpu), request))
+    if len(refused) == len(rows) and len({str(error) for error in refused}) == 1:
+        raise refused[0]
     return rows
 
 

@@ -110,6 +110,7 @@ def test_a_single_gpu_without_table_options_is_todays_plan(capsys: pytest.Captur
         (("--gpu", "4090,h100", "--num-gpus", "1,0"), "--num-gpus '1,0': give whole numbers"),
         (("--gpu", "4090,h100", "--objective", "cheap"), "--objective 'cheap': choose one of"),
         (("--gpu", "4090,h100", "--plot", "x.png"), "--plot and --verify take one GPU type"),
+        (("--gpu", "4090,h100", "--lora-rank", "0"), "error: --lora-rank: Input should be greater than or equal to 1"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(
