@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autotune.cli.console import console
 from autotune.cli.planning import PlanOptions, request_from_options
@@ -29,9 +30,11 @@ from autotune.planner.grid import (
 from autotune.planner.request import PlanRequest
 from autotune.planner.search import DEFAULT_RUN_STEPS
 from autotune.profiles.catalog import current_gpus, resolve_gpu
-from autotune.profiles.prices import Prices, resolve_prices
-from autotune.schemas.gpu_grid import GridReport, GridRowReport
 from autotune.schemas.plan import PlanFile
+
+if TYPE_CHECKING:  # the price table (and PyYAML with it) and the table's schema load only when a table is asked
+    from autotune.profiles.prices import Prices
+    from autotune.schemas.gpu_grid import GridReport, GridRowReport
 
 GRID_ONLY_OBJECTIVES = frozenset({"time", "cost"})
 MAX_CELLS = 256
@@ -128,6 +131,8 @@ def grid_ask(
         raise InvalidRequestError(
             "--deadline and --budget need the run's size: give --num-samples or --dataset-tokens (with --epochs)"
         )
+    from autotune.profiles.prices import resolve_prices
+
     prices = resolve_prices(price)
     objective: GridObjective = base.objective  # type: ignore[assignment]  # checked against GRID_OBJECTIVES
     return GridAsk(gpus, counts, objective, deadline_s, budget, prices)
@@ -160,6 +165,8 @@ def plan_grid(base: PlanOptions, ask: GridAsk) -> list[GridRow]:
 
 def grid_report(rows: list[GridRow], chosen: GridRow, ask: GridAsk, plan_file: PlanFile) -> GridReport:
     """The table as its schema (what ``--json`` prints)."""
+    from autotune.schemas.gpu_grid import GridReport
+
     whole_run = plan_file.workload.num_samples is not None or plan_file.workload.dataset_tokens is not None
     reports = [_row_report(row, row is chosen, ask) for row in rows]
     return GridReport(
@@ -176,6 +183,8 @@ def grid_report(rows: list[GridRow], chosen: GridRow, ask: GridAsk, plan_file: P
 
 
 def _row_report(row: GridRow, chosen: bool, ask: GridAsk) -> GridRowReport:
+    from autotune.schemas.gpu_grid import GridRowReport
+
     note = row.error
     if row.fits and row.price_per_gpu_hour is None:
         note = f"no price for {row.gpu}: time only (give one with --price {row.gpu}=PRICE)"
