@@ -1,8 +1,14 @@
-"""``autotune plan``: search every setting, print the best that fits, optionally write plan.yaml."""
+"""``autotune plan``: search every setting, print the best that fits, optionally write plan.yaml.
+
+With several GPU types or counts (``--gpu 4090,h100 --num-gpus 1,8``, ``--gpu any``) or a time / money option
+(``--objective time|cost``, ``--deadline``, ``--budget``, ``--price``), one table of the best setting per type × count
+(:mod:`autotune.cli.gpu_grid`); otherwise the one plan, as before.
+"""
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -10,22 +16,84 @@ import typer
 
 from autotune.cli import options as opt
 from autotune.cli.console import console
+from autotune.cli.gpu_grid import single_count, wants_grid
 from autotune.cli.planning import PlanOptions, plan_from_options
 from autotune.cli.render import print_json, render_plan
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
+from autotune.errors import InvalidRequestError
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
+
+GpuListOpt = Annotated[
+    str,
+    typer.Option(
+        "--gpu",
+        help="GPU name or alias (autotune gpus), e.g. 4090, a100, h100; a comma list (4090,a100-80gb,h100) or 'any' "
+        "(the current datacenter and workstation cards) plans each and prints one table.",
+    ),
+]
+NumGpusListOpt = Annotated[str, typer.Option("--num-gpus", help="GPUs per node; a comma list (1,2,4,8) plans each.")]
+PlanObjectiveOpt = Annotated[
+    str,
+    typer.Option(
+        "--objective",
+        help="quality (full > LoRA > QLoRA, then fastest), speed, or memory; across GPU types and counts also "
+        "time (shortest run) or cost (cheapest run).",
+    ),
+]
+DeadlineOpt = Annotated[
+    str | None, typer.Option("--deadline", help="Longest acceptable run, e.g. 12h, 90m, 2d (needs the run's size).")
+]
+BudgetOpt = Annotated[
+    float | None, typer.Option("--budget", help="Most the run may cost, in the price table's currency (USD).")
+]
+PriceOpt = Annotated[
+    list[str] | None,
+    typer.Option("--price", help="GPU=PRICE per GPU-hour, e.g. h100=2.49; wins over the price tables. Repeatable."),
+]
+
+
+def plan_grid_command(
+    options: PlanOptions,
+    num_gpus: str,
+    deadline: str | None,
+    budget: float | None,
+    price: list[str] | None,
+    output: Path | None,
+    json_: bool,
+    started: float,
+) -> None:
+    """``plan`` over several GPU types × counts: validate, plan every cell, choose, print (and write with ``-o``)."""
+    from autotune.cli.gpu_grid import grid_ask, render_grid, run_grid, write_grid
+
+    ask = grid_ask(options, num_gpus, deadline, budget, price)
+    report, plan_file = run_grid(options, ask)
+    elapsed = time.perf_counter() - started
+    table = write_grid(report, plan_file, output) if output is not None else None
+    if json_:
+        print_json(report.model_dump(mode="json"))
+        return
+    render_grid(report, elapsed)
+    if output is not None:
+        import shlex
+
+        console().print(f"[green]wrote[/] {output} (the chosen row) and {table} (the table); run it with:")
+        console().print(
+            f"  autotune launch {shlex.quote(str(output))} --dataset DATA --output-dir RUN",
+            soft_wrap=True,
+            markup=False,
+        )
 
 
 @takes_setting_options(stated=False)
 def plan_command(
     model: opt.ModelArg,
-    gpu: opt.GpuOpt,
-    num_gpus: opt.NumGpusOpt = 1,
+    gpu: GpuListOpt,
+    num_gpus: NumGpusListOpt = "1",
     num_nodes: opt.NumNodesOpt = 1,
     host_memory_gib: opt.HostMemoryOpt = None,
     seq_len: opt.SeqLenOpt = DEFAULT_SEQ_LEN,
     global_batch_size: opt.GlobalBatchOpt = 32,
-    objective: opt.ObjectiveOpt = "quality",
+    objective: PlanObjectiveOpt = "quality",
     setting: SettingOptions = NOT_GIVEN,
     num_samples: opt.NumSamplesOpt = None,
     dataset_tokens: opt.DatasetTokensOpt = None,
@@ -43,6 +111,9 @@ def plan_command(
         ),
     ] = False,
     json_: opt.JsonOpt = False,
+    deadline: DeadlineOpt = None,
+    budget: BudgetOpt = None,
+    price: PriceOpt = None,
 ) -> None:
     """Find the best setting that fits MODEL on your GPUs; every option fixes one choice."""
     if plot is not None:
@@ -53,7 +124,7 @@ def plan_command(
     options = PlanOptions(
         model=model,
         gpu=gpu,
-        num_gpus=num_gpus,
+        num_gpus=1,
         num_nodes=num_nodes,
         host_memory_gib=host_memory_gib,
         seq_len=seq_len,
@@ -65,6 +136,14 @@ def plan_command(
         calibration=calibration,
         setting=setting,
     )
+    if wants_grid(gpu, num_gpus, objective, deadline, budget, price):
+        if plot is not None or verify:
+            raise InvalidRequestError(
+                "--plot and --verify take one GPU type and count; plan the table first, then the chosen row alone"
+            )
+        plan_grid_command(options, num_gpus, deadline, budget, price, output, json_, started)
+        return
+    options = replace(options, num_gpus=single_count(num_gpus))
     plan_file, result, notes = plan_from_options(options)
     elapsed = time.perf_counter() - started
     if verify:

@@ -101,6 +101,9 @@ PLAN_OPTION_NAMES = tuple(option.name for option in fields(PlanOptions) if optio
 PLAN_OUTPUT_PARAMS = frozenset({"output", "json_", "plot", "verify"})
 """``plan`` parameters that choose what to print or write, not what to plan."""
 
+PLAN_TABLE_PARAMS = {"deadline": "--deadline", "budget": "--budget", "price": "--price"}
+"""``plan`` parameters of the GPU type × count table only (:mod:`autotune.cli.gpu_grid`)."""
+
 
 def parse_plan_args(plan_command: Any, model: str, args: list[str]) -> PlanOptions:
     """Parse ``[MODEL, *args]`` with ``plan_command`` (the click command of ``autotune plan``).
@@ -123,7 +126,28 @@ def parse_plan_args(plan_command: Any, model: str, args: list[str]) -> PlanOptio
 
 
 def plan_options_from_params(params: dict[str, Any]) -> PlanOptions:
-    """:class:`PlanOptions` from the parsed parameters of ``autotune plan`` (click's ``ctx.params``, by field name)."""
+    """:class:`PlanOptions` from the parsed parameters of ``autotune plan`` (click's ``ctx.params``, by field name).
+
+    Raises:
+        InvalidRequestError: a list of GPUs or counts, ``any``, or an option of the table (``--deadline``,
+            ``--budget``, ``--price``, ``--objective time|cost``): one plan runs one GPU type and count.
+    """
+    table = [flag for name, flag in PLAN_TABLE_PARAMS.items() if params.get(name)]
+    if params.get("objective") in ("time", "cost"):
+        table.append(f"--objective {params['objective']}")
+    gpu, num_gpus = str(params.get("gpu", "")), str(params.get("num_gpus", "1"))
+    if "," in gpu or "," in num_gpus or gpu.strip().lower() == "any":
+        table.append("a list of GPUs or counts")
+    if table:
+        raise InvalidRequestError(
+            f"{', '.join(table)}: launch runs one GPU type and count; choose it with "
+            "'autotune plan ... -o plan.yaml' first"
+        )
     setting = SettingOptions(**{name: params[name] for name in SETTING_OPTION_NAMES})
     plan = {name: params[name] for name in PLAN_OPTION_NAMES if name in params}
+    if isinstance(plan.get("num_gpus"), str):
+        try:
+            plan["num_gpus"] = int(plan["num_gpus"])
+        except ValueError:
+            raise InvalidRequestError(f"--num-gpus {plan['num_gpus']!r}: give a whole number of GPUs") from None
     return PlanOptions(setting=setting, **plan)

@@ -1,0 +1,226 @@
+"""Plan several GPU types and counts at once and choose among them by time or money (``autotune plan --gpu a,b``).
+
+Every cell (GPU type × GPUs per node) is planned exactly as a single ``autotune plan`` (:func:`search`); a cell
+where nothing fits, or whose request is refused, stays a row that says why. The rows are then compared by one rule
+(:func:`row_key`), after the limits (:func:`within_limits`: ``--deadline``, ``--budget``).
+
+Objectives (one ``--objective`` for both stages):
+
+* inside a cell the planner's own objectives apply unchanged (quality, speed, memory: :mod:`autotune.planner.search`);
+  ``time`` and ``cost`` choose the setting by ``speed``: with one GPU type and count, cost = time × GPUs × price,
+  so the fastest setting is also the cheapest;
+* across cells, ``time`` (and ``speed``) takes the shortest run, ``cost`` the cheapest (rows without a price cannot
+  be chosen by cost); ``quality`` the row whose setting the quality order prefers (full > LoRA > QLoRA), then the
+  shortest run; ``memory`` the lowest peak, then the shortest run. Ties go to the fewer GPU-hours.
+
+Run time is the whole run (dataset × epochs) when the workload is given, else ``DEFAULT_RUN_STEPS`` optimizer steps
+(:func:`autotune.planner.search.run_time_s`): the same number of tokens in every row, so time and cost compare alike;
+without a workload the table shows cost per million training tokens instead of the run's cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from autotune.errors import AutotuneError, InfeasibleError, InvalidRequestError, first_line
+from autotune.planner.request import Objective, PlanRequest
+from autotune.planner.search import METHOD_QUALITY_ORDER, PlanResult, search
+
+GridObjective = Literal["quality", "speed", "memory", "time", "cost"]
+GRID_OBJECTIVES: tuple[str, ...] = get_args(GridObjective)
+
+SECONDS_PER_HOUR = 3600.0
+TOKENS_PER_MILLION = 1e6
+
+
+def setting_objective(objective: GridObjective) -> Objective:
+    """The planner objective that chooses the setting inside one cell: ``time`` and ``cost`` -> ``speed``."""
+    if objective == "time" or objective == "cost":
+        return "speed"
+    return objective
+
+
+@dataclass(frozen=True)
+class GridRow:
+    """One GPU type × count: its plan (or why there is none) and its price.
+
+    ``price_per_gpu_hour``: currency units per GPU-hour, None when no price is known.
+    """
+
+    gpu: str
+    num_gpus: int
+    num_nodes: int
+    price_per_gpu_hour: float | None
+    request: PlanRequest | None = None
+    result: PlanResult | None = None
+    error: str | None = None
+
+    @property
+    def world_size(self) -> int:
+        """GPUs in all: per node × nodes."""
+        return self.num_gpus * self.num_nodes
+
+    @property
+    def fits(self) -> bool:
+        """Whether a setting was found."""
+        return self.result is not None
+
+    @property
+    def run_time_s(self) -> float | None:
+        """Seconds of the whole run (or of ``DEFAULT_RUN_STEPS`` steps without a workload); None without a plan."""
+        return self.result.best.run_time_s if self.result else None
+
+    @property
+    def gpu_hours(self) -> float | None:
+        """GPU-hours of the run: world size × run time / 3600 s."""
+        run = self.run_time_s
+        return None if run is None else self.world_size * run / SECONDS_PER_HOUR
+
+    @property
+    def cost(self) -> float | None:
+        """The run's cost: GPU-hours × price per GPU-hour; None without a plan or a price."""
+        hours = self.gpu_hours
+        if hours is None or self.price_per_gpu_hour is None:
+            return None
+        return hours * self.price_per_gpu_hour
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Training tokens per second over all GPUs of the chosen setting."""
+        return self.result.best.estimate.tokens_per_s if self.result else None
+
+    @property
+    def cost_per_million_tokens(self) -> float | None:
+        """Price × world size / 3600 / tokens per second × 10^6: the cost of a million training tokens."""
+        tokens = self.tokens_per_s
+        if tokens is None or self.price_per_gpu_hour is None or tokens <= 0:
+            return None
+        return self.price_per_gpu_hour * self.world_size / SECONDS_PER_HOUR / tokens * TOKENS_PER_MILLION
+
+    @property
+    def label(self) -> str:
+        """``'8× h100-80gb'`` (``'2×8× h100-80gb'`` over nodes)."""
+        nodes = f"{self.num_nodes}×" if self.num_nodes > 1 else ""
+        return f"{nodes}{self.num_gpus}× {self.gpu}"
+
+
+def plan_row(
+    gpu: str, num_gpus: int, num_nodes: int, price: float | None, request: PlanRequest | AutotuneError
+) -> GridRow:
+    """Plan one cell; a refused request or nothing fitting becomes a row with the one-line reason."""
+    row = GridRow(gpu=gpu, num_gpus=num_gpus, num_nodes=num_nodes, price_per_gpu_hour=price)
+    if isinstance(request, AutotuneError):
+        return GridRow(**{**row.__dict__, "error": first_line(request)})
+    try:
+        result = search(request)
+    except AutotuneError as error:
+        return GridRow(**{**row.__dict__, "request": request, "error": first_line(error)})
+    return GridRow(**{**row.__dict__, "request": request, "result": result})
+
+
+def row_key(row: GridRow, objective: GridObjective) -> tuple[float, ...]:
+    """The order of fitting rows under an objective (smaller is better); see the module docstring."""
+    assert row.result is not None and row.run_time_s is not None and row.gpu_hours is not None
+    run, hours = row.run_time_s, row.gpu_hours
+    if objective == "cost":
+        return (float("inf") if row.cost is None else row.cost, run, hours)
+    if objective == "quality":
+        return (METHOD_QUALITY_ORDER[row.result.best.setting.method], run, hours)
+    if objective == "memory":
+        return (row.result.best.estimate.peak_memory_gib, run, hours)
+    return (run, hours)
+
+
+def within_limits(row: GridRow, deadline_s: float | None, budget: float | None) -> bool:
+    """Whether a fitting row meets the deadline (run time ≤ seconds) and the budget (cost ≤ budget).
+
+    Under a budget a row without a price does not qualify: its cost is unknown.
+    """
+    if deadline_s is not None and (row.run_time_s is None or row.run_time_s > deadline_s):
+        return False
+    return budget is None or (row.cost is not None and row.cost <= budget)
+
+
+def choose_row(
+    rows: list[GridRow],
+    objective: GridObjective,
+    *,
+    deadline_s: float | None = None,
+    budget: float | None = None,
+    currency: str = "USD",
+) -> GridRow:
+    """The best fitting row under the limits by :func:`row_key`.
+
+    Raises:
+        InfeasibleError: no row fits; none meets the deadline (names the fastest row and its time); none meets
+            the budget (names the cheapest priced row and its cost); ``cost`` with no priced row.
+    """
+    fitting = [row for row in rows if row.fits]
+    if not fitting:
+        raise InfeasibleError("nothing fits on any GPU type × count: " + "; ".join(_row_reasons(rows)))
+    if deadline_s is not None:
+        fastest = min(fitting, key=lambda row: row_key(row, "time"))
+        if not any(within_limits(row, deadline_s, None) for row in fitting):
+            raise InfeasibleError(
+                f"no row meets --deadline {format_duration(deadline_s)}: the fastest is {fastest.label} at "
+                f"{format_duration(fastest.run_time_s or 0.0)}; allow more time or add GPUs"
+            )
+    if budget is not None:
+        priced = [row for row in fitting if row.cost is not None and within_limits(row, deadline_s, None)]
+        if not priced:
+            raise InfeasibleError(
+                f"no row meets --budget {budget:g} {currency}: no row that fits"
+                + (" the deadline" if deadline_s is not None else "")
+                + " has a price (give one with --price GPU=PRICE)"
+            )
+        if not any(within_limits(row, deadline_s, budget) for row in priced):
+            cheapest = min(priced, key=lambda row: row_key(row, "cost"))
+            raise InfeasibleError(
+                f"no row meets --budget {budget:g} {currency}"
+                + (f" within --deadline {format_duration(deadline_s)}" if deadline_s is not None else "")
+                + f": the cheapest is {cheapest.label} at {cheapest.cost:,.2f} {currency}"
+            )
+    eligible = [row for row in fitting if within_limits(row, deadline_s, budget)]
+    if objective == "cost" and not any(row.cost is not None for row in eligible):
+        raise InfeasibleError(
+            "--objective cost: no fitting row has a price; give one with --price GPU=PRICE or use --objective time"
+        )
+    return min(eligible, key=lambda row: row_key(row, objective))
+
+
+def _row_reasons(rows: list[GridRow]) -> list[str]:
+    return [f"{row.label}: {row.error}" for row in rows[:3]] + ([f"… {len(rows) - 3} more"] if len(rows) > 3 else [])
+
+
+DURATION_UNITS_S = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+"""``--deadline`` units: seconds, minutes, hours, days."""
+
+
+def parse_duration_s(text: str, option: str = "--deadline") -> float:
+    """``'12h'`` -> 43200.0: a positive number followed by a unit of :data:`DURATION_UNITS_S`.
+
+    Raises:
+        InvalidRequestError: no unit, an unknown unit, or a number that is not positive and finite.
+    """
+    value = text.strip().lower()
+    number = value.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = value[len(number) :]
+    if unit not in DURATION_UNITS_S:
+        raise InvalidRequestError(f"{option} {text!r}: give a number and a unit, s, m, h or d (e.g. {option} 12h)")
+    try:
+        amount = float(number)
+    except ValueError:
+        amount = -1.0
+    if not 0 < amount < float("inf"):
+        raise InvalidRequestError(f"{option} {text!r}: the time must be a positive number, e.g. {option} 12h")
+    return amount * DURATION_UNITS_S[unit]
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as a short human time: ``'45 min'``, ``'14.2 h'``, ``'3.1 d'``."""
+    if seconds < SECONDS_PER_HOUR:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 72 * SECONDS_PER_HOUR:
+        return f"{seconds / SECONDS_PER_HOUR:.1f} h"
+    return f"{seconds / 86400:.1f} d"

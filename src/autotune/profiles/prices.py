@@ -1,0 +1,139 @@
+"""GPU prices per GPU-hour: the shipped table, a user file that replaces it, and ``--price GPU=USD`` on top.
+
+Precedence, last wins: the shipped ``profiles/prices.yaml`` < ``prices.yaml`` in the user config dir
+(:func:`autotune.profiles.user_config.config_dir`: the same rule as ``calibration.yaml``; the file replaces the
+shipped table whole) < ``--price`` on the command line (one GPU each). Every table is validated by
+:class:`autotune.schemas.prices.PriceTable`; GPU names are resolved through the catalog, so a price for a GPU the
+catalog does not know is an error naming the closest names.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from autotune.errors import ConfigError, InvalidRequestError, UnknownNameError
+from autotune.profiles.catalog import resolve_gpu
+from autotune.profiles.user_config import config_dir
+from autotune.schemas.prices import PriceTable
+from autotune.yamlio import load_validated, parse_mapping, validate
+
+USER_PRICES_FILE = "prices.yaml"
+SHIPPED_PRICES_FILE = "prices.yaml"
+
+
+@dataclass(frozen=True)
+class Prices:
+    """The prices a plan uses: catalog GPU key -> USD per GPU-hour, and where they come from.
+
+    ``origin`` says which table (shipped / user file path) and its date; ``overridden`` the GPUs priced by
+    ``--price``.
+    """
+
+    per_gpu_hour: dict[str, float]
+    currency: str
+    origin: str
+    overridden: tuple[str, ...] = ()
+
+    def price(self, gpu_key: str) -> float | None:
+        """USD per GPU-hour of a catalog GPU, or None when no price is known."""
+        return self.per_gpu_hour.get(gpu_key)
+
+    def describe(self) -> str:
+        """One line: the currency, which table and its date, and the ``--price`` overrides."""
+        text = f"prices: {self.currency} per GPU-hour, {self.origin}"
+        if self.overridden:
+            text += "; --price " + ", ".join(f"{key}={self.per_gpu_hour[key]:g}" for key in self.overridden)
+        return text
+
+
+@functools.cache
+def shipped_price_table() -> PriceTable:
+    """The shipped table ``profiles/prices.yaml`` (cached per process).
+
+    Raises:
+        ValueError: the shipped file is malformed or names a GPU the catalog lacks (a packaging bug).
+    """
+    text = resources.files("autotune.profiles").joinpath(SHIPPED_PRICES_FILE).read_text(encoding="utf-8")
+    try:
+        table = validate(PriceTable, parse_mapping(text, SHIPPED_PRICES_FILE, "a price table"), "prices", "prices")
+        _check_keys(table, SHIPPED_PRICES_FILE)
+    except (ConfigError, UnknownNameError) as error:
+        raise ValueError(f"profiles/{SHIPPED_PRICES_FILE}: {error}") from None
+    return table
+
+
+def user_prices_path() -> Path:
+    """Where a user's price table is read from: ``config_dir() / prices.yaml`` (need not exist)."""
+    return config_dir() / USER_PRICES_FILE
+
+
+def _check_keys(table: PriceTable, origin: str) -> None:
+    """Every GPU key of ``table`` is a catalog key (not an alias: one spelling per file)."""
+    for key in table.gpus:
+        try:
+            spec, _ = resolve_gpu(key)
+        except UnknownNameError as error:
+            raise ConfigError(f"{origin}: gpus: {error}") from None
+        if spec.key != key:
+            raise ConfigError(f"{origin}: gpus: '{key}' is an alias; use the catalog key {spec.key}")
+
+
+def load_price_table() -> tuple[PriceTable, str]:
+    """The table in force: the user's ``prices.yaml`` if it exists, else the shipped one; and a label saying which.
+
+    Raises:
+        ConfigError: the user file is unreadable, malformed, fails the schema or names an unknown GPU.
+    """
+    path = user_prices_path()
+    if path.is_file():
+        table = load_validated(path, PriceTable, "price table")
+        _check_keys(table, str(path))
+        return table, f"user file {path} read {table.date.isoformat()}"
+    table = shipped_price_table()
+    return table, f"shipped list prices read {table.date.isoformat()} (typical of {_provider_names(table)})"
+
+
+def _provider_names(table: PriceTable) -> str:
+    return ", ".join(dict.fromkeys(provider.name.split(" ")[0] for provider in table.providers.values()))
+
+
+def parse_price_option(value: str) -> tuple[str, float]:
+    """``'h100=2.49'`` -> ``('h100-80gb', 2.49)``: a GPU name (resolved in the catalog) and USD per GPU-hour.
+
+    Raises:
+        InvalidRequestError: not ``GPU=NUMBER``, or the number is not positive and finite.
+        UnknownNameError: the GPU is not in the catalog (the message names the closest).
+    """
+    name, sep, number = value.partition("=")
+    if not sep or not name.strip():
+        raise InvalidRequestError(f"--price {value!r}: give GPU=PRICE, e.g. --price h100=2.49 (USD per GPU-hour)")
+    try:
+        price = float(number)
+    except ValueError:
+        price = math.nan
+    if not math.isfinite(price) or price <= 0:
+        raise InvalidRequestError(
+            f"--price {value!r}: the price must be a positive number of USD per GPU-hour, e.g. {name.strip()}=2.49"
+        )
+    try:
+        spec, _ = resolve_gpu(name)
+    except UnknownNameError as error:
+        raise UnknownNameError(f"--price {value!r}: {error}") from None
+    return spec.key, price
+
+
+def resolve_prices(options: list[str] | None = None) -> Prices:
+    """The prices in force: the table (user file or shipped) with each ``--price GPU=USD`` on top.
+
+    Raises:
+        AutotuneError: a bad ``--price`` or a bad user file (one line).
+    """
+    overrides = dict(parse_price_option(value) for value in options or [])
+    table, origin = load_price_table()
+    per_gpu_hour = {key: prices.typical for key, prices in table.gpus.items()}
+    per_gpu_hour.update(overrides)
+    return Prices(per_gpu_hour, table.currency, origin, tuple(overrides))

@@ -1,0 +1,56 @@
+"""The GPU price table: public on-demand list prices per GPU-hour, each with its provider, date and source.
+
+Shipped as ``autotune/profiles/prices.yaml``; a user file ``prices.yaml`` in the config dir replaces it (same
+schema). Read by :mod:`autotune.profiles.prices`.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from pydantic import Field, model_validator
+
+from autotune.schemas._base import FrozenModel
+
+
+class Provider(FrozenModel):
+    """One provider whose list prices the table quotes."""
+
+    name: str = Field(description="Provider and offer, e.g. 'RunPod Secure Cloud'.")
+    url: str = Field(description="The provider's public pricing page.")
+
+
+class GpuPrices(FrozenModel):
+    """One GPU's prices, USD per GPU-hour: per provider, and the typical figure the planner uses."""
+
+    typical: float = Field(
+        gt=0, description="The price the planner uses, per GPU-hour (the shipped table: the providers' median)."
+    )
+    providers: dict[str, float] = Field(
+        default_factory=dict, description="Provider key -> on-demand list price, USD per GPU-hour."
+    )
+
+    @model_validator(mode="after")
+    def _positive(self) -> GpuPrices:
+        bad = [key for key, price in self.providers.items() if price <= 0]
+        if bad:
+            raise ValueError(f"providers {', '.join(bad)}: a price is a positive number of USD per GPU-hour")
+        return self
+
+
+class PriceTable(FrozenModel):
+    """A price table: on-demand list prices per GPU-hour for catalog GPUs, in one currency, read on one date."""
+
+    currency: str = Field(default="USD", description="The currency of every price (one currency).")
+    date: datetime.date = Field(description="The day the prices were read (YYYY-MM-DD).")
+    source: str = Field(description="Where the numbers come from (pages, datasets with commit).")
+    providers: dict[str, Provider] = Field(default_factory=dict, description="Provider key -> provider.")
+    gpus: dict[str, GpuPrices] = Field(description="Catalog GPU key -> its prices.")
+
+    @model_validator(mode="after")
+    def _known_providers(self) -> PriceTable:
+        for gpu, prices in self.gpus.items():
+            unknown = sorted(set(prices.providers) - set(self.providers))
+            if unknown:
+                raise ValueError(f"gpus.{gpu}: provider {', '.join(unknown)} is not listed under providers")
+        return self

@@ -1,0 +1,137 @@
+"""``autotune plan`` over several GPU types and counts: the table, the choice, -o, and the refusals (one line, rc 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_runner import run
+
+from autotune.cli.gpu_grid import parse_count_list, single_count, table_path, wants_grid
+from autotune.errors import InvalidRequestError
+from autotune.profiles.catalog import CURRENT_GPUS
+from autotune.schemas.plan_io import load_plan
+
+QUESTION = ("plan", "llama3-8b", "--gpu", "4090,a100-80gb,h100", "--num-gpus", "1,2,8", "--num-samples", "50000")
+QUESTION += ("--epochs", "2", "--deadline", "24h")
+
+
+def grid_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_one_row_per_type_and_count_and_time_chooses_differently_from_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    cost = grid_json(capsys, *QUESTION, "--objective", "cost")
+    cells = [(row["gpu"], row["num_gpus"]) for row in cost["rows"]]
+    assert cells == [(gpu, n) for gpu in ("rtx-4090", "a100-80gb", "h100-80gb") for n in (1, 2, 8)]
+    assert sum(row["chosen"] for row in cost["rows"]) == 1
+    eligible = [row for row in cost["rows"] if row["meets_limits"]]
+    assert all(row["run_time_s"] <= 24 * 3600 for row in eligible)
+    assert cost["chosen"]["cost"] == min(row["cost"] for row in eligible)
+    time = grid_json(capsys, *QUESTION, "--objective", "time")
+    assert time["chosen"]["run_time_s"] == min(row["run_time_s"] for row in eligible)
+    assert (time["chosen"]["gpu"], time["chosen"]["num_gpus"]) != (cost["chosen"]["gpu"], cost["chosen"]["num_gpus"])
+    plan = time["plan_file"]
+    assert (plan["cluster"]["gpu"], plan["cluster"]["num_gpus_per_node"]) == (
+        time["chosen"]["gpu"],
+        time["chosen"]["num_gpus"],
+    )
+    assert "shipped list prices read 2026-09-25" in time["prices"] and time["currency"] == "USD"
+
+
+def test_the_table_prints_every_row_the_choice_and_the_prices(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, *QUESTION, "--objective", "cost", "--price", "h100=2.49")
+    assert code == 0
+    for label in ("1× rtx-4090", "8× a100-80gb", "2× h100-80gb"):
+        assert label in out
+    assert "chosen:" in out and "--price h100-80gb=2.49" in out
+
+
+def test_without_a_workload_the_table_gives_money_per_million_tokens(capsys: pytest.CaptureFixture[str]) -> None:
+    report = grid_json(capsys, "plan", "llama3-8b", "--gpu", "h100,3090", "--objective", "time")
+    assert not report["whole_run"]
+    h100, rtx3090 = report["rows"]
+    assert h100["cost_per_million_tokens"] > 0 and rtx3090["cost_per_million_tokens"] is None
+    assert "no price for rtx-3090" in rtx3090["note"]
+
+
+def test_a_cell_where_nothing_fits_is_a_row_saying_why(capsys: pytest.CaptureFixture[str]) -> None:
+    report = grid_json(capsys, "plan", "llama3-8b", "--gpu", "4090,h100", "--method", "full", "--objective", "time")
+    rtx = report["rows"][0]
+    assert not rtx["fits"] and "nothing fits on 1× rtx-4090" in rtx["note"] and rtx["cost"] is None
+    assert report["chosen"]["gpu"] == "h100-80gb"
+
+
+def test_any_plans_the_current_cards(capsys: pytest.CaptureFixture[str]) -> None:
+    report = grid_json(capsys, "plan", "llama3-8b", "--gpu", "any", "--objective", "time")
+    assert [row["gpu"] for row in report["rows"]] == list(CURRENT_GPUS)
+
+
+def test_output_writes_the_chosen_plan_and_the_table_beside_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    output = tmp_path / "plan.yaml"
+    code, out, err = run(capsys, *QUESTION, "--objective", "time", "-o", str(output))
+    assert code == 0, err
+    assert f"wrote {output} (the chosen row) and {table_path(output)}" in out.replace("\n", "")
+    table = json.loads(table_path(output).read_text(encoding="utf-8"))
+    chosen = table["chosen"]
+    plan = load_plan(output)
+    assert (plan.cluster.gpu, plan.cluster.num_gpus_per_node) == (chosen["gpu"], chosen["num_gpus"])
+    assert len(table["rows"]) == 9 and "plan_file" not in table
+    code, _, err = run(capsys, *QUESTION, "--objective", "time", "-o", str(output))
+    assert code == 2 and "exists" in err
+
+
+def test_a_single_gpu_without_table_options_is_todays_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    single = grid_json(capsys, "plan", "llama3-8b", "--gpu", "h100", "--num-gpus", "2")
+    assert "rows" not in single and single["plan_file"]["cluster"]["num_gpus_per_node"] == 2
+    assert not wants_grid("h100", "2", "quality", None, None, None)
+    assert wants_grid("h100", "2", "cost", None, None, None) and wants_grid("any", "1", "speed", None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--gpu", "4090,h10x"), "unknown GPU 'h10x': closest are h100-80gb"),
+        (("--gpu", "4090,h100", "--price", "h100=-1"), "--price 'h100=-1': the price must be a positive number"),
+        (("--gpu", "4090,h100", "--price", "h10x=2"), "--price 'h10x=2': unknown GPU 'h10x'"),
+        (("--gpu", "4090,h100", "--num-samples", "50000", "--deadline", "12x"), "--deadline '12x': give a number"),
+        (("--gpu", "4090,h100", "--num-samples", "50000", "--deadline", "1h"), "the fastest is 1× h100-80gb at"),
+        (("--gpu", "4090,h100", "--num-samples", "50000", "--budget", "1"), "the cheapest is 1× rtx-4090 at"),
+        (
+            ("--gpu", "4090,h100", "--budget", "0", "--num-samples", "9"),
+            "--budget 0: the budget must be a positive amount",
+        ),
+        (("--gpu", "4090,h100", "--deadline", "12h"), "need the run's size"),
+        (("--gpu", "4090,h100", "--num-gpus", "1,0"), "--num-gpus '1,0': give whole numbers"),
+        (("--gpu", "4090,h100", "--objective", "cheap"), "--objective 'cheap': choose one of"),
+        (("--gpu", "4090,h100", "--plot", "x.png"), "--plot and --verify take one GPU type"),
+        (("--gpu", "4090,h100", "--lora-rank", "0"), "error: --lora-rank: Input should be greater than or equal to 1"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    output = tmp_path / "plan.yaml"
+    code, out, err = run(capsys, "plan", "llama3-8b", *args, "-o", str(output))
+    assert code == 2 and message in err, err
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_counts_parse_and_launch_refuses_a_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert parse_count_list("1, 2,8,2") == [1, 2, 8]
+    with pytest.raises(InvalidRequestError):
+        parse_count_list("1,x")
+    assert single_count(" 2") == 2
+    with pytest.raises(InvalidRequestError, match="Invalid value for '--num-gpus'"):
+        single_count("2x")
+    launch = ("launch", "llama3-8b", "--dataset", "d.jsonl", "--output-dir", str(tmp_path / "run"), "--dry-run")
+    for table_option in (("--gpu", "4090,h100"), ("--gpu", "h100", "--deadline", "12h")):
+        code, _, err = run(capsys, *launch, *table_option)
+        assert code == 2 and "launch runs one GPU type and count" in err, err
