@@ -1,17 +1,20 @@
-"""Tokenization (``Dataset.map``), packing and the collator (``DataCollatorForSeq2Seq``) of the training core.
+"""Tokenization (``Dataset.map``), packing whole examples and the collators (padded, packed) of the training core.
 
 Fast (no training): the tiny word-level tokenizer of the integration tests, datasets built in memory.
 """
 
 from __future__ import annotations
 
+import logging
+import random
 from typing import Any
 
 import pytest
-from trainer_helpers import build_tokenizer, instruction_rows, text_rows
+from trainer_helpers import WORDS, build_tokenizer, instruction_rows, pattern_text, text_rows
 
 from autotune.errors import ConfigError
 from autotune.trainer.data import IGNORE_INDEX, build_collator, build_train_dataset, tokenize_instruction
+from autotune.trainer.packed import split_block
 
 
 @pytest.fixture(scope="module")
@@ -25,17 +28,49 @@ def _dataset(rows: list[dict[str, Any]]) -> Any:
     return datasets.Dataset.from_list(rows)
 
 
-def test_packing_cuts_the_concatenation_into_full_blocks(tokenizer: Any) -> None:
-    rows = instruction_rows(20)
+def _skewed_rows(count: int, seed: int) -> list[dict[str, str]]:
+    """Instruction rows whose answers have long-tailed lengths (log-normal words, as instruction data has)."""
+    rng = random.Random(seed)
+    return [
+        {"instruction": f"continue from {WORDS[i % len(WORDS)]}", "input": "", "output": pattern_text(i, length)}
+        for i in range(count)
+        for length in [max(1, round(rng.lognormvariate(2.5, 0.9)))]
+    ]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_packing_keeps_every_example_whole_in_one_block(
+    tokenizer: Any, seed: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    rows = _skewed_rows(300, seed)
+    seq_len = 48
     examples = [tokenize_instruction(row, tokenizer) for row in rows]
-    ids = [token for e in examples for token in e.input_ids]
-    labels = [label for e in examples for label in e.labels]
-    seq_len = 16
-    built = build_train_dataset(_dataset(rows), tokenizer, "instruction", seq_len, pack=True, name="t")
-    expected = [(ids[s : s + seq_len], labels[s : s + seq_len]) for s in range(0, len(ids) - seq_len + 1, seq_len)]
-    expected = [(i, lab) for i, lab in expected if any(x != IGNORE_INDEX for x in lab)]
-    assert [(row["input_ids"], row["labels"]) for row in built] == expected
-    assert all(len(row["input_ids"]) == seq_len for row in built)
+    lengths = [len(e.input_ids) for e in examples]
+    assert max(lengths) > seq_len > min(lengths)  # some are truncated, most share a block
+    with caplog.at_level(logging.INFO, logger="autotune.trainer"):
+        built = build_train_dataset(_dataset(rows), tokenizer, "instruction", seq_len, pack=True, name="t")
+    expected = sorted(
+        (e.input_ids[:seq_len], e.labels[:seq_len])
+        for e in examples
+        if any(label != IGNORE_INDEX for label in e.labels[1:seq_len])
+    )
+    found = []
+    for block in built:
+        assert len(block["input_ids"]) == len(block["labels"]) == len(block["position_ids"]) <= seq_len
+        found += [(part["input_ids"], part["labels"]) for part in split_block(block)]
+    assert sorted(found) == expected  # each example once, whole, in one block: none is split across two
+    assert len(built) < len(expected)  # packed: blocks hold several examples
+    truncated = sum(1 for n in lengths if n > seq_len)
+    lost = sum(n - seq_len for n in lengths if n > seq_len)
+    efficiency = sum(len(ids) for ids, _ in expected) / (len(built) * seq_len)
+    assert f"{len(built)} blocks, packing efficiency {efficiency:.1%}" in caplog.text
+    assert f"{truncated} truncated to seq_len ({lost} tokens lost)" in caplog.text
+
+
+def test_packed_blocks_restart_positions_at_each_example(tokenizer: Any) -> None:
+    rows = text_rows(3)  # 24 words + eos = 25 tokens each: two per block of 50, one alone
+    built = build_train_dataset(_dataset(rows), tokenizer, "text", 50, pack=True, name="t")
+    assert [row["position_ids"] for row in built] == [[*range(25), *range(25)], list(range(25))]
 
 
 def test_a_dataset_shorter_than_a_block_is_one_shorter_block(tokenizer: Any) -> None:
@@ -74,3 +109,19 @@ def test_the_collator_pads_right_with_masked_labels(tokenizer: Any) -> None:
     left.padding_side = "left"
     assert build_collator(left)(features)["input_ids"].tolist() == [[5, 6, 7], [8, pad, pad]]
     assert left.padding_side == "left"  # the run's tokenizer is saved as loaded
+
+
+def test_the_packed_collator_restarts_positions_and_masks_each_first_label() -> None:
+    block = {"input_ids": [5, 6, 7, 8, 9], "labels": [IGNORE_INDEX, 6, 7, 8, 9], "position_ids": [0, 1, 2, 0, 1]}
+    short = {"input_ids": [10, 11], "labels": [10, 11], "position_ids": [0, 1]}
+    tokenizer = build_tokenizer()
+    flat = build_collator(tokenizer, "flattened")([block, short])
+    assert flat["input_ids"].tolist() == [[5, 6, 7, 8, 9, 10, 11]]
+    assert flat["labels"].tolist() == [[IGNORE_INDEX, 6, 7, IGNORE_INDEX, 9, IGNORE_INDEX, 11]]
+    assert flat["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0, 1]]
+    rows = build_collator(tokenizer, "row-per-block")([block, short])
+    pad = tokenizer.pad_token_id
+    assert rows["input_ids"].tolist() == [[5, 6, 7, 8, 9], [10, 11, pad, pad, pad]]
+    assert rows["labels"].tolist() == [[IGNORE_INDEX, 6, 7, IGNORE_INDEX, 9], [IGNORE_INDEX, 11, *[IGNORE_INDEX] * 3]]
+    assert rows["position_ids"].tolist() == [[0, 1, 2, 0, 1], [0, 1, 0, 1, 2]]  # padding is a sequence of its own
+    assert "attention_mask" not in rows and "attention_mask" not in flat

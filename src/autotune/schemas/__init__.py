@@ -17,6 +17,7 @@ Modules:
   training_stack   the tested versions of the training stack and the refusal of any other
   dataset_format   the fields a dataset must hold for each format (instruction, chat, text)
   dataset_rows     the rule for one dataset row and a streamed check of a local dataset file
+  packing          best-fit-decreasing bins of whole examples, packing efficiency, the packed batch layout
   lora_targets     which LoRA targets peft builds for an architecture (shared by cost model and training core)
   trace            TraceReport: what ``autotune trace`` reports (live bytes per phase, op counts)
 

@@ -7,7 +7,8 @@ Modules:
   __main__       entry point: parse the arguments, run, user errors → one line and exit code 2
   args           TrainerArgs and its argparse parser, generated from schemas.trainer_options
   train          wires plan → data → model → Trainer → checkpoints, weights, report (seeds first)
-  data           dataset loading, format detection, tokenization (Dataset.map), packing, the collator
+  data           dataset loading, format detection, tokenization (Dataset.map), truncation, the collators
+  packed         blocks of whole examples and the packed collator (attention kept inside each example)
   model          tokenizer / model loading, precision, LoRA / QLoRA
   kernels        fused kernels a plan asks for (Liger Kernel), applied before peft
   hf_args        TrainingArguments from the plan (FSDP, DeepSpeed, compile, checkpointing)

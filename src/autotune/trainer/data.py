@@ -1,4 +1,4 @@
-"""Training data: load with ``datasets``, tokenize in one of three formats, pack or truncate.
+"""Training data: load with ``datasets``, tokenize in one of three formats, truncate, pack or pad.
 
 Formats (auto-detected from the columns unless given):
 - instruction: ``instruction``, optional ``input``, ``output``; the prompt uses the Stanford Alpaca
@@ -6,8 +6,8 @@ Formats (auto-detected from the columns unless given):
 - chat: ``messages`` = a list of ``{"role", "content"}``; rendered with the tokenizer's chat template;
   only the assistant turns are learned, everything else (system, user, the assistant header) is masked.
 - text: ``text``; every token is learned (continued pre-training).
-Sequences are either packed into blocks of exactly ``seq_len`` tokens (the planned workload assumes
-full sequences) or truncated to ``seq_len`` and padded per batch.
+Examples are truncated to ``seq_len``, then either packed whole into blocks of at most ``seq_len`` tokens
+(best-fit decreasing, attention kept inside each example: :mod:`autotune.trainer.packed`) or padded per batch.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import copy
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +24,11 @@ from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase
 from autotune.errors import ConfigError, first_line
 from autotune.schemas.dataset_format import DATASET_LOADERS
 from autotune.schemas.dataset_format import detect_format as detect_format  # re-exported for train.py
+from autotune.schemas.packing import PackedLayout
+from autotune.trainer.packed import IGNORE_INDEX as IGNORE_INDEX  # re-exported for chunked_loss and the tests
+from autotune.trainer.packed import PackedCollator, pack_examples
 
 logger = logging.getLogger("autotune.trainer")
-
-IGNORE_INDEX = -100
-"""Label of a token that is not learned (PyTorch cross_entropy's default ignore_index)."""
 
 ALPACA_PROMPT = "### Instruction:\n{instruction}\n\n### Response:\n"
 ALPACA_PROMPT_WITH_INPUT = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n"
@@ -155,69 +154,74 @@ TOKENIZERS: dict[str, Callable[[dict[str, Any], PreTrainedTokenizerBase], Tokeni
 def build_train_dataset(
     raw: Any, tokenizer: PreTrainedTokenizerBase, fmt: str, seq_len: int, pack: bool, name: str
 ) -> Any:
-    """Tokenize ``raw`` in format ``fmt`` and pack into ``seq_len`` blocks or truncate to ``seq_len``.
+    """Tokenize ``raw`` in format ``fmt``, truncate each example to ``seq_len``, and pack it or keep it one per row.
 
-    Tokenization and packing are ``datasets.Dataset.map(batched=True)`` passes (in memory, no cache files).
-    Packing concatenates the examples (labels keep their -100 masks) and cuts blocks of exactly
-    ``seq_len`` tokens (one batch = the whole dataset, so only the last partial block is dropped); a
-    dataset shorter than one block gives one shorter block. Examples with no learned token after
-    truncation are dropped.
+    Tokenization is a ``datasets.Dataset.map(batched=True)`` pass (in memory, no cache files). An example longer
+    than ``seq_len`` is truncated to its first ``seq_len`` tokens (counted in the log line with the tokens lost);
+    one with no learned token after that is dropped (its first label never counts: no token predicts it).
+    Packed: whole examples go into blocks of at most ``seq_len`` tokens by best-fit decreasing
+    (:func:`autotune.trainer.packed.pack_examples`), rows ``input_ids`` / ``labels`` / ``position_ids`` (restarting
+    at 0 per example), for :class:`~autotune.trainer.packed.PackedCollator`; the log line gives the blocks and the
+    packing efficiency. Otherwise one example per row, for the padding collator.
 
     Raises:
         ConfigError: nothing left to learn.
     """
+    import datasets
+
     tokenize = TOKENIZERS[fmt]
 
     def tokenize_batch(batch: dict[str, list[Any]]) -> dict[str, list[list[int]]]:
         columns = list(batch)
         rows = zip(*batch.values(), strict=True)
         examples = [tokenize(dict(zip(columns, values, strict=True)), tokenizer) for values in rows]
-        limit = None if pack else seq_len  # packing cuts blocks afterwards; otherwise truncate here
-        return {"input_ids": [e.input_ids[:limit] for e in examples], "labels": [e.labels[:limit] for e in examples]}
+        return {"input_ids": [e.input_ids for e in examples], "labels": [e.labels for e in examples]}
 
     tokenized = raw.map(tokenize_batch, batched=True, remove_columns=raw.column_names, keep_in_memory=True)
-    sequences = (
-        tokenized.map(partial(pack_blocks, seq_len=seq_len), batched=True, batch_size=None, keep_in_memory=True)
-        if pack
-        else tokenized
-    )
-    learnable = sequences.filter(
-        lambda batch: [any(label != IGNORE_INDEX for label in labels) for labels in batch["labels"]],
-        batched=True,
-        keep_in_memory=True,
-    )
-    if len(learnable) == 0:
+    all_ids, all_labels = tokenized["input_ids"], tokenized["labels"]
+    lengths = [len(ids) for ids in all_ids]
+    truncated = sum(1 for length in lengths if length > seq_len)
+    tokens_lost = sum(length - seq_len for length in lengths if length > seq_len)
+    kept = [
+        (ids[:seq_len], labels[:seq_len])
+        for ids, labels in zip(all_ids, all_labels, strict=True)
+        if any(label != IGNORE_INDEX for label in labels[1:seq_len])
+    ]
+    if not kept:
         raise ConfigError(f"dataset {name}: no learnable tokens after tokenizing as {fmt} (seq_len {seq_len})")
+    input_ids, labels = [ids for ids, _ in kept], [lab for _, lab in kept]
+    if pack:
+        blocks = pack_examples(input_ids, labels, seq_len)
+        columns = {"input_ids": blocks.input_ids, "labels": blocks.labels, "position_ids": blocks.position_ids}
+        layout = f"packed whole: {len(blocks.input_ids)} blocks, packing efficiency {blocks.efficiency:.1%}"
+    else:
+        columns, layout = {"input_ids": input_ids, "labels": labels}, f"{len(input_ids)} padded rows"
     logger.info(
-        "dataset %s: %d %s examples → %d sequences (%s, seq_len %d)",
+        "dataset %s: %d %s examples, %d kept → %s (seq_len %d); %d truncated to seq_len (%d tokens lost)",
         name,
-        len(tokenized),
+        len(lengths),
         fmt,
-        len(learnable),
-        "packed" if pack else "truncated",
+        len(kept),
+        layout,
         seq_len,
+        truncated,
+        tokens_lost,
     )
-    return learnable
+    return datasets.Dataset.from_dict(columns)
 
 
-def pack_blocks(batch: dict[str, list[list[int]]], seq_len: int) -> dict[str, list[list[int]]]:
-    """Concatenate a batch of sequences and cut blocks of exactly ``seq_len`` tokens (the remainder is dropped).
+def build_collator(
+    tokenizer: PreTrainedTokenizerBase, layout: PackedLayout | None = None
+) -> DataCollatorForSeq2Seq | PackedCollator:
+    """The collator of a run: padded batches (``layout`` None) or packed blocks laid out as ``layout``.
 
-    Fewer than ``seq_len`` tokens in all give one shorter block.
+    Padded: the transformers ``DataCollatorForSeq2Seq`` pads ``input_ids`` / ``labels`` to the longest in the
+    batch, on the right (a shallow copy of the tokenizer is set so; the run's tokenizer is saved as loaded); labels
+    of padding are ``IGNORE_INDEX`` and ``attention_mask`` is 0 there; tensors are int64 of shape (b, s_max).
+    Packed: :class:`~autotune.trainer.packed.PackedCollator` (padding with the tokenizer's pad token).
     """
-    ids = [token for sequence in batch["input_ids"] for token in sequence]
-    labels = [label for sequence in batch["labels"] for label in sequence]
-    starts = range(0, len(ids) - seq_len + 1, seq_len) if len(ids) >= seq_len else [0]
-    return {"input_ids": [ids[s : s + seq_len] for s in starts], "labels": [labels[s : s + seq_len] for s in starts]}
-
-
-def build_collator(tokenizer: PreTrainedTokenizerBase) -> DataCollatorForSeq2Seq:
-    """The transformers ``DataCollatorForSeq2Seq``: pads ``input_ids`` / ``labels`` to the longest in the batch.
-
-    Padding is on the right (a shallow copy of the tokenizer is set so; the run's tokenizer is saved as
-    loaded), labels of padding are ``IGNORE_INDEX`` and ``attention_mask`` is 0 there; tensors are int64 of
-    shape (b, s_max).
-    """
+    if layout is not None:
+        return PackedCollator(layout, int(tokenizer.pad_token_id))
     padding = copy.copy(tokenizer)
     padding.padding_side = "right"
     return DataCollatorForSeq2Seq(padding, padding="longest", label_pad_token_id=IGNORE_INDEX, return_tensors="pt")

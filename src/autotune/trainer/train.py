@@ -17,6 +17,7 @@ from transformers import PrinterCallback, Trainer, TrainerCallback, TrainerContr
 from autotune.errors import AutotuneError, ConfigError, TrainingDivergedError
 from autotune.quiet import is_verbose, quiet_third_party
 from autotune.run_lock import acquire, describe_owner
+from autotune.schemas.packing import packed_layout
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.schemas.run_report import RunStatus
@@ -184,7 +185,10 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     source = resolve_source(plan.model_source)
     tokenizer = load_tokenizer(source)
     pack = plan.workload.tokens_per_sample is None
-    train_dataset = build_train_dataset(raw, tokenizer, fmt, plan.workload.seq_len, pack, args.dataset)
+    layout = packed_layout(setting.attention_impl) if pack else None
+    if pack and layout is None:
+        logger.warning("attention_impl %s cannot keep packed examples apart: padded batches", setting.attention_impl)
+    train_dataset = build_train_dataset(raw, tokenizer, fmt, plan.workload.seq_len, layout is not None, args.dataset)
 
     precision = choose_precision(setting, args.cpu)
     training_args = build_training_arguments(plan, args, precision)  # before the model: ZeRO-3 init
@@ -215,7 +219,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
         model=model,
         args=training_args,
         train_dataset=train_dataset,
-        data_collator=build_collator(tokenizer),
+        data_collator=build_collator(tokenizer, layout),
         processing_class=tokenizer,
         callbacks=[
             guard,
