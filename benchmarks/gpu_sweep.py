@@ -4,14 +4,16 @@ Plans + launches a fixed list of settings, and runs the same settings as a plain
 measured vs predicted peak memory and tokens/s with MFU.
 
 Usage:
-  python benchmarks/gpu_sweep.py --dry-run                 # list what it would run (no torch, no GPU needed)
+  python benchmarks/gpu_sweep.py --dry-run                 # list what it would run, with predictions (no torch)
   python benchmarks/gpu_sweep.py --results DIR [--gpu KEY] [--model llama3-8b] [--budget-s 540] [--work /tmp/...]
+                                 [--only NAME,NAME]        # only these entries (e.g. the offload ones)
 
 What it does (issue 21, item 4):
 1. The GPU: ``nvidia-smi -L`` / ``rocm-smi`` (:func:`autotune.launcher.gpus.detect_gpus`) resolved in autotune's GPU
    catalog, unless ``--gpu`` names it.
 2. The model: random bf16 weights from ``benchmarks/gpu_kit/configs/MODEL.json`` (``gpu_kit/make_model.py``, no
-   download) with the byte-level tokenizer of ``gpu_kit/tok``; the data: random words, one token per byte
+   download) with the byte-level tokenizer of ``gpu_kit/tok`` (``--model``, or the entry's own ``model``: the
+   full fine-tuning offload entries use a 1B model); the data: random words, one token per byte
    (:func:`write_data`), packed at the plan's sequence length.
 3. Each entry of :data:`SETTINGS`: ``autotune plan MODEL_DIR --gpu KEY FLAGS -o PLAN``, then ``autotune launch PLAN
    --max-steps N --set ...``; the run directory (``run_report.json`` + ``plan.yaml``: the form ``autotune calibrate``
@@ -26,6 +28,12 @@ script's start, set-up included), so one call fits a 10-minute limit; the entrie
 most (the issue's goal rows first: LoRA at micro batch 2 without checkpointing, its baseline, QLoRA at the same
 setting, then Liger, checkpointing, and the planner's own choice last). Timings seen on one H100 with the kit
 this replaces: set-up 60–80 s for an 8B model, a LoRA run of 4 steps 45–70 s, full fine-tuning with compile 250 s.
+
+The offload entries (issue 27 item 4: what a one-GPU machine can check of the offload time terms) come after the
+goal rows: full fine-tuning of Llama-3.2-1B with FSDP CPU offload and with ZeRO-3 CPU offload at world size 1, and
+LoRA of the 8B model with FSDP CPU offload; ``--only`` runs just them. ``--dry-run`` prints each entry's prediction
+(``autotune plan`` of the kit model's catalog profile on the named GPU: tokens/s, peak GiB, MFU, the PCIe streaming
+terms).
 """
 
 from __future__ import annotations
@@ -67,10 +75,14 @@ class Entry:
     """(method, micro batch, grad accumulation, checkpointing) of the plain transformers + peft run."""
     needs: tuple[str, ...] = field(default=())
     """Import names the entry needs (skipped, with the reason, where one is missing)."""
+    model: str | None = None
+    """The kit model (``gpu_kit/configs/MODEL.json``, also a catalog key) this entry trains; None = ``--model``."""
 
 
-def _adapter_plan(method: str, mbs: int, global_batch: int, ckpt: bool) -> tuple[str, ...]:
+def _setting_plan(method: str, mbs: int, global_batch: int, ckpt: bool, sharding: str | None = None) -> tuple[str, ...]:
+    """Plan flags fixing the method, batch shape and checkpointing (and the sharding, when given)."""
     return (
+        *(("--sharding", sharding) if sharding else ()),
         "--seq-len",
         str(SEQ_LEN),
         "--global-batch-size",
@@ -86,16 +98,31 @@ def _adapter_plan(method: str, mbs: int, global_batch: int, ckpt: bool) -> tuple
     )
 
 
+OFFLOAD_FULL_MODEL = "llama3.2-1b"
+"""The model of the full fine-tuning offload entries: 1.2 B parameters, whose AdamW states fit a one-GPU host."""
+
+OFFLOAD_ENTRIES = ("full-1b-fsdp-offload", "full-1b-zero3-offload", "lora-8b-fsdp-offload")
+"""The entries that check the CPU offload time terms on one GPU (issue 27 item 4)."""
+
 FAST = ("adapter_dtype=compute", "lora_dropout=0")
 """The LoRA fast path of issue 21 (adapters in the compute dtype, no dropout op), stated so that the sweep measures
 it whatever the schema's defaults are."""
 
 SETTINGS: tuple[Entry, ...] = (
-    Entry("lora-m2-noc", _adapter_plan("lora", 2, 8, False), FAST, baseline=("lora", 2, 4, False)),
-    Entry("qlora-m2-noc", _adapter_plan("qlora", 2, 8, False), FAST, baseline=("qlora", 2, 4, False)),
-    Entry("lora-m2-noc-liger", _adapter_plan("lora", 2, 8, False), (*FAST, "kernels=liger"), needs=("liger_kernel",)),
-    Entry("lora-m1-ck", _adapter_plan("lora", 1, 8, True), FAST, baseline=("lora", 1, 8, True)),
-    Entry("qlora-m1-ck", _adapter_plan("qlora", 1, 8, True), FAST),
+    Entry("lora-m2-noc", _setting_plan("lora", 2, 8, False), FAST, baseline=("lora", 2, 4, False)),
+    Entry("qlora-m2-noc", _setting_plan("qlora", 2, 8, False), FAST, baseline=("qlora", 2, 4, False)),
+    Entry("lora-m2-noc-liger", _setting_plan("lora", 2, 8, False), (*FAST, "kernels=liger"), needs=("liger_kernel",)),
+    Entry("lora-m1-ck", _setting_plan("lora", 1, 8, True), FAST, baseline=("lora", 1, 8, True)),
+    Entry("qlora-m1-ck", _setting_plan("qlora", 1, 8, True), FAST),
+    Entry("full-1b-fsdp-offload", _setting_plan("full", 2, 8, True, "fsdp-offload"), steps=4, model=OFFLOAD_FULL_MODEL),
+    Entry(
+        "full-1b-zero3-offload",
+        _setting_plan("full", 2, 8, True, "zero3-offload"),
+        steps=4,
+        needs=("deepspeed",),
+        model=OFFLOAD_FULL_MODEL,
+    ),
+    Entry("lora-8b-fsdp-offload", _setting_plan("lora", 1, 8, False, "fsdp-offload"), FAST, steps=3, model="llama3-8b"),
     Entry("planner-default", ("--seq-len", str(SEQ_LEN)), steps=3, timeout_s=330),
 )
 """The fixed list, in the order it runs (see the module docstring)."""
@@ -244,17 +271,61 @@ def find_gpu(requested: str | None) -> str:
     return resolve_gpu(name)[0].key
 
 
+def selected(only: str | None) -> tuple[Entry, ...]:
+    """The entries ``--only`` names (comma-separated, in :data:`SETTINGS` order), or all of them.
+
+    Raises:
+        SystemExit: a name that is no entry (one line, exit code 2).
+    """
+    if not only:
+        return SETTINGS
+    names = {name.strip() for name in only.split(",") if name.strip()}
+    unknown = sorted(names - {entry.name for entry in SETTINGS})
+    if unknown:
+        raise SystemExit(
+            f"error: --only: no entry {', '.join(unknown)} (entries: {', '.join(e.name for e in SETTINGS)})"
+        )
+    return tuple(entry for entry in SETTINGS if entry.name in names)
+
+
+def predict(entry: Entry, model: str, gpu: str) -> str:
+    """One line: ``entry``'s prediction on ``gpu`` for the catalog profile ``model`` (``autotune plan --json``).
+
+    tokens/s, peak allocated GiB, MFU and, under CPU offload, the PCIe streaming terms in seconds per step; or why
+    the plan failed (its last line of output).
+    """
+    argv = [*AUTOTUNE, "plan", model, "--gpu", gpu, *entry.plan, "--json"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        return f"no prediction ({lines[-1] if lines else f'exit {proc.returncode}'})"
+    plan = json.loads(proc.stdout)["plan"]
+    terms = plan["time_breakdown_s"]
+    streaming = [f"{name} {terms[name]:.2f} s" for name in terms if name.startswith("pcie") and terms[name] > 0]
+    setting = plan["setting"]
+    return (
+        f"predicted on {gpu} ({model}, {setting['method']}, {setting['sharding']}): {plan['tokens_per_s']:,.0f} "
+        f"tokens/s, peak {plan['peak_memory_gib']:.1f} GiB, MFU {plan['mfu']:.1%}"
+        + (f"; per step: {', '.join(streaming)}" if streaming else "")
+    )
+
+
 def dry_run(args: argparse.Namespace) -> int:
-    """Print every command the sweep would run, with placeholders for the machine's paths."""
+    """Print every command the sweep would run, with placeholders for the machine's paths, and each prediction."""
     gpu = args.gpu or "h100"
-    model_dir, dataset = f"{args.work}/models/{args.model}", f"{args.work}/data.jsonl"
-    print(f"gpu_sweep (dry run): {len(SETTINGS)} settings on {gpu} (the GPU found when run), model {args.model}")
-    config = KIT / "configs" / f"{args.model}.json"
-    print(f"set-up: write {dataset}; python {KIT / 'make_model.py'} {config} {model_dir}")
-    for entry in SETTINGS:
+    entries = selected(args.only)
+    dataset = f"{args.work}/data.jsonl"
+    print(f"gpu_sweep (dry run): {len(entries)} settings on {gpu} (the GPU found when run), model {args.model}")
+    models = sorted({entry.model or args.model for entry in entries})
+    setup = [f"python {KIT / 'make_model.py'} {KIT / 'configs' / f'{m}.json'} {args.work}/models/{m}" for m in models]
+    print(f"set-up: write {dataset}; " + "; ".join(setup))
+    for entry in entries:
+        model = entry.model or args.model
+        model_dir = f"{args.work}/models/{model}"
         plan_path = f"{args.work}/{entry.name}.yaml"
         need = f" (needs {', '.join(entry.needs)}; skipped where missing)" if entry.needs else ""
-        print(f"\n[{entry.name}] {entry.steps} steps, timeout {entry.timeout_s:.0f} s{need}")
+        print(f"\n[{entry.name}] {model}, {entry.steps} steps, timeout {entry.timeout_s:.0f} s{need}")
+        print("  " + predict(entry, model, gpu))
         print("  " + shlex.join(["autotune", *plan_argv(entry, model_dir, gpu, plan_path)[len(AUTOTUNE) :]]))
         run_dir = f"{args.results}/{entry.name}"
         print("  " + shlex.join(["autotune", *launch_argv(entry, plan_path, dataset, run_dir)[len(AUTOTUNE) :]]))
@@ -275,10 +346,12 @@ def main(argv: list[str] | None = None) -> int:
         "--model", default="llama3-8b", choices=sorted(p.stem for p in (KIT / "configs").glob("*.json"))
     )
     parser.add_argument("--budget-s", type=float, default=540.0, help="Stop starting runs past this (seconds).")
+    parser.add_argument("--only", default=None, help="Comma-separated entry names (default: every entry).")
     args = parser.parse_args(argv)
     if args.dry_run:
         return dry_run(args)
     start_s = time.perf_counter()
+    entries = selected(args.only)
     gpu = find_gpu(args.gpu)
     work, results = Path(args.work), Path(args.results)
     if results.exists() and any(results.iterdir()):
@@ -286,23 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     results.mkdir(parents=True, exist_ok=True)
     dataset = str(write_data(work / "data.jsonl"))
-    model_dir = work / "models" / args.model
-    if not (model_dir / "config.json").is_file():
-        code, out, err, _ = _run(
-            [sys.executable, str(KIT / "make_model.py"), str(KIT / "configs" / f"{args.model}.json"), str(model_dir)],
-            args.budget_s,
-        )
-        print((out or err).strip().splitlines()[-1] if (out or err).strip() else f"make_model exit {code}", flush=True)
-        if code != 0:
-            print(err[-3000:], file=sys.stderr)
-            return 1
     rows: list[dict[str, Any]] = []
-    for entry in SETTINGS:
-        left_s = args.budget_s - (time.perf_counter() - start_s)
+    for entry in entries:
         absent = missing(entry)
         if absent:
             rows.append({"name": entry.name, "status": f"skipped: {', '.join(absent)} not installed"})
             continue
+        model_dir = _make_model(entry.model or args.model, work, args.budget_s - (time.perf_counter() - start_s))
+        if model_dir is None:
+            return 1
         for kind in ("autotune", "baseline") if entry.baseline is not None else ("autotune",):
             left_s = args.budget_s - (time.perf_counter() - start_s)
             if left_s < min(entry.timeout_s, 60.0) + 10.0:
@@ -322,6 +387,22 @@ def main(argv: list[str] | None = None) -> int:
     (results / "table.md").write_text(text + "\n", encoding="utf-8")
     print(f"\n{gpu}, {args.model}, seq {SEQ_LEN}; {time.perf_counter() - start_s:.0f} s in all\n{text}")
     return 0
+
+
+def _make_model(model: str, work: Path, timeout_s: float) -> Path | None:
+    """The kit model's directory under ``work``, written by ``make_model.py`` when absent; None when that failed."""
+    model_dir = work / "models" / model
+    if (model_dir / "config.json").is_file():
+        return model_dir
+    code, out, err, _ = _run(
+        [sys.executable, str(KIT / "make_model.py"), str(KIT / "configs" / f"{model}.json"), str(model_dir)],
+        timeout_s,
+    )
+    print((out or err).strip().splitlines()[-1] if (out or err).strip() else f"make_model exit {code}", flush=True)
+    if code != 0:
+        print(err[-3000:], file=sys.stderr)
+        return None
+    return model_dir
 
 
 def _row_name(entry: Entry, kind: str) -> str:

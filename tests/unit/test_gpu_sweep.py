@@ -42,7 +42,36 @@ def test_dry_run_lists_every_setting_without_torch(tmp_path: Path) -> None:
     assert out.count("  baseline: ") == sum(entry.baseline is not None for entry in gpu_sweep.SETTINGS)
     assert out.count("autotune plan ") == out.count("autotune launch ") == len(gpu_sweep.SETTINGS)
     assert "--max-steps" in out and "plain_hf.py" in out
+    assert out.count("  predicted on h100 (") == len(gpu_sweep.SETTINGS)  # each entry with its prediction
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
+
+
+def test_the_offload_entries_a_one_gpu_machine_can_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 27 item 4: full fine-tuning of a 1B-3B model with FSDP and ZeRO-3 CPU offload, LoRA of the 8B model
+    with FSDP CPU offload, at world size 1, each listed with its prediction and its PCIe streaming terms."""
+    entries = {entry.name: entry for entry in gpu_sweep.selected(",".join(gpu_sweep.OFFLOAD_ENTRIES))}
+    assert list(entries) == list(gpu_sweep.OFFLOAD_ENTRIES)
+    wanted = {
+        "full-1b-fsdp-offload": ("full", "fsdp-offload", "llama3.2-1b"),
+        "full-1b-zero3-offload": ("full", "zero3-offload", "llama3.2-1b"),
+        "lora-8b-fsdp-offload": ("lora", "fsdp-offload", "llama3-8b"),
+    }
+    for name, (method, sharding, model) in wanted.items():
+        flags = list(entries[name].plan)
+        assert flags[flags.index("--method") + 1] == method and flags[flags.index("--sharding") + 1] == sharding
+        assert entries[name].model == model and "--num-gpus" not in flags  # world size 1
+        line = gpu_sweep.predict(entries[name], model, "h100")
+        assert line.startswith(f"predicted on h100 ({model}, {method}, {sharding}):"), line
+        assert "pcie weight streaming" in line and "tokens/s" in line
+    assert gpu_sweep.main(["--dry-run", "--only", "full-1b-zero3-offload"]) == 0
+    out = capsys.readouterr().out
+    assert "[full-1b-zero3-offload] llama3.2-1b" in out and "[lora-m2-noc]" not in out
+    assert "configs/llama3.2-1b.json" in out and "configs/llama3-8b.json" not in out  # only the model it needs
+
+
+def test_only_refuses_an_unknown_entry() -> None:
+    with pytest.raises(SystemExit, match="no entry nope"):
+        gpu_sweep.selected("lora-m2-noc,nope")
 
 
 @pytest.mark.parametrize("entry", gpu_sweep.SETTINGS, ids=lambda entry: entry.name)
@@ -57,6 +86,8 @@ def test_each_entry_plans_what_it_says(entry: object, tmp_path: Path, capsys: py
         assert setting["method"] == flags[flags.index("--method") + 1]
         assert setting["micro_batch_size"] == int(flags[flags.index("--micro-batch-size") + 1])
         assert setting["grad_ckpt"] == ("--grad-ckpt" in flags)
+    if "--sharding" in flags:
+        assert setting["sharding"] == flags[flags.index("--sharding") + 1]
     if entry.baseline is not None:  # type: ignore[attr-defined]
         method, mbs, ga, ckpt = entry.baseline  # type: ignore[attr-defined]
         assert (setting["method"], setting["micro_batch_size"], setting["grad_accum"], setting["grad_ckpt"]) == (

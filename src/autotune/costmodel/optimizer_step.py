@@ -1,4 +1,4 @@
-"""The optimizer step and CPU offload traffic: per-step GPU AdamW, CPU Adam, host-link traffic per micro-step.
+"""The optimizer step: per-step GPU AdamW, or CPU Adam under offload with the updated weights' return.
 
 * GPU AdamW: max(bytes AdamW touches / achievable DRAM bandwidth + kernel launches · ``GPU_KERNEL_MIN_S``,
   CPU dispatch calls · ``kernel_launch_s``); calls and launches counted for foreach AdamW + gradient clipping
@@ -6,9 +6,8 @@
 * CPU offload: the optimizer runs on the host — trainable parameters per rank × ranks per node /
   ``cpu_adam_params_per_s`` (DeepSpeed's vectorized CPU-Adam; every rank of a node steps at once on the same host
   cores and DRAM, so the rate is the node's), ``TORCH_CPU_ADAM_TIME_RATIO`` slower for FSDP's torch AdamW — and the
-  updated weights return over the host link; per micro-step the weights come in twice (forward, backward) and the
-  gradients go out once, over the pinned host link (``host_link_efficiency``), hidden only behind compute that
-  exists in that micro-step.
+  updated weights return over the pinned host link (``host_link_efficiency``). The per-micro-step weight and
+  gradient streaming is ``offload``'s.
 """
 
 from __future__ import annotations
@@ -55,13 +54,6 @@ def dram_bytes_per_s(gpu: GpuSpec, coefficients: CostCoefficients) -> float:
 def host_link_bytes_per_s(gpu: GpuSpec, coefficients: CostCoefficients) -> float:
     """Achievable pinned host-link bandwidth per GPU, bytes/s."""
     return gpu.host_link_gb_per_s * GB * coefficients.host_link_efficiency
-
-
-def offload_traffic_s(
-    weight_bytes_per_rank: float, grad_bytes_per_rank: float, gpu: GpuSpec, coefficients: CostCoefficients
-) -> float:
-    """Host-link seconds per micro-step under CPU offload: weights in for forward and backward, gradients out."""
-    return (2 * weight_bytes_per_rank + grad_bytes_per_rank) / host_link_bytes_per_s(gpu, coefficients)
 
 
 def optimizer_step_s(

@@ -2,7 +2,8 @@
 
 The terms: GEMMs by shape, attention by kernel, element-wise traffic, LoRA adapters, QLoRA dequantization (one decoder
 layer's passes: ``layer_time``), lm_head + loss (``head_time``), exposed CPU dispatch, exposed communication, ZeRO-3
-hooks, exposed offload, the optimizer step and fixed overheads (here). The setting's derived facts come from
+hooks, PCIe weight and gradient streaming under CPU offload, the optimizer step and fixed overheads (here). The
+setting's derived facts come from
 :class:`~autotune.costmodel.context.SettingContext` (the object the memory model reads), the GPU's from
 :class:`~autotune.costmodel.device.DeviceContext`. docs/cost-model.md §5 has the formulas, sources and measured error.
 
@@ -12,8 +13,10 @@ hooks, exposed offload, the optimizer step and fixed overheads (here). The setti
   only (FSDP / ZeRO-3 prefetch one unit ahead); FSDP with ``grad_sync`` last-micro-step reduce-scatters in the last
   micro-step of a step only (``no_sync`` on the others); DDP's all-reduce overlaps the last micro-step's backward,
   ZeRO-2's gather follows the step; ZeRO-3's per-submodule hooks (``collectives.zero3_hooks_s``) per pass, exposed.
-* **offload** (:func:`offload_term`) and **optimizer step** (:func:`optimizer_term`, ``optimizer_step``) — host-link
-  traffic per micro-step hidden only behind compute that exists in that micro-step; GPU AdamW or CPU Adam; plus
+* **PCIe streaming** (``offload.offload_streaming``) — under CPU offload each layer's weights come in before its
+  forward and its backward (and full fine-tuning's gradients go out), each copy hidden only behind the previous
+  layer's compute (FSDP / ZeRO-3 prefetch), the first unit of each pass exposed.
+* **optimizer step** (:func:`optimizer_term`, ``optimizer_step``) — GPU AdamW or CPU Adam; plus
   ``step_overhead_s`` per step and ``micro_step_overhead_s`` per micro-step (trainer Python).
 """
 
@@ -34,7 +37,8 @@ from autotune.costmodel.device import DeviceContext, device_context
 from autotune.costmodel.head_time import head_term
 from autotune.costmodel.layer_time import LayerPass, TermWork, layer_passes
 from autotune.costmodel.memory import base_weight_bytes
-from autotune.costmodel.optimizer_step import offload_traffic_s, optimizer_step_s, trainable_tensors
+from autotune.costmodel.offload import offload_streaming
+from autotune.costmodel.optimizer_step import optimizer_step_s, trainable_tensors
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
@@ -65,7 +69,8 @@ class TimeTerms:
         exposed_dispatch_s: CPU dispatch time the GPU cannot hide.
         exposed_communication_s: collectives not hidden behind compute (per micro-step and per step).
         zero3_hooks_s: DeepSpeed ZeRO-3's per-module fetch / release hooks.
-        offload_s: host-link traffic not hidden behind the micro-step's compute.
+        pcie_weight_streaming_s: CPU offload's host→device weight copies not hidden behind compute (``offload``).
+        pcie_grad_streaming_s: CPU offload's device→host gradient copies not hidden behind the backward.
         optimizer_step_s: the optimizer (GPU AdamW or CPU Adam).
         fixed_overheads_s: the trainer's per-micro-step and per-step Python overheads.
     """
@@ -79,7 +84,8 @@ class TimeTerms:
     exposed_dispatch_s: float = _term("exposed cpu dispatch")
     exposed_communication_s: float = _term("exposed communication")
     zero3_hooks_s: float = _term("zero-3 module hooks")
-    offload_s: float = _term("exposed offload")
+    pcie_weight_streaming_s: float = _term("pcie weight streaming")
+    pcie_grad_streaming_s: float = _term("pcie gradient streaming")
     optimizer_step_s: float = _term("optimizer step")
     fixed_overheads_s: float = _term("fixed overheads")
 
@@ -108,7 +114,7 @@ class TimePrediction:
         micro_step_time_s: forward + backward of one micro batch, including exposed communication and offload.
         optimizer_time_s: optimizer step incl. CPU Adam, the step overhead and exposed per-step communication.
         step_time_s: ``grad_accum × micro_step_time_s + optimizer_time_s`` (= ``terms.total_s()``).
-        model_flops_per_micro_step: PaLM-style model FLOPs (Chowdhery et al. 2022, appendix B) for MFU.
+        model_flops_per_micro_step: model FLOPs for MFU (:func:`model_flops_per_micro_step`).
         terms: the seconds of one optimizer step, term by term (:class:`TimeTerms`).
     """
 
@@ -186,18 +192,6 @@ def communication_term(
     return Communication()
 
 
-def offload_term(context: SettingContext, coefficients: CostCoefficients, compute_s: float) -> float:
-    """Host-link seconds per micro-step not hidden behind its ``compute_s``; 0 without CPU offload."""
-    setting = context.setting
-    if not setting.offloads_to_cpu:
-        return 0.0
-    ranks = context.world_size
-    weight_bytes = base_weight_bytes(context.model, context.counts, setting, context.dtypes)
-    grad_bytes = context.trainable_params * context.dtypes.grad_bytes
-    traffic_s = offload_traffic_s(weight_bytes / ranks, grad_bytes / ranks, context.gpu, coefficients)
-    return max(0.0, traffic_s - compute_s)
-
-
 def zero3_hooks_term(context: SettingContext, coefficients: CostCoefficients) -> float:
     """ZeRO-3's fetch / release hooks per micro-step (forward passes + backward); 0 unless DeepSpeed shards weights."""
     setting = context.setting
@@ -256,9 +250,9 @@ def predict_time_in(
     # the compute terms in the order they are summed (fixed overheads before communication: unchanged figures)
     compute_s = gemm_s + attention_s + elementwise_s + lora_s + dequant_s + head.gpu_s + dispatch_s + overhead_s
     communication = communication_term(context, coefficients, fwd_gpu + fwd_exposed, bwd_gpu + bwd_exposed)
-    offload_s = offload_term(context, coefficients, compute_s)
+    streaming = offload_streaming(context, coefficients, fwd_gpu + fwd_exposed, bwd_gpu + bwd_exposed)
     hooks_s = zero3_hooks_term(context, coefficients)
-    micro_step_s = compute_s + communication.micro_step_s + offload_s + hooks_s
+    micro_step_s = compute_s + communication.micro_step_s + streaming.weights_s + streaming.grads_s + hooks_s
     accum = context.setting.grad_accum
     optimizer_s = optimizer_term(context, coefficients)
     step_overhead_s = coefficients.step_overhead_s
@@ -273,7 +267,8 @@ def predict_time_in(
         exposed_dispatch_s=accum * dispatch_s,
         exposed_communication_s=accum * communication.micro_step_s + communication.step_s,
         zero3_hooks_s=accum * hooks_s,
-        offload_s=accum * offload_s,
+        pcie_weight_streaming_s=accum * streaming.weights_s,
+        pcie_grad_streaming_s=accum * streaming.grads_s,
         optimizer_step_s=optimizer_s,
         fixed_overheads_s=accum * overhead_s + step_overhead_s,
     )
@@ -286,13 +281,30 @@ def predict_time_in(
     )
 
 
-def model_flops_per_micro_step(context: SettingContext) -> float:
-    """PaLM-style model FLOPs of one micro-step (Chowdhery et al. 2022, appendix B), for MFU.
+FULL_FLOPS_PER_WEIGHT = 6
+"""Model FLOPs per token per weight that trains: forward 2, input gradient 2, weight gradient 2 (Kaplan et al. 2020,
+§2.1; Narayanan et al. 2021, "Megatron-LM on GPU clusters", §5.1; Chowdhery et al. 2022, PaLM, appendix B)."""
 
-    tokens × (6 × weights a token multiplies by + 12 × layers × heads × head_dim × sequence length).
+FROZEN_FLOPS_PER_WEIGHT = 4
+"""Model FLOPs per token per frozen weight (LoRA / QLoRA base): forward 2 + input gradient 2; the weight-gradient
+GEMM of :data:`FULL_FLOPS_PER_WEIGHT` is never run for a weight that does not train."""
+
+
+def model_flops_per_micro_step(context: SettingContext) -> float:
+    """Model FLOPs of one micro-step: the FLOPs the method needs, not those the run does, for MFU.
+
+    tokens × (c × N + 12 × layers × heads × head_dim × sequence length), c = 6 when the weights train
+    (:data:`FULL_FLOPS_PER_WEIGHT`), 4 for LoRA / QLoRA's frozen base (:data:`FROZEN_FLOPS_PER_WEIGHT`); N = the
+    weights a token multiplies by (decoder linears with the active experts, the output projection); the attention
+    term is PaLM's (Chowdhery et al. 2022, appendix B: 2 matmuls × 2 FLOPs × 3 for forward + backward, the causal mask
+    not subtracted; its input gradients are needed whether the weights train or not). Not counted: recomputation under
+    activation checkpointing (that is hardware FLOPs, HFU, not model FLOPs; Korthikanti et al. 2022, §6), QLoRA's
+    dequantization, and the adapters' own GEMMs (6 × r × (in + out) per target per token: 0.5 % of N for Llama-3-8B
+    at r 16 on all linears).
     """
     model = context.model
+    per_weight = FROZEN_FLOPS_PER_WEIGHT if context.setting.uses_adapters else FULL_FLOPS_PER_WEIGHT
     return context.tokens * (
-        6 * context.counts.matmul_params_per_token
+        per_weight * context.counts.matmul_params_per_token
         + 12 * context.layers * model.num_attention_heads * model.head_dim * context.seq_tokens
     )

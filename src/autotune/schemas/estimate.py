@@ -48,9 +48,13 @@ class Estimate(FrozenModel):
     step_time_s: float = Field(description="One optimizer step = grad_accum micro-steps + optimizer, seconds.")
     tokens_per_s: float = Field(description="Training tokens per second over all GPUs.")
     mfu: float = Field(
-        description="Model FLOPs utilisation: (6·N + 12·layers·heads·head_dim·seq_len) FLOPs per token × tokens/s "
-        "per GPU over one GPU's dense bf16 (fp16 without bf16) peak (PaLM, appendix B; N = weights a token's "
-        "forward multiplies by: decoder linears with the active experts and the output projection)."
+        description="Model FLOPs utilisation: (c·N + 12·layers·heads·head_dim·seq_len) FLOPs per token × tokens/s "
+        "per GPU over one GPU's dense bf16 (fp16 without bf16) peak; c = 6 for full fine-tuning (forward, input and "
+        "weight gradients), 4 for LoRA / QLoRA (the frozen base has no weight gradient); N = weights a token's "
+        "forward multiplies by (decoder linears with the active experts, the output projection); attention as PaLM "
+        "appendix B counts it (Megatron-LM, Narayanan et al. 2021 §5.1, counts model FLOPs the same way). "
+        "Recomputation under activation "
+        "checkpointing is not counted (that is HFU), nor the adapters' own FLOPs (~0.5 % of N at r 16)."
     )
     time_uncertainty_fraction: float = Field(description="± relative band on times from measured residuals.")
     compile_time_s: float = Field(default=0.0, description="One-off torch.compile time, seconds.")
@@ -60,8 +64,9 @@ class Estimate(FrozenModel):
         default_factory=dict,
         description="The time terms of one optimizer step on one GPU, s (costmodel.step_time.TimeTerms: gemm, "
         "attention, element-wise, lora adapters, qlora dequant, lm_head + loss, exposed cpu dispatch, exposed "
-        "communication, zero-3 module hooks, exposed offload, optimizer step, fixed overheads): each is grad_accum × "
-        "its micro-step part plus its per-step part (optimizer step, step communication, step overhead); they add "
+        "communication, zero-3 module hooks, pcie weight streaming, pcie gradient streaming, optimizer step, fixed "
+        "overheads): each is grad_accum × its micro-step part plus its per-step part (optimizer step, step "
+        "communication, step overhead); they add "
         "up to step_time_s.",
     )
 
