@@ -1,7 +1,7 @@
 """No plan for a catalog GPU shows an MFU above the best MFU measured on that GPU generation + 10 points (issue 27).
 
 A measured row's MFU is the model's MFU of its setting × predicted / measured time (the same model FLOPs per token,
-``costmodel.step_time.model_flops_per_micro_step``); a generation is the first word of ``GpuSpec.architecture``
+``costmodel.model_flops.model_flops_per_micro_step``); a generation is the first word of ``GpuSpec.architecture``
 (Ampere, Hopper, Blackwell, ...). Only the generations with a measured time are checked: the others (Ada, Turing,
 Volta, CDNA 3, RDNA 3 today) have nothing to compare with, and get no test. Blackwell fails today
 (``KNOWN_ABOVE``: its only rows come from a stack 2.5× slower than the core on an H100).

@@ -7,6 +7,7 @@ Modules:
   setting_options  the setting options of plan / estimate / trace / sweep, declared once (SettingOptions) and put
                  into each command's signature by one decorator
   planning       options (PlanOptions) → PlanRequest → plan, shared by plan / sweep / launch MODEL
+  gpu_grid       plan across GPU types and counts: the table of the best setting per type × count, prices
   refit          options, refit-and-write and tables shared by calibrate and probe
   _shared        which calibration to use (``--calibration``, the user's, the shipped) and a plan's estimator
   options        typer option types whose help comes from the schemas' field descriptions

@@ -19,9 +19,11 @@ Modules:
   adapter_time    the work LoRA adapters and QLoRA dequantization add to a layer's pass
   collectives     collective communication time (latency plus ring bandwidth, the frameworks' buckets)
   optimizer_step  the optimizer step and CPU offload traffic
+  offload         PCIe weight and gradient streaming under CPU offload (FSDP, ZeRO-3) and its overlap rule
   device          the GPU as the time terms see it (FLOP/s per dtype, bandwidth), built once per GPU
   layer_time      one decoder layer's forward and backward pass, one function per term
   head_time       lm_head and the loss per micro-step
+  model_flops     the FLOPs a method needs per micro-step (MFU's numerator: 6·N full, 4·N frozen base)
   step_time       step time of one setting as a sum of named terms (TimeTerms), composed from the terms
   estimate        estimate_setting: one Estimate (memory, time, fits) for one setting on one cluster
   calibration     the shipped coefficients and user calibration files (load, save); error bands

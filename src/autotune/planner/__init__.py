@@ -7,6 +7,7 @@ Modules:
   fit       why a predicted setting does not fit, in one line
   build     PlanFile from a request and its search result
   sweep     plan over a grid of sequence lengths / methods
+  grid      plan every GPU type × count, choose by time or cost under a deadline / budget
 """
 
 from autotune.planner.build import build_plan_file, plan

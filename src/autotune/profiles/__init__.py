@@ -12,5 +12,6 @@ Modules:
   run_reports      RUN/run_report.json → Measurement (calibration from the user's runs)
   measurement_csv  CSV files of measurements → Measurement
   user_config      the user's config directory and calibration file
+  prices           GPU-hour price tables: shipped (cited, dated), the user's file, --price
   shipped_cache    the parsed shipped YAML kept as JSON in the user cache directory (cold start)
 """

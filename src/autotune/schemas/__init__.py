@@ -6,6 +6,8 @@ Modules:
   model            ModelSpec (architecture shapes)
   setting          TrainingSetting (sharding traits, default precision / sharding), Workload
   estimate         Estimate (gpu_memory_need_gib: the sum ``fits`` compares)
+  gpu_grid         GridReport / GridRowReport: the table of a plan across GPU types and counts
+  prices           PriceTable: GPU-hour prices with their providers, date and sources
   memory_parts     the one vocabulary of memory part names (memory model, headroom band, planner, plots, trace)
   plan             PlanFile, ClusterChoice (world_size), schema migration
   recipe           TrainingRecipe: learning rate, schedule, warm-up, weight decay by method (cited defaults)

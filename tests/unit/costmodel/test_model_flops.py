@@ -1,4 +1,4 @@
-"""autotune.costmodel.step_time.model_flops_per_micro_step: the FLOPs the method does (6·N full fine-tuning, 4·N for
+"""autotune.costmodel.model_flops.model_flops_per_micro_step: the FLOPs the method does (6·N full fine-tuning, 4·N for
 LoRA / QLoRA's frozen base, plus PaLM's attention term), not the recomputation; MFU in the estimate follows."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from autotune.costmodel.context import setting_context
 from autotune.costmodel.estimate import estimate_setting
-from autotune.costmodel.step_time import model_flops_per_micro_step
+from autotune.costmodel.model_flops import model_flops_per_micro_step
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.setting import TrainingSetting, Workload
