@@ -6,7 +6,7 @@ measured vs predicted peak memory and tokens/s with MFU.
 Usage:
   python benchmarks/gpu_sweep.py --dry-run                 # list what it would run, with predictions (no torch)
   python benchmarks/gpu_sweep.py --results DIR [--gpu KEY] [--model llama3-8b] [--budget-s 540] [--work /tmp/...]
-                                 [--only NAME,NAME]        # only these entries (e.g. the offload ones)
+                                 [--only NAME,NAME]        # only these entries, in this order
 
 What it does (issue 21, item 4):
 1. The GPU: ``nvidia-smi -L`` / ``rocm-smi`` (:func:`autotune.launcher.gpus.detect_gpus`) resolved in autotune's GPU
@@ -272,20 +272,21 @@ def find_gpu(requested: str | None) -> str:
 
 
 def selected(only: str | None) -> tuple[Entry, ...]:
-    """The entries ``--only`` names (comma-separated, in :data:`SETTINGS` order), or all of them.
+    """The entries ``--only`` names (comma-separated, in the order named: a short lease runs the first first), or all.
 
     Raises:
         SystemExit: a name that is no entry (one line, exit code 2).
     """
     if not only:
         return SETTINGS
-    names = {name.strip() for name in only.split(",") if name.strip()}
-    unknown = sorted(names - {entry.name for entry in SETTINGS})
+    names = list(dict.fromkeys(name.strip() for name in only.split(",") if name.strip()))
+    by_name = {entry.name: entry for entry in SETTINGS}
+    unknown = sorted(set(names) - set(by_name))
     if unknown:
         raise SystemExit(
             f"error: --only: no entry {', '.join(unknown)} (entries: {', '.join(e.name for e in SETTINGS)})"
         )
-    return tuple(entry for entry in SETTINGS if entry.name in names)
+    return tuple(by_name[name] for name in names)
 
 
 def predict(entry: Entry, model: str, gpu: str) -> str:

@@ -95,3 +95,26 @@ def test_both_layouts_keep_examples_apart_where_plain_positions_do_not(tiny_mode
     n = flattened["input_ids"].shape[1]
     leaky = dict(flattened, position_ids=torch.arange(n).unsqueeze(0))  # one long causal sequence
     assert abs(_loss_and_grads(model, leaky)[0] - _loss_and_grads(model, flattened)[0]) > 1e-3
+
+
+def test_blocks_of_one_example_each_need_no_mask(tiny_model_dir: Path) -> None:
+    """Padding continues the last example's positions: a micro batch of one-example blocks of unequal lengths has
+    no restart, so transformers builds no packed-sequence mask (sdpa keeps its causal flash path), and its loss is
+    that of the examples one by one. With the padding restarting at 0 (the layout before), a mask was built."""
+    import datasets
+    import torch
+    from transformers.masking_utils import find_packed_sequence_indices
+
+    raw = datasets.Dataset.from_list([{"text": "a b c d e f g h i j k l m n o"}, {"text": "p q r s t u"}])
+    blocks = build_train_dataset(raw, build_tokenizer(), "text", 16, pack=True, name="t")
+    features = [blocks[k] for k in range(len(blocks))]
+    assert len(features) == 2 and all(list(f["position_ids"]).count(0) == 1 for f in features)
+    batch = build_collator(build_tokenizer(), "row-per-block")(features)
+    assert (batch["labels"] == IGNORE_INDEX).any()  # the shorter block is padded
+    assert find_packed_sequence_indices(batch["position_ids"]) is None
+    restarted = batch["position_ids"].clone()
+    pad_from = int((batch["labels"][1] != IGNORE_INDEX).nonzero().max()) + 1
+    restarted[1, pad_from:] = torch.arange(restarted.shape[1] - pad_from)
+    assert find_packed_sequence_indices(restarted) is not None
+    model = _model(tiny_model_dir, "sdpa")
+    assert _loss_and_grads(model, batch)[0] == pytest.approx(_separate(model, blocks)[0], abs=1e-5)

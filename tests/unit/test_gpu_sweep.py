@@ -69,6 +69,12 @@ def test_the_offload_entries_a_one_gpu_machine_can_run(capsys: pytest.CaptureFix
     assert "configs/llama3.2-1b.json" in out and "configs/llama3-8b.json" not in out  # only the model it needs
 
 
+def test_only_runs_the_entries_in_the_order_named() -> None:
+    """A short lease runs what it names first: ``--only b,a`` runs b before a, each once."""
+    names = ["lora-8b-fsdp-offload", "lora-m2-noc", "full-1b-fsdp-offload"]
+    assert [entry.name for entry in gpu_sweep.selected(",".join([*names, "lora-m2-noc"]))] == names
+
+
 def test_only_refuses_an_unknown_entry() -> None:
     with pytest.raises(SystemExit, match="no entry nope"):
         gpu_sweep.selected("lora-m2-noc,nope")

@@ -70,9 +70,15 @@ class PackedCollator:
 
     ``flattened``: all examples of the micro batch in one row, tensors of shape (1, Σ tokens) — transformers'
     ``DataCollatorWithFlattening`` as is. ``row-per-block``: one row per block, each flattened the same way and
-    padded on the right to the longest block with ``pad_token_id``, label -100 and ``position_ids`` 0.. (a sequence
-    of its own, which no real token attends to); shape (b, longest block). Every tensor is int64, and there is no
-    ``attention_mask`` (the masking reads ``position_ids``).
+    padded on the right to the longest block with ``pad_token_id``, label -100 and ``position_ids`` that continue the
+    block's last example (causal: no real token attends to the padding after it, and no padding token is learned);
+    shape (b, longest block). Every tensor is int64, and there is no ``attention_mask`` (the masking reads
+    ``position_ids``).
+
+    Why the padding continues rather than restarts: transformers builds a block-diagonal mask only when some row has
+    a restart (``masking_utils.find_packed_sequence_indices``). A micro batch whose blocks each hold one example
+    then has none, so sdpa runs causal without a mask (its flash backend); a restart in the padding made a mask for
+    every such batch and cost 45 % of tokens/s on an H200 (docs/usage.md, "Packing"; benchmarks/gpu_sweep.py).
     """
 
     def __init__(self, layout: PackedLayout, pad_token_id: int) -> None:
@@ -93,6 +99,7 @@ class PackedCollator:
         for row in rows:
             pad = width - row["input_ids"].shape[1]
             for key, values in batch.items():
-                tail = torch.arange(pad) if key == "position_ids" else torch.full((pad,), fill[key])
+                last = int(row["position_ids"][0, -1]) + 1
+                tail = torch.arange(last, last + pad) if key == "position_ids" else torch.full((pad,), fill[key])
                 values.append(torch.cat([row[key][0], tail.to(torch.int64)]))
         return {key: torch.stack(values) for key, values in batch.items()}

@@ -144,3 +144,26 @@ def test_fsdp_grad_sync_reaches_the_trainer(tmp_path: Path, monkeypatch: pytest.
     training_args = build_training_arguments(plan, args, choose_precision(plan.setting, True))
     kwargs = training_args.accelerator_config.gradient_accumulation_kwargs or {}
     assert kwargs.get("sync_each_batch", False) == (grad_sync == "every-micro-step")
+
+
+@pytest.mark.parametrize("sharding", ["fsdp", "fsdp-offload"])
+def test_fsdp_checkpointing_is_fsdps_own_under_accelerate_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sharding: str
+) -> None:
+    """Under ``accelerate launch`` (ACCELERATE_USE_FSDP set) the checkpointing is FSDP's own, from the launcher's
+    accelerate config, and the Trainer's switch stays off: transformers 5.23 refuses both at once
+    (``Trainer.create_accelerator_and_postprocess``), which stopped every FSDP plan with checkpointing on an H200
+    (benchmarks/gpu_sweep.py, full-1b-fsdp-offload) while the CPU tests, built without accelerate launch, passed."""
+    pytest.importorskip("accelerate")
+    import yaml
+
+    from autotune.trainer.args import TrainerArgs
+    from autotune.trainer.hf_args import build_training_arguments
+    from autotune.trainer.model import choose_precision
+
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    plan = make_plan(sharding=sharding, gpus=1 if sharding == "fsdp-offload" else 2, method="full", grad_ckpt=True)
+    spec = build_launch_spec(plan, LaunchOptions(dataset="d", output_dir=str(tmp_path)))
+    assert yaml.safe_load(spec.files["accelerate_config.yaml"])["fsdp_config"]["fsdp_activation_checkpointing"]
+    args = TrainerArgs(plan_path=tmp_path / "plan.yaml", dataset="d", output_dir=str(tmp_path), cpu=True)
+    assert not build_training_arguments(plan, args, choose_precision(plan.setting, True)).activation_checkpointing
