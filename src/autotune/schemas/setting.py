@@ -288,6 +288,16 @@ class TrainingSetting(FrozenModel):
         return self.sharding in FSDP_SHARDINGS
 
     @property
+    def model_checkpointing(self) -> bool:
+        """True when the model's own gradient checkpointing runs (transformers / peft switch it on).
+
+        ``grad_ckpt`` under FSDP is FSDP's own activation checkpointing instead (the accelerate config's
+        ``fsdp_activation_checkpointing``): transformers 5.23 refuses both at once
+        (``Trainer.create_accelerator_and_postprocess``), and both would recompute each layer twice.
+        """
+        return self.grad_ckpt and not self.uses_fsdp
+
+    @property
     def uses_deepspeed(self) -> bool:
         """True when DeepSpeed ZeRO runs the setting (:data:`ZERO_SHARDINGS`)."""
         return self.sharding in ZERO_SHARDINGS

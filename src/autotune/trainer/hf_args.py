@@ -80,7 +80,7 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
         gradient_accumulation_steps=setting.grad_accum,
         max_steps=args.max_steps if args.max_steps is not None else -1,
         num_train_epochs=plan.workload.epochs,
-        activation_checkpointing=setting.grad_ckpt and not setting.uses_fsdp,  # FSDP checkpoints itself
+        activation_checkpointing=setting.model_checkpointing,
         activation_checkpointing_kwargs={"use_reentrant": False} if setting.grad_ckpt else None,
         torch_compile=setting.compile,
         bf16=bf16,

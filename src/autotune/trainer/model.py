@@ -200,7 +200,7 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
     dropout it runs with come from :mod:`autotune.schemas.lora_targets`, the home the cost model counts from
     (an MoE's parameter-stored experts: peft's names, fused rank, dropout 0). For QLoRA,
     ``prepare_model_for_kbit_training`` first upcasts norms, enables input gradients and (with
-    ``grad_ckpt``) gradient checkpointing.
+    ``grad_ckpt``, unless FSDP checkpoints: ``TrainingSetting.model_checkpointing``) gradient checkpointing.
     """
     if not setting.uses_adapters:
         return model
@@ -209,7 +209,7 @@ def apply_method(model: PreTrainedModel, setting: TrainingSetting) -> PreTrained
     if setting.method == "qlora":
         model = prepare_model_for_kbit_training(
             model,
-            use_gradient_checkpointing=setting.grad_ckpt,
+            use_gradient_checkpointing=setting.model_checkpointing,
             gradient_checkpointing_kwargs={"use_reentrant": False},
         )
         if setting.unquantized_dtype == "bf16":
