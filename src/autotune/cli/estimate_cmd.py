@@ -11,7 +11,7 @@ from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
 from autotune.cli.render import print_json, render_estimate
-from autotune.cli.resolve import host_memory_note, kernels_notes, lora_dropout_notes
+from autotune.cli.resolve import host_memory_note, kernels_notes, lora_dropout_notes, offload_time_notes
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.cli.tracing import (
     render_predicted_vs_traced,
@@ -80,6 +80,7 @@ def estimate_command(
     notes += host_memory_note(cluster, host_memory_gib, [stated])
     notes += lora_dropout_notes(spec, [stated])
     notes += kernels_notes([stated])
+    notes += offload_time_notes(cluster, stated)
     if not estimate.fits:
         notes.append(_nearest_note(spec, cluster, workload, estimate, stated.method, coefficients))
     traced = run_trace(inputs) if trace else None

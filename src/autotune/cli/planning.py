@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from autotune.cli._shared import coefficients_from_option, stack_note
-from autotune.cli.resolve import build_request, host_memory_note, kernels_notes, lora_dropout_notes
+from autotune.cli.resolve import (
+    build_request,
+    host_memory_note,
+    kernels_notes,
+    lora_dropout_notes,
+    offload_time_notes,
+)
 from autotune.cli.setting_options import SETTING_OPTION_NAMES, SettingOptions
 from autotune.errors import InvalidRequestError
 from autotune.planner.build import build_plan_file
@@ -89,6 +95,7 @@ def plan_from_options(options: PlanOptions) -> tuple[PlanFile, PlanResult, list[
     notes += host_memory_note(request.cluster, options.host_memory_gib, settings)
     notes += lora_dropout_notes(request.model, [plan_file.setting])
     notes += kernels_notes([plan_file.setting])
+    notes += offload_time_notes(request.cluster, plan_file.setting)
     speed = stack_note(request.coefficients)
     if speed is not None:
         notes.append(speed)

@@ -144,6 +144,20 @@ def kernels_notes(settings: Iterable[TrainingSetting]) -> list[str]:
     return []
 
 
+def offload_time_notes(cluster: ClusterSpec, setting: TrainingSetting) -> list[str]:
+    """``[note]`` when ``setting`` offloads to the CPU on a single GPU, whose time the core's runs showed optimistic.
+
+    The core's single-GPU offload runs on an H200 took 1.7–2.3× the predicted time (the PCIe copies; docs/cost-model.md
+    §7.7, ``profiles/measurements/autotune-core-h200``); the terms are not refitted on two rows, so the plan says so.
+    """
+    if not setting.offloads_to_cpu or cluster.world_size != 1:
+        return []
+    return [
+        f"sharding {setting.sharding} on one GPU: the core's CPU-offload runs on one GPU took 1.7–2.3× the predicted "
+        "time (PCIe copies; docs/cost-model.md §7.7), so its tokens/s here is likely optimistic"
+    ]
+
+
 def approximation_note(key: str, text: str) -> str:
     """``'falcon-7b: <text>'`` for one of a model's ``approximations``, without the family name the text starts with.
 

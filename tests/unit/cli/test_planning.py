@@ -48,3 +48,25 @@ def test_a_calibration_of_your_own_runs_has_no_such_line(capsys: pytest.CaptureF
     path = tmp_path / "mine.yaml"
     save_coefficients(mine, path)
     assert _notes(capsys, "--calibration", str(path)) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "noted"),
+    [
+        (("--gpu", "3090", "--method", "lora", "--sharding", "fsdp-offload"), True),
+        (("--gpu", "3090", "--method", "lora", "--sharding", "none"), False),
+        (("--gpu", "a100-80gb", "--num-gpus", "2", "--method", "full", "--sharding", "fsdp-offload"), False),
+    ],
+)
+def test_cpu_offload_on_one_gpu_says_its_time_is_likely_optimistic(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], noted: bool
+) -> None:
+    """The core's single-GPU offload runs took 1.7–2.3× the predicted time (docs/cost-model.md §7.7): plan says so
+    where it chose CPU offload on one GPU, and estimate does for the setting it was given; not on several GPUs."""
+    for command in ("plan", "estimate"):
+        code, out, err = run(capsys, command, "llama3-8b", *args, "--json")
+        assert code == 0, err
+        notes = [note for note in json.loads(out)["notes"] if "likely optimistic" in note]
+        assert len(notes) == noted, (command, args)
+        if noted:
+            assert "fsdp-offload on one GPU" in notes[0] and "1.7–2.3×" in notes[0] and "§7.7" in notes[0]
