@@ -94,6 +94,7 @@ _.use_cache  # unused attribute (tests/unit/costmodel/test_activations_adapter_i
 types  # unused variable (tests/unit/costmodel/test_activations_legacy_attention.py:199)
 _a_gpu_is_visible  # unused function (tests/unit/launcher/conftest.py:15)
 _a_quiet_four_core_host  # unused function (tests/unit/launcher/conftest.py:22)
+_no_gpu_tool  # unused function (tests/unit/launcher/conftest.py: autouse fixture)
 types  # unused variable (tools/count_ops.py:117)
 _._attn_implementation  # unused attribute (tools/count_ops.py:164)
 _._attn_implementation  # unused attribute (tools/count_ops.py:215)

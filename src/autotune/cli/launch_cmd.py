@@ -24,6 +24,7 @@ from autotune import run_lock
 from autotune.cli._shared import plan_estimator
 from autotune.cli.console import console, err_console, note, rule_width, warn
 from autotune.cli.plan_recheck import check_like_plan, recheck_plan_file, seq_len_warning
+from autotune.cli.resolve import catalog_gpu
 from autotune.errors import ConfigError, InvalidRequestError
 from autotune.hostcpu import cpu_precision_note
 from autotune.launcher import (
@@ -157,7 +158,8 @@ def launch_command(
     elif target.endswith(_PLAN_SUFFIXES):
         plan_check = functools.partial(recheck, target=target, calibration=calibration)
     # Every check runs before the run directory is created, in a launch and a dry run alike (one ordered list).
-    checked = run_checks(LaunchContext(plan=plan, options=options, dry_run=dry_run, recheck=plan_check))
+    context = LaunchContext(plan=plan, options=options, dry_run=dry_run, recheck=plan_check, resolve_gpu=catalog_gpu)
+    checked = run_checks(context)
     options, spec, restart, out = checked.options, checked.spec, checked.restart, checked.out
     assert spec is not None
     for line in warnings + checked.warnings:  # after every refusal: a refused launch prints one line

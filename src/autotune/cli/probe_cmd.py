@@ -34,11 +34,13 @@ from autotune.cli.refit import (
     render_recalibration,
     resolve_output,
 )
+from autotune.cli.resolve import catalog_gpu
 from autotune.costmodel.estimate import estimate_setting
-from autotune.errors import AutotuneError, InvalidRequestError
+from autotune.errors import InvalidRequestError
 from autotune.launcher import LaunchOptions, LaunchSpec, build_launch_spec, run_launch
 from autotune.launcher.gpus import detect_gpus
 from autotune.launcher.overrides import micro_batch_neighbours
+from autotune.launcher.plan_gpus import machine_gpus, too_few_gpus
 from autotune.profiles.catalog import resolve_gpu
 from autotune.profiles.run_reports import RUN_REPORT_FILE
 from autotune.schemas.calibration import CostCoefficients
@@ -87,16 +89,16 @@ def _check_machine(plan: PlanFile, gpus: list[str]) -> list[str]:
             f"probe runs on one node, the plan spans {cluster.num_nodes}: probe a one-node plan "
             "(autotune plan ... --num-nodes 1 -o probe.yaml) and calibrate from it"
         )
-    if len(gpus) < cluster.num_gpus_per_node:
-        raise InvalidRequestError(
-            f"the plan uses {cluster.num_gpus_per_node} GPUs per node, this machine has {len(gpus)} ({gpus[0]})"
-        )
-    try:
-        device_key = resolve_gpu(gpus[0])[0].key
-    except AutotuneError:
-        return [f"this machine's GPU '{gpus[0]}' is not in the catalog: the runs calibrate {cluster.gpu}"]
-    if device_key != cluster.gpu:
-        return [f"the plan is for {cluster.gpu}, this machine has {device_key}: the runs calibrate {device_key}"]
+    found = machine_gpus(gpus, catalog_gpu)
+    few = too_few_gpus(cluster, found)
+    if few:
+        raise InvalidRequestError(few)
+    if found.spec is None:
+        return [f"this machine's GPU '{found.name}' is not in the catalog: the runs calibrate {cluster.gpu}"]
+    if found.spec.key != cluster.gpu:
+        return [
+            f"the plan is for {cluster.gpu}, this machine has {found.spec.key}: the runs calibrate {found.spec.key}"
+        ]
     return []
 
 

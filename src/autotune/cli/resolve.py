@@ -8,12 +8,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from autotune.errors import InvalidRequestError
+from autotune.errors import AutotuneError, InvalidRequestError
 from autotune.planner.request import Overrides, PlanRequest
 from autotune.planner.space import assumed_host_memory_gib
 from autotune.profiles.catalog import model_weights_source, resolve_gpu, resolve_model_profile
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.hardware import ClusterSpec
+from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.lora_targets import lora_dropout_note
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
@@ -107,6 +107,14 @@ def resolve_cluster(
         host_memory_gib_per_node=host_memory_gib,
     )
     return cluster, notes
+
+
+def catalog_gpu(name: str) -> GpuSpec | None:
+    """The catalog entry a GPU name (as ``nvidia-smi -L`` prints it) resolves to, or None when none does."""
+    try:
+        return resolve_gpu(name)[0]
+    except AutotuneError:
+        return None
 
 
 def host_memory_note(cluster: ClusterSpec, given_gib: float | None, settings: Iterable[TrainingSetting]) -> list[str]:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Final
 
 from autotune.errors import AutotuneError, InvalidRequestError
-from autotune.launcher import preflight
+from autotune.launcher import gpus, preflight
 from autotune.launcher.options import PLAN_FILE, LaunchOptions, LaunchSpec
+from autotune.launcher.plan_gpus import GpuResolver, machine_gpus, too_few_gpus
 from autotune.launcher.rundir import CHECKPOINTS_DIR, check_run_directory, newest_checkpoint_plan
 from autotune.launcher.runner import differing_files
 from autotune.launcher.spec import build_launch_spec
@@ -37,6 +38,8 @@ class LaunchContext:
     dry_run: bool
     recheck: Callable[[PlanFile], list[str]] = lambda _plan: []
     """The plan-file re-check with ``autotune plan``'s rules (the CLI passes the cost model in); returns warnings."""
+    resolve_gpu: GpuResolver = lambda _name: None
+    """A GPU name → its catalog entry or None (the CLI passes the catalog's lookup in; the GPU type check)."""
     spec: LaunchSpec | None = None
     """The command and files, built by the plan-and-options check."""
     restart: bool = False
@@ -127,6 +130,38 @@ def _check_gpu(context: LaunchContext) -> None:
         preflight.check_gpu_visible()
 
 
+def _check_gpu_type_and_count(context: LaunchContext) -> None:
+    if context.options.cpu or context.options.slurm:
+        return
+    names = gpus.detect_gpus()
+    if not names:  # no nvidia-smi / rocm-smi: torch's probe above is all that can be said
+        return
+    found = machine_gpus(names, context.resolve_gpu)
+    few = too_few_gpus(context.plan.cluster, found)
+    if few:
+        raise InvalidRequestError(f"{few}: plan again with --num-gpus {found.visible} (nothing was written)")
+    planned = context.plan.cluster.gpu
+    if found.spec is None:
+        context.warnings.append(
+            f"this machine's GPU '{found.name}' is not in the catalog: the plan's memory and time are for {planned}"
+        )
+        return
+    if found.spec.key == planned:
+        return
+    prediction = context.plan.prediction
+    needed_gib = prediction.peak_reserved_gib + prediction.cuda_context_gib
+    if found.spec.memory_gib < needed_gib:
+        raise InvalidRequestError(
+            f"the plan is for {planned}; this machine's {found.spec.key} has {found.spec.memory_gib:g} GiB, less than "
+            f"the {needed_gib:.1f} GiB its predicted peak needs: plan again with --gpu {found.spec.key} (nothing was "
+            "written)"
+        )
+    context.warnings.append(
+        f"the plan is for {planned}, this machine has {found.spec.key}: its memory and time were predicted for "
+        f"{planned} (autotune plan ... --gpu {found.spec.key} plans for this card)"
+    )
+
+
 def _check_build_locks(context: LaunchContext) -> None:
     if context.plan.setting.uses_deepspeed:
         context.warnings.extend(preflight.describe_build_lock(lock) for lock in preflight.extension_build_locks())
@@ -205,6 +240,15 @@ LAUNCH_CHECKS: Final[tuple[LaunchCheck, ...]] = (
         "without `--cpu` (and without `--slurm`, whose GPUs are on the compute nodes), torch sees a GPU on this "
         "machine (a dry run too: add `--cpu` to dry-run a CPU launch on a machine without a GPU);",
         _check_gpu,
+    ),
+    LaunchCheck(
+        "GPU type and count",
+        "without `--cpu` / `--slurm`, the GPUs `nvidia-smi -L` (or `rocm-smi`) lists, narrowed by "
+        "`CUDA_VISIBLE_DEVICES` / `HIP_VISIBLE_DEVICES` / `ROCR_VISIBLE_DEVICES`: fewer than the plan's GPUs per node "
+        "is refused (`the plan runs 2 GPUs per node, this machine shows 1 (…): plan again with --num-gpus 1`); "
+        "another card than the plan's is warned, and refused when it has less memory than the plan's predicted peak "
+        "reserved + CUDA context; without either tool nothing more is checked;",
+        _check_gpu_type_and_count,
     ),
     LaunchCheck(
         "extension build locks",

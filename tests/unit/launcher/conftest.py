@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.launcher import cputhreads, preflight
+from autotune.launcher import cputhreads, gpus, preflight
 
 REAL_GPU_PROBE = preflight.check_gpu_visible
 """The real probe, for the tests of it (they set it back with monkeypatch)."""
@@ -17,6 +17,13 @@ def _a_gpu_is_visible(monkeypatch: pytest.MonkeyPatch) -> None:
     """The GPU probe passes here (a subprocess importing torch per test would cost seconds). Tests of the probe
     restore :data:`REAL_GPU_PROBE`."""
     monkeypatch.setattr(preflight, "check_gpu_visible", lambda: None)
+
+
+@pytest.fixture(autouse=True)
+def _no_gpu_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``nvidia-smi`` / ``rocm-smi`` answers (as on CI), whatever this machine has; the GPU type and count
+    tests name the GPUs they describe."""
+    monkeypatch.setattr(gpus, "detect_gpus", lambda: [])
 
 
 @pytest.fixture(autouse=True)

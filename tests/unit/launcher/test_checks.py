@@ -20,7 +20,7 @@ from cli_runner import run
 from plans import make_plan
 
 from autotune.cli import launch_cmd
-from autotune.launcher import LaunchSpec, preflight
+from autotune.launcher import LaunchSpec, gpus, preflight
 from autotune.launcher.checks import LAUNCH_CHECKS, checks_markdown
 from autotune.schemas.plan_changes import plan_fingerprint
 from autotune.schemas.plan_io import save_plan
@@ -100,6 +100,12 @@ def _bad_gpu(launch: Launch, monkeypatch: pytest.MonkeyPatch) -> None:
     launch.extra.remove("--cpu")
 
 
+def _too_few_gpus(launch: Launch, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpus, "detect_gpus", lambda: ["NVIDIA GeForce RTX 4090"])
+    launch.plan.update(sharding="ddp", gpus=2)
+    launch.extra.remove("--cpu")
+
+
 def _stale_build_lock(launch: Launch, monkeypatch: pytest.MonkeyPatch) -> None:
     root = launch.tmp / "torch_extensions"
     (root / "cpu_adam").mkdir(parents=True)
@@ -128,6 +134,7 @@ CASES: dict[str, Case] = {
     "model": Case(_bad_model, "model directory"),
     "dataset": Case(_bad_dataset, "dataset tatsu-lab/alpaca is not in the datasets cache"),
     "GPU": Case(_bad_gpu, "torch sees no GPU"),
+    "GPU type and count": Case(_too_few_gpus, "the plan runs 2 GPUs per node, this machine shows 1"),
     "extension build locks": Case(_stale_build_lock, "cpu_adam", warns_only=True),
 }
 
