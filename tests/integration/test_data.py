@@ -123,5 +123,5 @@ def test_the_packed_collator_restarts_positions_and_masks_each_first_label() -> 
     pad = tokenizer.pad_token_id
     assert rows["input_ids"].tolist() == [[5, 6, 7, 8, 9], [10, 11, pad, pad, pad]]
     assert rows["labels"].tolist() == [[IGNORE_INDEX, 6, 7, IGNORE_INDEX, 9], [IGNORE_INDEX, 11, *[IGNORE_INDEX] * 3]]
-    assert rows["position_ids"].tolist() == [[0, 1, 2, 0, 1], [0, 1, 0, 1, 2]]  # padding is a sequence of its own
+    assert rows["position_ids"].tolist() == [[0, 1, 2, 0, 1], [0, 1, 2, 3, 4]]  # padding continues the last example
     assert "attention_mask" not in rows and "attention_mask" not in flat
