@@ -169,6 +169,7 @@ def field_table(model: type[BaseModel], fallback: str | None = None) -> str:
 
 def json_reference() -> str:
     """docs/json.md: every field of ``plan --json`` and ``estimate --json``, from the schemas."""
+    from autotune.schemas.dataset_stats import DatasetFingerprint, DatasetStats
     from autotune.schemas.estimate import Estimate
     from autotune.schemas.model import ModelSpec
     from autotune.schemas.plan import Alternative, ClusterChoice, PlanFile, Rejection
@@ -197,7 +198,8 @@ the objective, within the tie band, or slower) |
 ## `autotune estimate --json`
 
 Every field of [Estimate](#estimate), plus `setting` ([TrainingSetting](#trainingsetting)) and `notes` (one-line
-remarks; when the setting does not fit, the nearest setting that does).
+remarks; when the setting does not fit, the nearest setting that does); with `--dataset`, `dataset`
+([DatasetStats](#planfiledataset-datasetstats)).
 
 ## Estimate
 
@@ -223,6 +225,16 @@ flattened (every field of `prediction` at the top level, beside `setting` and `w
 ### PlanFile.workload (Workload)
 
 {field_table(Workload)}
+### PlanFile.dataset (DatasetStats)
+
+With `plan --dataset`: the data the plan was made for, its lengths at the plan's `seq_len` and the blocks
+best-fit-decreasing packing makes of them (the launch's own tokenization and packing). `blocks` and the token counts
+are of the rows read; the workload's `num_samples` is the blocks scaled to every row.
+
+{field_table(DatasetStats)}
+`fingerprint` (DatasetFingerprint): what `autotune launch` compares its `--dataset` with (a warning when it differs).
+
+{field_table(DatasetFingerprint)}
 ### PlanFile.training (TrainingRecipe)
 
 Defaults by method and their sources: `src/autotune/schemas/recipe.py`.

@@ -10,7 +10,8 @@ import typer
 from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
-from autotune.cli.render import print_json, render_estimate
+from autotune.cli.dataset_lengths import DEFAULT_MAX_ROWS, dataset_samples
+from autotune.cli.render import dataset_table, print_json, render_estimate
 from autotune.cli.resolve import host_memory_note, kernels_notes, lora_dropout_notes, offload_time_notes
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.cli.tracing import (
@@ -24,6 +25,7 @@ from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InvalidRequestError
 from autotune.planner.space import sharding_error
 from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.dataset_stats import DatasetStats
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
@@ -42,6 +44,10 @@ def estimate_command(
     num_samples: opt.NumSamplesOpt = None,
     dataset_tokens: opt.DatasetTokensOpt = None,
     epochs: opt.EpochsOpt = 1.0,
+    dataset: opt.PlanDatasetOpt = None,
+    tokenizer: opt.TokenizerOpt = None,
+    dataset_format: opt.PlanDatasetFormatOpt = "auto",
+    max_rows: opt.MaxRowsOpt = DEFAULT_MAX_ROWS,
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also draw the memory breakdown to this PNG (needs matplotlib).")
@@ -58,6 +64,13 @@ def estimate_command(
         check_plot_path(plot)  # fail before any work
     if trace:
         require_torch()
+    stats: DatasetStats | None = None
+    dataset_notes: list[str] = []
+    if dataset is not None:
+        sized = num_samples is not None or dataset_tokens is not None
+        num_samples, stats, dataset_notes = dataset_samples(
+            model, dataset, tokenizer, dataset_format, max_rows, seq_len, sized
+        )
     inputs = setting_inputs(
         model,
         gpu,
@@ -70,7 +83,7 @@ def estimate_command(
         dataset_tokens=dataset_tokens,
         epochs=epochs,
     )
-    spec, cluster, notes, workload = inputs.spec, inputs.cluster, inputs.notes, inputs.workload
+    spec, cluster, notes, workload = inputs.spec, inputs.cluster, dataset_notes + inputs.notes, inputs.workload
     stated = inputs.setting
     coefficients, _ = coefficients_from_option(calibration)
     topology_error = sharding_error(stated.sharding, cluster.world_size)
@@ -91,9 +104,13 @@ def estimate_command(
         memory_breakdown_png([(stated.short(), estimate)], plot, title=title)
     if json_:
         extra = {"trace": traced.model_dump(mode="json")} if traced is not None else {}
+        if stats is not None:
+            extra["dataset"] = stats.model_dump(mode="json")
         data = {**estimate.model_dump(mode="json"), "setting": stated.model_dump(mode="json"), "notes": notes}
         print_json({**data, **extra})
         return
+    if stats is not None:
+        console().print(dataset_table(stats))
     render_estimate(estimate, stated, notes)
     if traced is not None:
         render_trace(traced)

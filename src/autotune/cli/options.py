@@ -34,6 +34,27 @@ GlobalBatchOpt = Annotated[int, typer.Option("--global-batch-size", help=DESCRIP
 NumSamplesOpt = Annotated[int | None, typer.Option("--num-samples", help=DESCRIPTIONS["num_samples"])]
 DatasetTokensOpt = Annotated[int | None, typer.Option("--dataset-tokens", help=DESCRIPTIONS["dataset_tokens"])]
 EpochsOpt = Annotated[float, typer.Option("--epochs", help=DESCRIPTIONS["epochs"])]
+PlanDatasetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dataset",
+        help="Your training data (local .jsonl / .json / .parquet / .txt, or a cached hub dataset): tokenized as a "
+        "launch would, its length distribution is reported and its packed blocks are the workload.",
+    ),
+]
+TokenizerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tokenizer",
+        help="Tokenizer for --dataset (model directory, .gguf or cached hub id; default: MODEL's own, if it has one).",
+    ),
+]
+PlanDatasetFormatOpt = Annotated[
+    str, typer.Option("--dataset-format", help="Format of --dataset: auto, instruction, chat or text.")
+]
+MaxRowsOpt = Annotated[
+    int, typer.Option("--max-rows", help="Rows of --dataset tokenized at most; the rest are assumed alike.")
+]
 ObjectiveOpt = Annotated[
     str, typer.Option("--objective", help="quality (full > LoRA > QLoRA, then fastest), speed, or memory.")
 ]

@@ -16,6 +16,7 @@ import typer
 
 from autotune.cli import options as opt
 from autotune.cli.console import console
+from autotune.cli.dataset_lengths import DEFAULT_MAX_ROWS, dataset_workload
 from autotune.cli.gpu_grid import single_count, wants_grid
 from autotune.cli.planning import PlanOptions, plan_from_options
 from autotune.cli.render import print_json, render_plan
@@ -98,6 +99,10 @@ def plan_command(
     num_samples: opt.NumSamplesOpt = None,
     dataset_tokens: opt.DatasetTokensOpt = None,
     epochs: opt.EpochsOpt = 1.0,
+    dataset: opt.PlanDatasetOpt = None,
+    tokenizer: opt.TokenizerOpt = None,
+    dataset_format: opt.PlanDatasetFormatOpt = "auto",
+    max_rows: opt.MaxRowsOpt = DEFAULT_MAX_ROWS,
     calibration: opt.CalibrationOpt = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the plan YAML here.")] = None,
     plot: Annotated[
@@ -134,8 +139,14 @@ def plan_command(
         epochs=epochs,
         objective=objective,
         calibration=calibration,
+        dataset=dataset,
+        tokenizer=tokenizer,
+        dataset_format=dataset_format,
+        max_rows=max_rows,
         setting=setting,
     )
+    options, dataset_stats, dataset_notes = dataset_workload(options)
+    started = time.perf_counter()  # the search's time, not the tokenizing's (which prints its own)
     if wants_grid(gpu, num_gpus, objective, deadline, budget, price):
         if plot is not None or verify:
             raise InvalidRequestError(
@@ -145,6 +156,9 @@ def plan_command(
         return
     options = replace(options, num_gpus=single_count(num_gpus))
     plan_file, result, notes = plan_from_options(options)
+    if dataset_stats is not None:
+        plan_file = plan_file.model_copy(update={"dataset": dataset_stats})
+        notes = dataset_notes + notes
     elapsed = time.perf_counter() - started
     if verify:
         from autotune.cli.plan_verify import verify_plan

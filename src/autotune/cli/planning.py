@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.cli._shared import coefficients_from_option, stack_note
+from autotune.cli.dataset_lengths import DEFAULT_MAX_ROWS
 from autotune.cli.resolve import (
     build_request,
     host_memory_note,
@@ -47,6 +48,10 @@ class PlanOptions:
     epochs: float = 1.0
     objective: str = "quality"
     calibration: Path | None = None
+    dataset: str | None = None
+    tokenizer: str | None = None
+    dataset_format: str = "auto"
+    max_rows: int = DEFAULT_MAX_ROWS
     setting: SettingOptions = field(default_factory=SettingOptions)
 
     def with_method(self, method: str, seq_len: int) -> PlanOptions:

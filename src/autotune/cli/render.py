@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from autotune.cli.console import console, print_plain
+from autotune.schemas.dataset_stats import DatasetStats
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import TrainingSetting
@@ -144,6 +145,26 @@ def time_table(estimate: Estimate) -> Table:
     return table
 
 
+def dataset_table(stats: DatasetStats) -> Table:
+    """The dataset's length distribution at the plan's seq_len and the blocks packing makes of it."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"Dataset ({stats.format}, tokenizer {stats.tokenizer})", show_header=False, title_justify="left"
+    )
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    read = f"{stats.rows_read:,}" + (f" of {stats.rows_total:,}" if stats.rows_read < stats.rows_total else "")
+    table.add_row("rows read", read)
+    table.add_row("examples kept", f"{stats.examples_kept:,}")
+    table.add_row("tokens (learned)", f"{stats.total_tokens:,} ({stats.learned_tokens:,})")
+    table.add_row("length p50 / p90 / p99 / max", f"{stats.p50_tokens:,} / {stats.p90_tokens:,} / "
+                  f"{stats.p99_tokens:,} / {stats.max_tokens:,}")  # fmt: skip
+    table.add_row(f"truncated at seq_len {stats.seq_len}", f"{stats.truncated:,} ({stats.tokens_lost:,} tokens)")
+    table.add_row("packed blocks (efficiency)", f"{stats.blocks_total:,} ({stats.packing_efficiency:.1%})")
+    return table
+
+
 def render_estimate(estimate: Estimate, setting: TrainingSetting, notes: list[str]) -> None:
     """Print an estimate as tables."""
     for note in notes:
@@ -163,6 +184,8 @@ def render_plan(plan: PlanFile, notes: list[str], searched: int, elapsed_s: floa
         f"seq_len {plan.workload.seq_len}, global batch {plan.workload.global_batch_size} "
         f"— objective {plan.objective}; {searched} settings searched in {elapsed_s * 1000:.0f} ms"
     )
+    if plan.dataset is not None:
+        console().print(dataset_table(plan.dataset))
     console().print(setting_table(plan.setting, title="Chosen setting"))
     console().print(memory_table(plan.prediction))
     console().print(time_table(plan.prediction))

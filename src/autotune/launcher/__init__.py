@@ -15,6 +15,7 @@ Modules:
   slurm            the SLURM batch script
   runner           write the run directory, run the command
   gpus             this machine's GPUs (nvidia-smi / rocm-smi)
+  plan_gpus        the plan's GPU type and count against this machine's (launch and probe)
   cputhreads       OMP_NUM_THREADS of a --cpu run's processes (idle physical cores shared out)
   preflight        the machine's checks (dataset, model, training stack, GPU), run from checks
   rundir           whether a run directory ever trained; reusing one that did not

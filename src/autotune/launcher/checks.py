@@ -24,6 +24,7 @@ from autotune.launcher.plan_gpus import GpuResolver, machine_gpus, too_few_gpus
 from autotune.launcher.rundir import CHECKPOINTS_DIR, check_run_directory, newest_checkpoint_plan
 from autotune.launcher.runner import differing_files
 from autotune.launcher.spec import build_launch_spec
+from autotune.schemas.dataset_stats import fingerprint, fingerprint_difference
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_changes import plan_fingerprint, resume_plan_error
 from autotune.schemas.plan_io import load_plan
@@ -123,6 +124,14 @@ def _check_model(context: LaunchContext) -> None:
 
 def _check_dataset(context: LaunchContext) -> None:
     preflight.check_dataset(context.options.dataset, context.options.dataset_format)
+    planned = context.plan.dataset
+    if planned is not None:
+        difference = fingerprint_difference(planned.fingerprint, fingerprint(context.options.dataset))
+        if difference:
+            context.warnings.append(
+                f"the plan was made for the dataset {planned.fingerprint.path}, this launch trains on "
+                f"{context.options.dataset} ({difference}): its blocks and the run's time were for that data"
+            )
 
 
 def _check_gpu(context: LaunchContext) -> None:
@@ -232,7 +241,8 @@ LAUNCH_CHECKS: Final[tuple[LaunchCheck, ...]] = (
         "delimiter, column 1)`); the training core runs the same check before `datasets` loads the file. A hub "
         "dataset (`tatsu-lab/alpaca`) is in the `datasets` cache (`$HF_DATASETS_CACHE`, `$HF_HOME/datasets`, "
         "`~/.cache/huggingface/datasets`; where `datasets.load_dataset` looks offline) — or else the hub is allowed "
-        "and reachable, as for the model;",
+        "and reachable, as for the model. A plan made with `plan --dataset` warns when the launch's data is another "
+        "file (path, size and a hash of its first MiB);",
         _check_dataset,
     ),
     LaunchCheck(

@@ -20,6 +20,7 @@ Modules:
   dataset_format   the fields a dataset must hold for each format (instruction, chat, text)
   dataset_rows     the rule for one dataset row and a streamed check of a local dataset file
   packing          best-fit-decreasing bins of whole examples, packing efficiency, the packed batch layout
+  dataset_stats    a dataset's token lengths, their distribution at a seq_len, its packed blocks, its fingerprint
   lora_targets     which LoRA targets peft builds for an architecture (shared by cost model and training core)
   trace            TraceReport: what ``autotune trace`` reports (live bytes per phase, op counts)
 

@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 
 from autotune.errors import ConfigError
 from autotune.schemas._base import StrictModel
+from autotune.schemas.dataset_stats import DatasetStats
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
@@ -86,6 +87,10 @@ class PlanFile(StrictModel):
         default="quality", description="What the planner optimized: quality, speed or memory."
     )
     calibration: str = Field(default="seeds", description="Name of the calibration used.")
+    dataset: DatasetStats | None = Field(
+        default=None,
+        description="The dataset the plan was made for (plan --dataset): fingerprint, lengths, packed blocks.",
+    )
     alternatives: list[Alternative] = Field(
         default_factory=list, description="Runner-ups: the best setting of each other method and sharding."
     )

@@ -8,6 +8,8 @@ Modules:
   args           TrainerArgs and its argparse parser, generated from schemas.trainer_options
   train          wires plan → data → model → Trainer → checkpoints, weights, report (seeds first)
   data           dataset loading, format detection, tokenization (Dataset.map), truncation, the collators
+  lengths        ``python -m autotune.trainer.lengths``: each example's token count as the core tokenizes it
+                 (what ``plan --dataset`` reads, in a subprocess)
   packed         blocks of whole examples and the packed collator (attention kept inside each example)
   model          tokenizer / model loading, precision, LoRA / QLoRA
   kernels        fused kernels a plan asks for (Liger Kernel), applied before peft

@@ -1,0 +1,162 @@
+"""``--dataset`` for ``plan`` and ``estimate``: the user's own data, tokenized as a launch would, into the workload.
+
+The lengths come from ``python -m autotune.trainer.lengths`` in a subprocess (planning never imports the training
+stack): the launch's loader, format detection and tokenization with the model's own tokenizer. They become a
+:class:`~autotune.schemas.dataset_stats.DatasetStats` at the plan's ``seq_len`` and a workload of the packed blocks
+(the core packs whole examples by best-fit decreasing: ``num_samples`` = blocks, each a sequence of ``seq_len``).
+
+What is not priced yet (issue 26): the blocks are costed as full ``seq_len`` sequences (attention b × s², not
+Σ lᵢ²; the real tokens are ``packing_efficiency`` of that), and padded batches are not offered as an alternative.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from autotune.cli.console import err_console
+from autotune.errors import InvalidRequestError
+from autotune.launcher.preflight import check_dataset
+from autotune.schemas.dataset_stats import DatasetStats, ExampleLengths, fingerprint, seq_len_notes, summarize
+
+if TYPE_CHECKING:
+    from autotune.cli.planning import PlanOptions
+
+DEFAULT_MAX_ROWS: Final[int] = 200_000
+"""Rows tokenized at most (``--max-rows``); the rest of a larger dataset is assumed alike and scaled."""
+
+TOKENIZER_FILES: Final[tuple[str, ...]] = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
+"""Files that hold a tokenizer in a model directory (the launcher's list)."""
+
+DATASET_FORMATS: Final[tuple[str, ...]] = ("auto", "instruction", "chat", "text")
+"""What ``--dataset-format`` takes (the launch's choices)."""
+
+LENGTHS_TIMEOUT_S: Final[float] = 3600.0
+"""Tokenizing stops after an hour (``--max-rows`` bounds it well before that for usual files)."""
+
+
+def tokenizer_source(model: str, tokenizer: str | None) -> str:
+    """Where the tokenizer for ``--dataset`` comes from.
+
+    ``--tokenizer``, else MODEL when it is a model directory with a tokenizer, a ``.gguf`` file or a hub id
+    (``org/name``).
+
+    Raises:
+        InvalidRequestError: MODEL is a catalog name or a ``config.json`` without a tokenizer beside it (one line
+            naming ``--tokenizer``).
+    """
+    if tokenizer:
+        return tokenizer
+    path = Path(model).expanduser()
+    if path.is_file() and path.name == "config.json":
+        path = path.parent
+    if path.is_dir() and any((path / name).is_file() for name in TOKENIZER_FILES):
+        return str(path)
+    if path.is_file() and path.suffix == ".gguf":
+        return str(path)
+    if not path.exists() and model.count("/") == 1 and not model.startswith((".", "/", "~")):
+        return model
+    raise InvalidRequestError(
+        f"--dataset needs the model's tokenizer, and {model} has none here: pass --tokenizer DIR (a model directory "
+        "or a cached hub id with the same tokenizer)"
+    )
+
+
+def read_lengths(dataset: str, source: str, dataset_format: str, max_rows: int) -> ExampleLengths:
+    """Run ``python -m autotune.trainer.lengths`` and return its lengths; a spinner on stderr while it runs.
+
+    Raises:
+        InvalidRequestError: the subprocess refused the dataset or the tokenizer (its one line), the training stack
+            is not installed, or it printed no lengths.
+    """
+    argv = [sys.executable, "-m", "autotune.trainer.lengths", "--dataset", dataset, "--tokenizer", source,
+            "--dataset-format", dataset_format, "--max-rows", str(max_rows)]  # fmt: skip
+    started = time.perf_counter()
+    with err_console().status(f"tokenizing {dataset} with the tokenizer of {source} …"):
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=LENGTHS_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise InvalidRequestError(
+                f"tokenizing {dataset} took over {LENGTHS_TIMEOUT_S:.0f} s: lower --max-rows"
+            ) from None
+    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    if done.returncode != 0:
+        if any("ModuleNotFoundError" in line for line in lines):
+            raise InvalidRequestError(
+                '--dataset tokenizes with the training stack, which is not installed: pip install -e ".[train]"'
+            )
+        last = lines[-1] if lines else f"exit code {done.returncode}"
+        raise InvalidRequestError(last.removeprefix("error: "))
+    try:
+        lengths = ExampleLengths.model_validate(json.loads(done.stdout))
+    except (json.JSONDecodeError, ValueError) as error:
+        raise InvalidRequestError(f"tokenizing {dataset} printed no lengths ({error})") from None
+    if not lengths.lengths:
+        raise InvalidRequestError(f"dataset {dataset} has no rows")
+    elapsed = time.perf_counter() - started
+    if elapsed > 1.0:
+        err_console().print(f"tokenized {lengths.rows_read:,} rows of {dataset} in {elapsed:.1f} s", highlight=False)
+    return lengths
+
+
+def dataset_samples(
+    model: str,
+    dataset: str,
+    tokenizer: str | None,
+    dataset_format: str,
+    max_rows: int,
+    seq_len: int,
+    sized: bool,
+) -> tuple[int, DatasetStats, list[str]]:
+    """The workload's ``num_samples`` (the dataset's packed blocks), its statistics and notes, for ``--dataset``.
+
+    ``sized``: ``--num-samples`` or ``--dataset-tokens`` was given too (refused: the dataset gives the size).
+
+    Raises:
+        AutotuneError: ``sized``, ``max_rows`` < 1, an unknown format, a dataset the launch would refuse
+            (:func:`autotune.launcher.preflight.check_dataset`), no example with a learned token within ``seq_len``,
+            or what :func:`tokenizer_source` / :func:`read_lengths` refuse.
+    """
+    if sized:
+        raise InvalidRequestError("--dataset gives the data's size: drop --num-samples / --dataset-tokens")
+    if max_rows < 1:
+        raise InvalidRequestError(f"--max-rows must be at least 1, got {max_rows}")
+    if dataset_format not in DATASET_FORMATS:
+        raise InvalidRequestError(f"--dataset-format {dataset_format!r}: choose one of {', '.join(DATASET_FORMATS)}")
+    source = tokenizer_source(model, tokenizer)
+    check_dataset(dataset, dataset_format)  # the launch's own check: the file, its type, every row (names the line)
+    lengths = read_lengths(dataset, source, dataset_format, max_rows)
+    stats = summarize(lengths, seq_len, fingerprint(dataset), source)
+    if stats.examples_kept == 0:
+        raise InvalidRequestError(f"dataset {dataset}: no example has a learned token within seq_len {seq_len}")
+    notes = seq_len_notes(stats)
+    if stats.rows_read < stats.rows_total:
+        notes.append(
+            f"tokenized the first {stats.rows_read:,} of {stats.rows_total:,} rows (--max-rows); the rest are assumed "
+            "alike"
+        )
+    notes.append(
+        f"{stats.blocks_total:,} packed blocks of seq_len {stats.seq_len} at {stats.packing_efficiency:.1%} packing "
+        "efficiency: tokens/s and the run's time are priced as full blocks (real tokens are that fraction)"
+    )
+    return stats.blocks_total, stats, notes
+
+
+def dataset_workload(options: PlanOptions) -> tuple[PlanOptions, DatasetStats | None, list[str]]:
+    """``options`` with the workload of ``options.dataset`` (:func:`dataset_samples`), its statistics and notes.
+
+    ``options`` come back unchanged, with no statistics, without ``--dataset``.
+    """
+    if options.dataset is None:
+        return options, None, []
+    sized = options.num_samples is not None or options.dataset_tokens is not None
+    num_samples, stats, notes = dataset_samples(
+        options.model, options.dataset, options.tokenizer, options.dataset_format, options.max_rows,
+        options.seq_len, sized,
+    )  # fmt: skip
+    return replace(options, num_samples=num_samples), stats, notes

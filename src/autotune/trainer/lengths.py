@@ -1,0 +1,83 @@
+"""Token lengths of a dataset's examples as the training core tokenizes them: ``python -m autotune.trainer.lengths``.
+
+``autotune plan --dataset`` runs this in a subprocess (planning itself never imports the training stack) and reads
+one JSON object from its stdout, an :class:`autotune.schemas.dataset_stats.ExampleLengths`: for every example read,
+its token count before truncation, the position of its first learned label and its learned tokens. The tokenization
+is the launch's own (:data:`autotune.trainer.data.TOKENIZERS` with the model's tokenizer,
+:func:`autotune.trainer.model.load_tokenizer`), so the lengths are the ones a launch of the plan trains on.
+
+Rows are read in file order, at most ``--max-rows`` of them (``rows_read`` < ``rows_total`` then). Errors are one
+line on stderr and exit code 2 (:class:`autotune.errors.AutotuneError`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def example_lengths(
+    dataset: str, tokenizer_source: str, dataset_format: str, max_rows: int, progress_every: int = 0
+) -> dict[str, Any]:
+    """The :class:`~autotune.schemas.dataset_stats.ExampleLengths` of ``dataset`` as a dict (see the module).
+
+    Raises:
+        ConfigError: the dataset or the tokenizer cannot be loaded, or its columns fit no format.
+    """
+    from autotune.quiet import quiet_third_party
+
+    quiet_third_party()
+    from autotune.trainer.data import IGNORE_INDEX, TOKENIZERS, detect_format, load_raw_dataset
+    from autotune.trainer.model import load_tokenizer, resolve_source
+
+    raw = load_raw_dataset(dataset)
+    fmt = detect_format(list(raw.column_names), dataset_format, dataset)
+    tokenizer = load_tokenizer(resolve_source(tokenizer_source))
+    tokenize = TOKENIZERS[fmt]
+    total = len(raw)
+    rows = raw.select(range(min(total, max_rows))) if total > max_rows else raw
+    lengths: list[int] = []
+    first_learned: list[int] = []
+    learned: list[int] = []
+    for index, row in enumerate(rows):
+        example = tokenize(dict(row), tokenizer)
+        positions = [k for k, label in enumerate(example.labels) if k > 0 and label != IGNORE_INDEX]
+        lengths.append(len(example.input_ids))
+        first_learned.append(positions[0] if positions else len(example.input_ids))
+        learned.append(len(positions))
+        if progress_every and (index + 1) % progress_every == 0:
+            print(f"progress {index + 1} {len(rows)}", file=sys.stderr, flush=True)
+    return {
+        "format": fmt,
+        "rows_total": total,
+        "rows_read": len(rows),
+        "lengths": lengths,
+        "first_learned": first_learned,
+        "learned": learned,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line, print the lengths as one JSON object; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m autotune.trainer.lengths", description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--tokenizer", required=True, help="Model directory, .gguf file or cached hub id.")
+    parser.add_argument("--dataset-format", default="auto", choices=["auto", "instruction", "chat", "text"])
+    parser.add_argument("--max-rows", type=int, default=200_000)
+    parser.add_argument("--progress-every", type=int, default=0, help="Print 'progress N TOTAL' to stderr.")
+    args = parser.parse_args(argv)
+    from autotune.errors import AutotuneError
+
+    try:
+        result = example_lengths(args.dataset, args.tokenizer, args.dataset_format, args.max_rows, args.progress_every)
+    except AutotuneError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    json.dump(result, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

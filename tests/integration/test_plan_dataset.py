@@ -1,0 +1,130 @@
+"""``plan --dataset`` / ``estimate --dataset``: the user's data as the launch trains on it (issue 26 item 1).
+
+The tiny Llama's own tokenizer; rows of many lengths, some longer than ``seq_len``. The plan's statistics must be
+the launch's: the blocks best-fit-decreasing packing makes, the examples kept and truncated, as
+``autotune.trainer.data.build_train_dataset`` computes them in process.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_runner import run
+from trainer_helpers import WORDS, chat_rows, pattern_text, write_jsonl
+
+SEQ_LEN = 32
+
+
+def _rows(fmt: str, count: int = 60) -> list[dict[str, Any]]:
+    if fmt == "chat":
+        rows = chat_rows(count)
+        for i, row in enumerate(rows):
+            row["messages"][-1]["content"] = pattern_text(i, 2 + (i * 7) % 30)
+        return rows
+    if fmt == "text":
+        return [{"text": pattern_text(i, 3 + (i * 11) % 45)} for i in range(count)]
+    return [
+        {
+            "instruction": f"continue from {WORDS[i % len(WORDS)]}",
+            "input": "",
+            "output": pattern_text(i, 2 + (i * 7) % 40),
+        }
+        for i in range(count)
+    ]
+
+
+def _launch_view(model_dir: Path, data: Path) -> tuple[int, int, int]:
+    """(blocks, examples kept, examples longer than SEQ_LEN) as the training core builds them."""
+    import datasets
+
+    from autotune.trainer.data import TOKENIZERS, build_train_dataset, detect_format
+    from autotune.trainer.model import load_tokenizer, resolve_source
+
+    raw = datasets.load_dataset("json", data_files=str(data), split="train")
+    fmt = detect_format(list(raw.column_names), "auto", str(data))
+    tokenizer = load_tokenizer(resolve_source(str(model_dir)))
+    blocks = build_train_dataset(raw, tokenizer, fmt, SEQ_LEN, pack=True, name="d")
+    lengths = [len(TOKENIZERS[fmt](dict(row), tokenizer).input_ids) for row in raw]
+    kept = sum(len([p for p in block["position_ids"] if p == 0]) for block in blocks)
+    return len(blocks), kept, sum(1 for length in lengths if length > SEQ_LEN)
+
+
+@pytest.mark.parametrize("fmt", ["instruction", "chat", "text"])
+def test_the_plan_sees_the_blocks_the_launch_trains_on(
+    fmt: str, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(fmt))
+    code, out, err = run(capsys, "plan", str(tiny_model_dir), "--gpu", "4090", "--dataset", str(data),
+                         "--seq-len", str(SEQ_LEN), "--epochs", "2", "--json")  # fmt: skip
+    assert code == 0, err
+    result = json.loads(out)
+    stats = result["plan_file"]["dataset"]
+    blocks, kept, truncated = _launch_view(tiny_model_dir, data)
+    assert (stats["blocks"], stats["examples_kept"], stats["truncated"]) == (blocks, kept, truncated)
+    assert stats["format"] == fmt and stats["rows_read"] == stats["rows_total"] == 60 and truncated > 0
+    assert stats["fingerprint"]["path"] == str(data.resolve()) and stats["fingerprint"]["size_bytes"]
+    assert stats["p50_tokens"] <= stats["p90_tokens"] <= stats["p99_tokens"] <= stats["max_tokens"]
+    workload = result["plan_file"]["workload"]
+    assert workload["num_samples"] == blocks and workload["epochs"] == 2
+    assert result["plan"]["num_optimizer_steps"] >= blocks * 2 // workload["global_batch_size"]
+    assert any(f"{blocks} packed blocks of seq_len {SEQ_LEN}" in note for note in result["notes"])
+    assert any("seq_len 32 truncates" in note for note in result["notes"])
+
+
+def test_estimate_takes_the_dataset_too(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", _rows("instruction"))
+    code, out, err = run(capsys, "estimate", str(tiny_model_dir), "--gpu", "4090", "--dataset", str(data),
+                         "--seq-len", str(SEQ_LEN), "--method", "lora", "--max-rows", "20", "--json")  # fmt: skip
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["dataset"]["rows_read"] == 20 and result["dataset"]["rows_total"] == 60
+    assert result["num_optimizer_steps"] is not None
+    assert any("first 20 of 60 rows" in note for note in result["notes"])
+
+
+def test_launch_warns_when_given_other_data(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", _rows("instruction"))
+    plan = tmp_path / "plan.yaml"
+    code, _, err = run(capsys, "plan", str(tiny_model_dir), "--gpu", "4090", "--dataset", str(data),
+                       "--seq-len", str(SEQ_LEN), "-o", str(plan))  # fmt: skip
+    assert code == 0, err
+    other = write_jsonl(tmp_path / "other.jsonl", _rows("instruction", 30))
+    for dataset, warned in ((data, False), (other, True)):
+        code, _, err = run(capsys, "launch", str(plan), "--dataset", str(dataset), "--output-dir",
+                           str(tmp_path / "run"), "--cpu", "--dry-run")  # fmt: skip
+        assert code == 0, err
+        assert ("the plan was made for the dataset" in err) is warned, err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("llama3-8b",), "--dataset needs the model's tokenizer, and llama3-8b has none here: pass --tokenizer"),
+        (("MODEL", "--num-samples", "5"), "--dataset gives the data's size"),
+        (("MODEL", "--max-rows", "0"), "--max-rows must be at least 1"),
+        (("MODEL", "--dataset-format", "csv"), "--dataset-format 'csv': choose one of"),
+    ],
+)
+def test_bad_input_is_one_line(
+    args: tuple[str, ...], message: str, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", _rows("instruction"))
+    argv = [str(tiny_model_dir) if a == "MODEL" else a for a in args]
+    code, _, err = run(capsys, "plan", argv[0], "--gpu", "4090", "--dataset", str(data), *argv[1:])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_a_broken_row_is_named_as_the_launch_names_it(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "bad.jsonl"
+    data.write_text('{"instruction": "a", "output": "b"}\n{broken\n')
+    code, _, err = run(capsys, "plan", str(tiny_model_dir), "--gpu", "4090", "--dataset", str(data))
+    assert code == 2 and f"dataset {data} line 2: not valid JSON" in err, err
