@@ -19,7 +19,9 @@ What it does (issue 21, item 4):
    --max-steps N --set ...``; the run directory (``run_report.json`` + ``plan.yaml``: the form ``autotune calibrate``
    reads) is kept under ``DIR/NAME`` (checkpoints and final weights are deleted: they are not measurements). An entry
    with a baseline also runs ``gpu_kit/plain_hf.py`` on the same model, data and batch shape.
-4. The table: peak allocated GiB and tokens/s, measured and predicted, the signed errors, and MFU by autotune's
+4. Before the entries, :func:`probe_host_link` times 1 GiB host↔device copies (pinned and pageable) on the same
+   machine: the offload entries' error splits into bandwidth and overlap only with it (docs/cost-model.md §7.7).
+5. The table: peak allocated GiB and tokens/s, measured and predicted, the signed errors, and MFU by autotune's
    definition (the plan's predicted MFU × measured / predicted tokens/s: the same FLOPs per token).
    ``DIR/results.jsonl`` holds one row per run and ``DIR/table.md`` the table.
 
@@ -256,6 +258,44 @@ def _run(argv: list[str], timeout_s: float) -> tuple[int, str, str, float]:
         return 124, out, err, time.perf_counter() - start_s
 
 
+HOST_LINK_PROBE = """
+import json, sys, torch
+if not torch.cuda.is_available():
+    print(json.dumps({"status": "skipped: no CUDA device"})); sys.exit(0)
+size = 1 << 30
+device = torch.empty(size, dtype=torch.uint8, device="cuda")
+result = {"status": "completed", "bytes": size}
+for kind, host in (("pinned", torch.empty(size, dtype=torch.uint8).pin_memory()),
+                   ("pageable", torch.empty(size, dtype=torch.uint8))):
+    for direction, copy in (("h2d", lambda: device.copy_(host, non_blocking=True)),
+                            ("d2h", lambda: host.copy_(device, non_blocking=True))):
+        copy(); torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            copy()
+        end.record(); torch.cuda.synchronize()
+        result[f"{direction}_{kind}_gb_per_s"] = 5 * size / (start.elapsed_time(end) / 1e3) / 1e9
+print(json.dumps(result))
+"""
+"""Time 1 GiB host↔device copies, pinned and pageable (CUDA events, 5 copies after one warm-up): the host link the
+offload entries stream over, measured on the same machine so that their error can be split into bandwidth and
+overlap (docs/cost-model.md §7.7)."""
+
+
+def probe_host_link(timeout_s: float = 60.0) -> dict[str, Any]:
+    """The host-link row of the results: GB/s per direction and host memory kind, or why it was skipped."""
+    code, out, err, wall_s = _run([sys.executable, "-c", HOST_LINK_PROBE], timeout_s)
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    row: dict[str, Any] = {"name": "host-link probe", "wall_s": wall_s}
+    if code == 0 and lines:
+        row.update(json.loads(lines[-1]))
+    else:
+        row["status"] = f"failed (exit {code})"
+        row["error"] = err[-2000:]
+    return row
+
+
 def find_gpu(requested: str | None) -> str:
     """The catalog key of ``--gpu`` or of the first GPU this machine shows.
 
@@ -360,6 +400,10 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     results.mkdir(parents=True, exist_ok=True)
     dataset = str(write_data(work / "data.jsonl"))
+    link = probe_host_link()
+    print(f"host link: {json.dumps({k: v for k, v in link.items() if k != 'error'})}", flush=True)
+    with (results / "results.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(link) + "\n")
     rows: list[dict[str, Any]] = []
     for entry in entries:
         absent = missing(entry)

@@ -145,3 +145,11 @@ def test_summary_errors_and_mfu() -> None:
     assert "| lora-m2-noc | completed | 20.00 (19.00, +5.3%) | 11,000 (10,000, +10.0%) | 55.0% (50.0%) |" in text
     missing = gpu_sweep.summarize({"status": "failed", "prediction": None})
     assert missing["mfu"] is None and missing["memory_error"] is None
+
+
+def test_the_host_link_probe_runs_and_says_why_it_skipped_without_a_gpu() -> None:
+    """The probe's code runs in a subprocess of this interpreter: on a CPU build it reports the skip (on a GPU it
+    reports GB/s per direction and host memory kind; not testable here)."""
+    pytest.importorskip("torch")
+    row = gpu_sweep.probe_host_link()
+    assert row["name"] == "host-link probe" and row["status"] == "skipped: no CUDA device", row
