@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from autotune.cli.console import console, print_plain
@@ -150,7 +151,9 @@ def dataset_table(stats: DatasetStats) -> Table:
     from rich.table import Table
 
     table = Table(
-        title=f"Dataset ({stats.format}, tokenizer {stats.tokenizer})", show_header=False, title_justify="left"
+        title=f"Dataset ({stats.format}, tokenizer {PurePath(stats.tokenizer).name or stats.tokenizer})",
+        show_header=False,
+        title_justify="left",
     )
     table.add_column(style="bold")
     table.add_column(justify="right")
