@@ -21,14 +21,16 @@ from typing import TYPE_CHECKING, Final
 
 from autotune.cli.console import err_console
 from autotune.errors import InvalidRequestError
-from autotune.launcher.preflight import check_dataset
-from autotune.schemas.dataset_stats import DatasetStats, ExampleLengths, fingerprint, seq_len_notes, summarize
+from autotune.schemas.dataset_stats import (
+    DatasetStats,
+    ExampleLengths,
+    fingerprint,
+    seq_len_notes,
+    summarize,
+)
 
 if TYPE_CHECKING:
     from autotune.cli.planning import PlanOptions
-
-DEFAULT_MAX_ROWS: Final[int] = 200_000
-"""Rows tokenized at most (``--max-rows``); the rest of a larger dataset is assumed alike and scaled."""
 
 TOKENIZER_FILES: Final[tuple[str, ...]] = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
 """Files that hold a tokenizer in a model directory (the launcher's list)."""
@@ -128,6 +130,8 @@ def dataset_samples(
         raise InvalidRequestError(f"--max-rows must be at least 1, got {max_rows}")
     if dataset_format not in DATASET_FORMATS:
         raise InvalidRequestError(f"--dataset-format {dataset_format!r}: choose one of {', '.join(DATASET_FORMATS)}")
+    from autotune.launcher.preflight import check_dataset  # not at import: plan without --dataset stays light
+
     source = tokenizer_source(model, tokenizer)
     check_dataset(dataset, dataset_format)  # the launch's own check: the file, its type, every row (names the line)
     lengths = read_lengths(dataset, source, dataset_format, max_rows)

@@ -10,7 +10,7 @@ import typer
 from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
-from autotune.cli.dataset_lengths import DEFAULT_MAX_ROWS, dataset_samples
+from autotune.cli.dataset_lengths import dataset_samples
 from autotune.cli.render import dataset_table, print_json, render_estimate
 from autotune.cli.resolve import host_memory_note, kernels_notes, lora_dropout_notes, offload_time_notes
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
@@ -25,7 +25,7 @@ from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InvalidRequestError
 from autotune.planner.space import sharding_error
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.dataset_stats import DatasetStats
+from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec

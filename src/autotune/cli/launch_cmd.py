@@ -109,6 +109,9 @@ def launch_command(
     warmup_ratio: Annotated[float | None, typer.Option("--warmup-ratio", help=_help("warmup_ratio"))] = None,
     seed: Annotated[int | None, typer.Option("--seed", help=_help("seed"))] = None,
     full_determinism: Annotated[bool, typer.Option("--full-determinism", help=_help("full_determinism"))] = False,
+    eval_dataset: Annotated[str | None, typer.Option("--eval-dataset", help=_help("eval_dataset"))] = None,
+    eval_fraction: Annotated[float | None, typer.Option("--eval-fraction", help=_help("eval_fraction"))] = None,
+    eval_steps: Annotated[int | None, typer.Option("--eval-steps", help=_help("eval_steps"))] = None,
     calibration: Annotated[
         Path | None,
         typer.Option(
@@ -144,6 +147,9 @@ def launch_command(
         warmup_ratio=warmup_ratio,
         seed=seed,
         full_determinism=full_determinism,
+        eval_dataset=_absolute_if_local(eval_dataset) if eval_dataset is not None else None,
+        eval_fraction=eval_fraction,
+        eval_steps=eval_steps,
     )
     plan = resolve_plan(
         target, list(ctx.args), plan_command=lambda: _plan_click_command(ctx), launch_flags=_flags(ctx.command)

@@ -16,12 +16,13 @@ import typer
 
 from autotune.cli import options as opt
 from autotune.cli.console import console
-from autotune.cli.dataset_lengths import DEFAULT_MAX_ROWS, dataset_workload
+from autotune.cli.dataset_lengths import dataset_workload
 from autotune.cli.gpu_grid import single_count, wants_grid
 from autotune.cli.planning import PlanOptions, plan_from_options
 from autotune.cli.render import print_json, render_plan
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.errors import InvalidRequestError
+from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
 
 GpuListOpt = Annotated[

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from autotune.cli._shared import coefficients_from_option, stack_note
-from autotune.cli.dataset_lengths import DEFAULT_MAX_ROWS
 from autotune.cli.resolve import (
     build_request,
     host_memory_note,
@@ -25,6 +24,7 @@ from autotune.errors import InvalidRequestError
 from autotune.planner.build import build_plan_file
 from autotune.planner.request import ADAPTER_ONLY_FIELDS, PlanRequest
 from autotune.planner.search import PlanResult, search
+from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
 

@@ -124,6 +124,8 @@ def _check_model(context: LaunchContext) -> None:
 
 def _check_dataset(context: LaunchContext) -> None:
     preflight.check_dataset(context.options.dataset, context.options.dataset_format)
+    if context.options.eval_dataset is not None:
+        preflight.check_dataset(context.options.eval_dataset, context.options.dataset_format)
     planned = context.plan.dataset
     if planned is not None:
         difference = fingerprint_difference(planned.fingerprint, fingerprint(context.options.dataset))
@@ -241,8 +243,8 @@ LAUNCH_CHECKS: Final[tuple[LaunchCheck, ...]] = (
         "delimiter, column 1)`); the training core runs the same check before `datasets` loads the file. A hub "
         "dataset (`tatsu-lab/alpaca`) is in the `datasets` cache (`$HF_DATASETS_CACHE`, `$HF_HOME/datasets`, "
         "`~/.cache/huggingface/datasets`; where `datasets.load_dataset` looks offline) — or else the hub is allowed "
-        "and reachable, as for the model. A plan made with `plan --dataset` warns when the launch's data is another "
-        "file (path, size and a hash of its first MiB);",
+        "and reachable, as for the model; `--eval-dataset` is checked the same way. A plan made with "
+        "`plan --dataset` warns when the launch's data is another file (path, size and a hash of its first MiB);",
         _check_dataset,
     ),
     LaunchCheck(

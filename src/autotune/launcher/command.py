@@ -102,7 +102,16 @@ def trainer_args(plan: PlanFile, options: LaunchOptions) -> list[str]:
     if plan.setting.sharding in ZERO_SHARDINGS:
         args += ["--deepspeed-config", output_path(options, DEEPSPEED_CONFIG_FILE)]
     given = options.model_fields_set  # options not given keep the training core's (identical) defaults
-    for name in ("save_steps", "logging_steps", "learning_rate", "warmup_ratio", "seed"):
+    for name in (
+        "save_steps",
+        "logging_steps",
+        "learning_rate",
+        "warmup_ratio",
+        "seed",
+        "eval_dataset",
+        "eval_fraction",
+        "eval_steps",
+    ):
         if name in given:
             args += [option_flag(name), str(getattr(options, name))]
     if options.full_determinism:

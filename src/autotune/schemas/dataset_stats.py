@@ -27,6 +27,9 @@ from pydantic import Field
 from autotune.schemas._base import StrictModel
 from autotune.schemas.packing import best_fit_decreasing
 
+DEFAULT_MAX_ROWS: Final[int] = 200_000
+"""Rows tokenized at most (``--max-rows``); the rest of a larger dataset is assumed alike and scaled."""
+
 SAMPLE_BYTES: Final[int] = 1 << 20
 """Bytes of the file hashed for its fingerprint (its first MiB): enough to tell two datasets apart, cheap for
 large files."""

@@ -39,6 +39,12 @@ class RunReport(StrictModel):
     resumed_from_step: int = Field(default=0, ge=0, description="Step of the checkpoint resumed from; 0 if fresh.")
     losses: list[float] = Field(description="Training loss of each logged step of this invocation.")
     loss_steps: list[int] = Field(description="The global step of each entry of losses.")
+    eval_losses: list[float] = Field(
+        default_factory=list,
+        description="Eval loss on the held-out data (--eval-dataset / --eval-fraction), every --eval-steps and at "
+        "the end; empty without held-out data.",
+    )
+    eval_loss_steps: list[int] = Field(default_factory=list, description="The global step of each eval loss.")
     tokens_seen: int = Field(ge=0, description="Non-padding input tokens processed by this invocation, all ranks.")
     peak_memory_gib_measured: float = Field(
         ge=0, description="GPU: max_memory_allocated; CPU: peak RSS of the process, GiB (max over ranks)."

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from autotune.schemas._base import FrozenModel
 from autotune.schemas.recipe import ADAPTER_LEARNING_RATE, FULL_LEARNING_RATE, WARMUP_RATIO
@@ -62,6 +62,37 @@ class TrainerOptions(FrozenModel):
         default=False,
         description="Also make kernels deterministic (transformers.enable_full_determinism; slower).",
     )
+    eval_dataset: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Held-out data for the eval loss (the formats of --dataset), evaluated at the end and every "
+        "--eval-steps.",
+    )
+    eval_fraction: float | None = Field(
+        default=None,
+        gt=0,
+        lt=0.5,
+        description="Hold out this fraction of --dataset's rows for the eval loss (a split seeded by --seed).",
+    )
+    eval_steps: int | None = Field(
+        default=None,
+        ge=1,
+        description="Eval loss every N optimizer steps as well as at the end (needs --eval-dataset or "
+        "--eval-fraction).",
+    )
+
+    @model_validator(mode="after")
+    def _one_eval_source(self) -> TrainerOptions:
+        if self.eval_dataset is not None and self.eval_fraction is not None:
+            raise ValueError("give --eval-dataset or --eval-fraction, not both")
+        if self.eval_steps is not None and not self.evaluates:
+            raise ValueError("--eval-steps needs held-out data: add --eval-dataset FILE or --eval-fraction F")
+        return self
+
+    @property
+    def evaluates(self) -> bool:
+        """True when the run computes an eval loss (``eval_dataset`` or ``eval_fraction`` given)."""
+        return self.eval_dataset is not None or self.eval_fraction is not None
 
 
 def option_flag(name: str) -> str:

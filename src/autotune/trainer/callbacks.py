@@ -33,6 +33,8 @@ class RunMetrics:
 
     losses: list[float] = field(default_factory=list)
     loss_steps: list[int] = field(default_factory=list)
+    eval_losses: list[float] = field(default_factory=list)
+    eval_loss_steps: list[int] = field(default_factory=list)
     step_times_s: list[float] = field(default_factory=list)
     micro_step_times_s: list[float] = field(default_factory=list)
     first_step: int | None = None
@@ -114,6 +116,21 @@ class MetricsCallback(TrainerCallback):
             self.metrics.losses.append(float(logs["loss"]))
             self.metrics.loss_steps.append(state.global_step)
 
+    def on_evaluate(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Record the eval loss with its step; the next step's time starts after the evaluation (not counted)."""
+        if metrics and "eval_loss" in metrics and math.isfinite(float(metrics["eval_loss"])):
+            self.metrics.eval_losses.append(float(metrics["eval_loss"]))
+            self.metrics.eval_loss_steps.append(state.global_step)
+        if self._last_step_end_s is not None:
+            self._last_step_end_s = time.perf_counter()
+
 
 class ProgressCallback(TrainerCallback):
     """A rich progress bar with loss, learning rate, tokens/s and peak memory (main process only).
@@ -180,6 +197,18 @@ class ProgressCallback(TrainerCallback):
                 f"{self._fields['tps']} tok/s peak {self._fields['mem']}",
                 markup=False,
             )
+
+    def on_evaluate(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Print the eval loss as one line (main process)."""
+        if metrics and "eval_loss" in metrics and state.is_world_process_zero:
+            self.console.print(f"eval loss {float(metrics['eval_loss']):.4f} at step {state.global_step}", markup=False)
 
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any

@@ -66,6 +66,8 @@ def build_report(
         resumed_from_step=resumed_from_step,
         losses=metrics.losses,
         loss_steps=metrics.loss_steps,
+        eval_losses=metrics.eval_losses,
+        eval_loss_steps=metrics.eval_loss_steps,
         tokens_seen=max(metrics.tokens_at_end - metrics.tokens_at_start, 0),
         peak_memory_gib_measured=peak_gib,
         peak_reserved_gib_measured=reserved_gib,

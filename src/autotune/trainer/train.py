@@ -188,7 +188,13 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     layout = packed_layout(setting.attention_impl) if pack else None
     if pack and layout is None:
         logger.warning("attention_impl %s cannot keep packed examples apart: padded batches", setting.attention_impl)
+    raw, eval_raw = _eval_split(raw, fmt, args)
     train_dataset = build_train_dataset(raw, tokenizer, fmt, plan.workload.seq_len, layout is not None, args.dataset)
+    eval_dataset = None
+    if eval_raw is not None:
+        eval_name = args.eval_dataset or f"{args.dataset} (held out: {args.eval_fraction})"
+        packed = layout is not None
+        eval_dataset = build_train_dataset(eval_raw, tokenizer, fmt, plan.workload.seq_len, packed, eval_name)
 
     precision = choose_precision(setting, args.cpu)
     training_args = build_training_arguments(plan, args, precision)  # before the model: ZeRO-3 init
@@ -219,6 +225,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
         model=model,
         args=training_args,
         train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
         data_collator=build_collator(tokenizer, layout),
         processing_class=tokenizer,
         callbacks=[
@@ -255,6 +262,8 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     if stopper.stopped:
         status, message = "interrupted", f"{stopper.signal_name} at step {trainer.state.global_step}; checkpoint saved"
     else:
+        if eval_dataset is not None and metrics.eval_loss_steps[-1:] != [trainer.state.global_step]:
+            trainer.evaluate()  # the final eval loss (unless --eval-steps just computed it)
         trainer.save_model(str(args.final_dir))
         if trainer.is_world_process_zero():
             tokenizer.save_pretrained(str(args.final_dir))
@@ -262,6 +271,38 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     if not stopper.stopped:
         return None
     return stopper.requested if stopper.requested is not None else int(signal.SIGTERM)  # another rank's signal
+
+
+def _eval_split(raw: Any, fmt: str, args: TrainerArgs) -> tuple[Any, Any | None]:
+    """(training rows, held-out rows or None) for the eval loss.
+
+    ``--eval-dataset`` is loaded and checked like ``--dataset``; ``--eval-fraction`` of ``raw`` is held out by
+    ``datasets.Dataset.train_test_split`` seeded with ``--seed`` (the same split on every resume).
+
+    Raises:
+        ConfigError: the eval data cannot be loaded or its rows fail the row check, or the split leaves no row on a
+            side.
+    """
+    if args.eval_dataset is not None:
+        checked = check_local_file(args.eval_dataset, args.dataset_format)
+        eval_raw = load_raw_dataset(args.eval_dataset)
+        eval_fmt = detect_format(list(eval_raw.column_names), args.dataset_format, args.eval_dataset)
+        if eval_fmt != fmt:
+            raise ConfigError(f"--eval-dataset {args.eval_dataset} is {eval_fmt} data, --dataset is {fmt}")
+        if not checked:
+            check_rows(eval_raw, fmt, args.eval_dataset)
+        return raw, eval_raw
+    if args.eval_fraction is None:
+        return raw, None
+    held_out = round(len(raw) * args.eval_fraction)
+    if held_out < 1 or held_out >= len(raw):
+        raise ConfigError(
+            f"--eval-fraction {args.eval_fraction:g} of {len(raw)} rows holds out {held_out}: choose a fraction that "
+            "leaves rows on both sides"
+        )
+    split = raw.train_test_split(test_size=held_out, seed=args.seed, shuffle=True)
+    logger.info("held out %d of %d rows of %s for the eval loss (seed %d)", held_out, len(raw), args.dataset, args.seed)
+    return split["train"], split["test"]
 
 
 def _finish(
