@@ -128,3 +128,30 @@ def test_a_broken_row_is_named_as_the_launch_names_it(
     data.write_text('{"instruction": "a", "output": "b"}\n{broken\n')
     code, _, err = run(capsys, "plan", str(tiny_model_dir), "--gpu", "4090", "--dataset", str(data))
     assert code == 2 and f"dataset {data} line 2: not valid JSON" in err, err
+
+
+@pytest.mark.parametrize("epochs", ["1", "2"])
+def test_the_launch_runs_the_predicted_number_of_optimizer_steps(
+    epochs: str, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26 Done-when: ``launch`` of a ``plan --dataset --epochs E`` plan (no ``--max-steps``) runs exactly the
+    plan's ``num_optimizer_steps`` (the Trainer's rule: ⌈E × ⌈micro batches / accumulation⌉⌉)."""
+    from trainer_helpers import read_report
+
+    rows = [{"instruction": f"continue from {WORDS[i % 12]}", "output": pattern_text(i, 22)} for i in range(13)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)  # one example per block: 13 blocks
+    plan = tmp_path / "plan.yaml"
+    code, _, err = run(capsys, "plan", str(tiny_model_dir), "--gpu", "4090", "--dataset", str(data), "--seq-len",
+                       str(SEQ_LEN), "--global-batch-size", "6", "--micro-batch-size", "2", "--method", "lora",
+                       "--no-compile", "--precision", "fp32", "--epochs", epochs, "-o", str(plan))  # fmt: skip
+    assert code == 0, err
+    from autotune.schemas.plan_io import load_plan
+
+    planned = load_plan(plan)
+    predicted = planned.prediction.num_optimizer_steps
+    assert planned.dataset is not None and planned.dataset.blocks == 13
+    assert predicted == {"1": 3, "2": 6}[epochs]  # ⌈13 / 2⌉ = 7 micro batches → 3 steps per epoch (not ⌈26 / 6⌉ = 5)
+    code, _, err = run(capsys, "launch", str(plan), "--dataset", str(data), "--output-dir", str(tmp_path / "run"),
+                       "--cpu", "--save-steps", "1000")  # fmt: skip
+    assert code == 0, err[-3000:]
+    assert read_report(tmp_path / "run").steps == predicted

@@ -130,10 +130,12 @@ def dataset_samples(
         raise InvalidRequestError(f"--max-rows must be at least 1, got {max_rows}")
     if dataset_format not in DATASET_FORMATS:
         raise InvalidRequestError(f"--dataset-format {dataset_format!r}: choose one of {', '.join(DATASET_FORMATS)}")
-    from autotune.launcher.preflight import check_dataset  # not at import: plan without --dataset stays light
+    from autotune.launcher import preflight  # not at import: plan without --dataset stays light
 
     source = tokenizer_source(model, tokenizer)
-    check_dataset(dataset, dataset_format)  # the launch's own check: the file, its type, every row (names the line)
+    if not Path(source).expanduser().exists():
+        preflight.check_hub_model(source)  # cached, or the hub reachable: no download retries to wait through
+    preflight.check_dataset(dataset, dataset_format)  # the launch's own check of the file and every row
     lengths = read_lengths(dataset, source, dataset_format, max_rows)
     stats = summarize(lengths, seq_len, fingerprint(dataset), source)
     if stats.examples_kept == 0:

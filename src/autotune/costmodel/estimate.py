@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -94,8 +93,7 @@ def estimate_setting(
     peak_flops = gpu.matmul_tflops("bf16" if gpu.supports_bf16 else "fp16") * TERA
     mfu = timing.model_flops_per_micro_step * setting.grad_accum / timing.step_time_s / peak_flops
     compile_s = compile_time_s(model) if setting.compile else 0.0
-    samples = workload.total_samples
-    steps = max(1, math.ceil(samples / sequences_per_step)) if samples is not None else None
+    steps = workload.optimizer_steps(setting, cluster.world_size)
     total_s = steps * timing.step_time_s + compile_s if steps is not None else None
     return Estimate(
         peak_memory_gib=round(fit.peak_gib, 3),

@@ -6,6 +6,7 @@ One ``Field(description=...)`` per choice; the CLI reuses these descriptions as 
 from __future__ import annotations
 
 import importlib.util
+import math
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -360,6 +361,23 @@ class Workload(FrozenModel):
     def tokens_per_sequence(self) -> float:
         """Tokens actually computed per sequence (seq_len when packed / filled)."""
         return min(float(self.seq_len), self.tokens_per_sample or float(self.seq_len))
+
+    def optimizer_steps(self, setting: TrainingSetting, world_size: int) -> int | None:
+        """Optimizer steps of the whole run, as the HF Trainer counts them; None without a dataset size.
+
+        With ``num_samples`` N: each of ``world_size`` ranks reads ⌈N / world⌉ sequences (DistributedSampler pads
+        to equal shares), in ⌈· / micro batch⌉ micro batches (the last one partial, ``drop_last`` False), which
+        make ⌈· / grad_accum⌉ optimizer steps per epoch (the last one short), and the run is ⌈epochs × that⌉ steps
+        (transformers 5.23 ``Trainer.set_initial_training_values``: ``num_update_steps_per_epoch`` and
+        ``max_steps = ceil(num_train_epochs * num_update_steps_per_epoch)``). With ``dataset_tokens`` only: the
+        sequences it makes ÷ the global batch, rounded up.
+        """
+        if self.num_samples is not None:
+            micro_batches = math.ceil(math.ceil(self.num_samples / world_size) / setting.micro_batch_size)
+            per_epoch = max(1, math.ceil(micro_batches / setting.grad_accum))
+            return math.ceil(self.epochs * per_epoch)
+        samples = self.total_samples
+        return max(1, math.ceil(samples / setting.sequences_per_step(world_size))) if samples is not None else None
 
     @property
     def total_samples(self) -> float | None:
