@@ -112,6 +112,7 @@ def launch_command(
     eval_dataset: Annotated[str | None, typer.Option("--eval-dataset", help=_help("eval_dataset"))] = None,
     eval_fraction: Annotated[float | None, typer.Option("--eval-fraction", help=_help("eval_fraction"))] = None,
     eval_steps: Annotated[int | None, typer.Option("--eval-steps", help=_help("eval_steps"))] = None,
+    report_to: Annotated[str | None, typer.Option("--report-to", help=_help("report_to"))] = None,
     calibration: Annotated[
         Path | None,
         typer.Option(
@@ -150,6 +151,7 @@ def launch_command(
         eval_dataset=_absolute_if_local(eval_dataset) if eval_dataset is not None else None,
         eval_fraction=eval_fraction,
         eval_steps=eval_steps,
+        report_to=report_to,
     )
     plan = resolve_plan(
         target, list(ctx.args), plan_command=lambda: _plan_click_command(ctx), launch_flags=_flags(ctx.command)

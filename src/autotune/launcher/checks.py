@@ -112,6 +112,7 @@ def _check_resumed_plan(context: LaunchContext) -> None:
 
 def _check_stack_installed(context: LaunchContext) -> None:
     preflight.check_environment(context.plan)
+    preflight.check_tracker(context.options.report_to)
 
 
 def _check_stack_versions(_context: LaunchContext) -> None:
@@ -216,7 +217,8 @@ LAUNCH_CHECKS: Final[tuple[LaunchCheck, ...]] = (
     ),
     LaunchCheck(
         "training stack installed",
-        "the training stack is installed (a dry run warns instead);",
+        "the training stack is installed, and the package of `--report-to`'s tracker (`--report-to wandb needs the "
+        "wandb package …`; a dry run warns instead);",
         _check_stack_installed,
         dry_run_warns=True,
     ),

@@ -111,6 +111,7 @@ def trainer_args(plan: PlanFile, options: LaunchOptions) -> list[str]:
         "eval_dataset",
         "eval_fraction",
         "eval_steps",
+        "report_to",
     ):
         if name in given:
             args += [option_flag(name), str(getattr(options, name))]

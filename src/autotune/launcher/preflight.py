@@ -38,6 +38,7 @@ from autotune.errors import ConfigError, InvalidRequestError
 from autotune.schemas.dataset_format import DATASET_LOADERS
 from autotune.schemas.dataset_rows import check_dataset_file
 from autotune.schemas.plan import PlanFile
+from autotune.schemas.trainer_options import TRACKER_PACKAGES
 from autotune.schemas.training_stack import installed_versions, untested_stack_allowed, untested_stack_error
 
 WEIGHT_PATTERNS: Final[tuple[str, ...]] = ("*.safetensors", "pytorch_model*.bin", "model*.bin", "*.pt")
@@ -310,6 +311,20 @@ def check_environment(plan: PlanFile) -> None:
         raise ConfigError(
             f"the training stack is not installed here (missing {', '.join(missing)}): "
             f'pip install -e ".[train]" in {sys.prefix}'
+        )
+
+
+def check_tracker(report_to: str) -> None:
+    """The package of ``--report-to``'s tracker is installed (found, not imported); ``none`` needs nothing.
+
+    Raises:
+        ConfigError: one line naming the package and its optional extra.
+    """
+    package = TRACKER_PACKAGES.get(report_to)
+    if package is not None and importlib.util.find_spec(package) is None:
+        raise ConfigError(
+            f"--report-to {report_to} needs the {package} package, which is not installed here: "
+            f'pip install -e ".[{package}]" in {sys.prefix} (or --report-to none)'
         )
 
 

@@ -16,6 +16,11 @@ from autotune.schemas._base import FrozenModel
 from autotune.schemas.recipe import ADAPTER_LEARNING_RATE, FULL_LEARNING_RATE, WARMUP_RATIO
 
 DatasetFormat = Literal["auto", "instruction", "chat", "text"]
+Tracker = Literal["none", "tensorboard", "wandb", "mlflow", "trackio"]
+
+TRACKER_PACKAGES: dict[str, str] = {name: name for name in ("tensorboard", "wandb", "mlflow", "trackio")}
+"""``--report-to`` value → the package transformers' integration imports (``transformers.integrations``), which is
+also the name of this project's optional extra (``pip install -e ".[tensorboard]"``)."""
 
 
 class TrainerOptions(FrozenModel):
@@ -79,6 +84,13 @@ class TrainerOptions(FrozenModel):
         ge=1,
         description="Eval loss every N optimizer steps as well as at the end (needs --eval-dataset or "
         "--eval-fraction).",
+    )
+
+    report_to: Tracker = Field(
+        default="none",
+        description="Send the logged loss, learning rate, eval loss and tokens seen (real tokens, not padding) to a "
+        "tracker through transformers' own integration: tensorboard (event files in OUT/tensorboard), wandb, mlflow, "
+        "trackio; each needs its package (an optional extra).",
     )
 
     @model_validator(mode="after")

@@ -97,7 +97,7 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
         save_strategy="steps",
         save_steps=args.save_steps,
         save_total_limit=SAVE_TOTAL_LIMIT,
-        report_to="none",
+        report_to=args.report_to,
         disable_tqdm=True,
         remove_unused_columns=False,
         dataloader_num_workers=0,

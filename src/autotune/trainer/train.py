@@ -215,6 +215,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
         "model %s (%s): %s of %s parameters train", plan.model.key, setting.short(), f"{trainable:,}", f"{total:,}"
     )
 
+    tracker_directories(args)
     metrics = RunMetrics()
     progress = ProgressCallback(metrics)
     stopper = StopOnSignalCallback()
@@ -271,6 +272,27 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     if not stopper.stopped:
         return None
     return stopper.requested if stopper.requested is not None else int(signal.SIGTERM)  # another rank's signal
+
+
+TRACKER_DIRECTORIES: dict[str, tuple[str, str]] = {
+    "tensorboard": ("TENSORBOARD_LOGGING_DIR", "tensorboard"),
+    "wandb": ("WANDB_DIR", ""),
+    "mlflow": ("MLFLOW_TRACKING_URI", "mlruns"),
+}
+"""``--report-to`` → (the variable its transformers integration reads for where to write, the run directory's
+subfolder): ``TensorBoardCallback`` reads ``TENSORBOARD_LOGGING_DIR`` (else ``./runs/…`` of the working directory),
+wandb ``WANDB_DIR`` (else ``./wandb``), mlflow ``MLFLOW_TRACKING_URI`` (else ``./mlruns``). trackio keeps its own."""
+
+
+def tracker_directories(args: TrainerArgs) -> None:
+    """Point the tracker's files into the run directory, unless the user set the variable (theirs wins)."""
+    entry = TRACKER_DIRECTORIES.get(args.report_to)
+    if entry is None:
+        return
+    variable, subfolder = entry
+    path = args.run_dir / subfolder if subfolder else args.run_dir
+    value = path.as_uri() if variable == "MLFLOW_TRACKING_URI" else str(path)
+    os.environ.setdefault(variable, value)
 
 
 def _eval_split(raw: Any, fmt: str, args: TrainerArgs) -> tuple[Any, Any | None]:
