@@ -43,10 +43,10 @@ def example_lengths(
     learned: list[int] = []
     for index, row in enumerate(rows):
         example = tokenize(dict(row), tokenizer)
-        positions = [k for k, label in enumerate(example.labels) if k > 0 and label != IGNORE_INDEX]
-        lengths.append(len(example.input_ids))
-        first_learned.append(positions[0] if positions else len(example.input_ids))
-        learned.append(len(positions))
+        labels, size = example.labels, len(example.input_ids)
+        lengths.append(size)
+        first_learned.append(next((k for k in range(1, size) if labels[k] != IGNORE_INDEX), size))
+        learned.append(size - 1 - labels[1:].count(IGNORE_INDEX) if size else 0)  # the first label never counts
         if progress_every and (index + 1) % progress_every == 0:
             print(f"progress {index + 1} {len(rows)}", file=sys.stderr, flush=True)
     return {
