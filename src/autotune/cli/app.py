@@ -64,6 +64,11 @@ COMMANDS: dict[str, CommandRef] = {
         LAUNCH_CONTEXT,
         plan_options_in_help=True,
     ),
+    "export": CommandRef(
+        "autotune.cli.export_cmd",
+        "export_command",
+        "Export a run's adapter (or, with --merge, a merged model) with its tokenizer, loadable by transformers.",
+    ),
     "probe": CommandRef(
         "autotune.cli.probe_cmd",
         "probe_command",

@@ -8,6 +8,8 @@ Modules:
   args           TrainerArgs and its argparse parser, generated from schemas.trainer_options
   train          wires plan → data → model → Trainer → checkpoints, weights, report (seeds first)
   data           dataset loading, format detection, tokenization (Dataset.map), truncation, the collators
+  export         ``python -m autotune.trainer.export``: a run's adapter, or the base with it merged, and the tokenizer
+                 (what ``autotune export`` runs)
   lengths        ``python -m autotune.trainer.lengths``: each example's token count as the core tokenizes it
                  (what ``plan --dataset`` reads, in a subprocess)
   packed         blocks of whole examples and the packed collator (attention kept inside each example)

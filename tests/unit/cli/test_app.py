@@ -11,7 +11,19 @@ import typer
 
 from autotune.cli.app import COMMANDS, app
 
-EXPECTED = {"plan", "estimate", "trace", "sweep", "launch", "probe", "calibrate", "validate", "gpus", "models"}
+EXPECTED = {
+    "plan",
+    "estimate",
+    "trace",
+    "sweep",
+    "launch",
+    "export",
+    "probe",
+    "calibrate",
+    "validate",
+    "gpus",
+    "models",
+}
 
 
 def test_the_app_registers_every_command_on_import() -> None:
