@@ -2,9 +2,9 @@
 
 Modules:
   app            the entry point: the command table (``COMMANDS``), lazy registration, one-line errors (exit 2)
-  plan_cmd, estimate_cmd, sweep_cmd, launch_cmd, export_cmd, probe_cmd, calibrate_cmd, validate_cmd, catalog_cmd,
-  trace_cmd
+  plan_cmd, estimate_cmd, sweep_cmd, launch_cmd, probe_cmd, calibrate_cmd, validate_cmd, catalog_cmd, trace_cmd
                  one module per command; none imports another, none imports ``app``
+  export_cmd     ``autotune export``: its checks here; the export runs in the training core's process
   setting_options  the setting options of plan / estimate / trace / sweep, declared once (SettingOptions) and put
                  into each command's signature by one decorator
   planning       options (PlanOptions) → PlanRequest → plan, shared by plan / sweep / launch MODEL
