@@ -53,16 +53,23 @@ def export(run_dir: Path, weights: Path, output: Path, merge: bool) -> str:
         else:
             import torch
             from peft import PeftModel
-            from transformers import AutoModelForCausalLM
+
+            from autotune.trainer.model import PrecisionChoice, load_model
 
             compute = {"bf16": torch.bfloat16, "bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}
             dtype = compute.get(setting.precision, torch.float32)  # the plan's compute dtype (fp32 plans: fp32)
+            # The training core's loader (a .gguf dequantized and made an ordinary model), unquantized (a QLoRA
+            # plan's base too: method lora), in the compute dtype.
+            unquantized = setting.model_copy(update={"method": "lora"})
+            base = load_model(source, unquantized, PrecisionChoice(load_dtype=dtype, bf16=False, fp16=False), None)
             try:
-                base = AutoModelForCausalLM.from_pretrained(source.path, gguf_file=source.gguf_file, dtype=dtype)
                 merged = PeftModel.from_pretrained(base, str(weights)).merge_and_unload()
+                merged.config.use_cache = True  # a model to generate with (the core trains without the cache)
+                merged.save_pretrained(str(work))
             except (OSError, ValueError) as error:
-                raise ConfigError(f"cannot merge the adapter of {weights} into {plan.model_source}: {error}") from error
-            merged.save_pretrained(str(work))
+                raise ConfigError(
+                    f"cannot merge the adapter of {weights} into {plan.model_source}: {' '.join(str(error).split())}"
+                ) from error
             what = f"the base model with the adapter merged ({str(dtype).removeprefix('torch.')})"
         tokenizer.save_pretrained(str(work))
         work.rename(output)
