@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, get_args
 
 from autotune.cli.console import err_console
 from autotune.errors import InvalidRequestError
@@ -28,15 +28,13 @@ from autotune.schemas.dataset_stats import (
     seq_len_notes,
     summarize,
 )
+from autotune.schemas.trainer_options import DatasetFormat
 
 if TYPE_CHECKING:
     from autotune.cli.planning import PlanOptions
 
-TOKENIZER_FILES: Final[tuple[str, ...]] = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
-"""Files that hold a tokenizer in a model directory (the launcher's list)."""
-
-DATASET_FORMATS: Final[tuple[str, ...]] = ("auto", "instruction", "chat", "text")
-"""What ``--dataset-format`` takes (the launch's choices)."""
+DATASET_FORMATS: Final[tuple[str, ...]] = get_args(DatasetFormat)
+"""What ``--dataset-format`` takes (the launch's choices: :data:`autotune.schemas.trainer_options.DatasetFormat`)."""
 
 LENGTHS_TIMEOUT_S: Final[float] = 3600.0
 """Tokenizing stops after an hour (``--max-rows`` bounds it well before that for usual files)."""
@@ -45,8 +43,8 @@ LENGTHS_TIMEOUT_S: Final[float] = 3600.0
 def tokenizer_source(model: str, tokenizer: str | None) -> str:
     """Where the tokenizer for ``--dataset`` comes from.
 
-    ``--tokenizer``, else MODEL when it is a model directory with a tokenizer, a ``.gguf`` file or a hub id
-    (``org/name``).
+    ``--tokenizer``, else MODEL when it is a model directory with a tokenizer (the launch pre-flight's rule,
+    :func:`autotune.launcher.preflight.has_tokenizer`), a ``.gguf`` file or a hub id (``org/name``).
 
     Raises:
         InvalidRequestError: MODEL is a catalog name or a ``config.json`` without a tokenizer beside it (one line
@@ -54,10 +52,12 @@ def tokenizer_source(model: str, tokenizer: str | None) -> str:
     """
     if tokenizer:
         return tokenizer
+    from autotune.launcher.preflight import has_tokenizer  # imported here: plan's cold start
+
     path = Path(model).expanduser()
     if path.is_file() and path.name == "config.json":
         path = path.parent
-    if path.is_dir() and any((path / name).is_file() for name in TOKENIZER_FILES):
+    if path.is_dir() and has_tokenizer(path):
         return str(path)
     if path.is_file() and path.suffix == ".gguf":
         return str(path)

@@ -16,13 +16,9 @@ from typing import Annotated, Final
 
 import typer
 
-from autotune.cli.console import console
+from autotune.cli.console import console, note
 from autotune.errors import InvalidRequestError
 from autotune.units import GIB
-
-WEIGHT_FILES: Final[tuple[str, ...]] = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors",
-                                        "model.safetensors.index.json", "pytorch_model.bin")  # fmt: skip
-"""Files that hold a run's weights (an adapter, or a full model, sharded or not)."""
 
 MERGE_BYTES_PER_PARAM: Final[dict[str, int]] = {"bf16": 2, "bf16-mixed": 2, "fp16-mixed": 2, "fp32": 4}
 """Bytes per parameter of a merged model in the plan's compute dtype (what ``--merge`` writes and holds in memory)."""
@@ -57,12 +53,13 @@ def check_export(run_dir: Path, output: Path, merge: bool, checkpoint: str | Non
         InvalidRequestError: not a run directory, no weights, an existing output, too little disk or memory.
     """
     from autotune.costmodel.params import count_params
+    from autotune.launcher.preflight import has_weights
     from autotune.schemas.plan_io import load_plan
 
     if not (run_dir / "plan.yaml").is_file():
         raise InvalidRequestError(f"{run_dir} is not a run directory (no plan.yaml written by autotune launch)")
     weights = run_dir / "checkpoints" / checkpoint if checkpoint else run_dir / "final"
-    if not any((weights / name).is_file() for name in WEIGHT_FILES):
+    if not has_weights(weights):
         available = sorted(p.name for p in (run_dir / "checkpoints").glob("checkpoint-*") if p.is_dir())
         hint = f"; checkpoints: {', '.join(available)} (--checkpoint NAME)" if available else ""
         raise InvalidRequestError(f"the run {run_dir} has no weights in {weights.name}/{hint}")
@@ -78,8 +75,8 @@ def check_export(run_dir: Path, output: Path, merge: bool, checkpoint: str | Non
         raise InvalidRequestError(
             f"export needs about {need_bytes / GIB:.1f} GiB on {parent}, which has {free_bytes / GIB:.1f} GiB free"
         )
-    available_bytes = _available_memory_bytes()
-    if merged and available_bytes is not None and need_bytes > available_bytes:
+    available_bytes = available_memory_bytes() if merged else None
+    if available_bytes is not None and need_bytes > available_bytes:
         raise InvalidRequestError(
             f"--merge holds the {params / 1e9:.2f} B-parameter base in memory (about {need_bytes / GIB:.1f} GiB), "
             f"and {available_bytes / GIB:.1f} GiB is available: export the adapter alone (without --merge)"
@@ -91,12 +88,15 @@ def _size(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
-def _available_memory_bytes() -> int | None:
-    """Available physical memory (Linux ``/proc/meminfo`` MemAvailable), or None where it cannot be read."""
+def available_memory_bytes() -> int | None:
+    """Physical memory available without swapping, bytes (``psutil.virtual_memory().available``), or None.
+
+    psutil is in the ``train`` extra, which the export itself needs (it loads the model with torch); without it the
+    merge is not checked against memory and a note on stderr says so.
+    """
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
+        import psutil
+    except ImportError:
+        note('memory not checked before the merge: psutil is not installed (pip install -e ".[train]")')
         return None
-    return None
+    return int(psutil.virtual_memory().available)

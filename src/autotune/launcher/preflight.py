@@ -41,8 +41,11 @@ from autotune.schemas.plan import PlanFile
 from autotune.schemas.trainer_options import TRACKER_PACKAGES
 from autotune.schemas.training_stack import installed_versions, untested_stack_allowed, untested_stack_error
 
-WEIGHT_PATTERNS: Final[tuple[str, ...]] = ("*.safetensors", "pytorch_model*.bin", "model*.bin", "*.pt")
-"""Weight files transformers' ``from_pretrained`` reads from a model directory."""
+WEIGHT_PATTERNS: Final[tuple[str, ...]] = ("*.safetensors", "pytorch_model*.bin", "model*.bin", "adapter_model.bin")
+"""Weight files transformers' and peft's ``from_pretrained`` read from a model or adapter directory: safetensors (one
+file, an adapter, or the shards of an index) and the pickled ``pytorch_model*.bin`` / ``adapter_model.bin`` of older
+saves. A Trainer checkpoint's ``optimizer.pt`` / ``training_args.bin`` are not weights. The one rule for "this folder
+holds weights" (:func:`has_weights`: launch pre-flight, hub cache, ``autotune export``)."""
 
 TOKENIZER_FILES: Final[tuple[str, ...]] = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
 """Files that hold a tokenizer's vocabulary (fast ``tokenizer.json``, sentencepiece, or GPT-2 style BPE)."""
@@ -105,23 +108,25 @@ def check_model(plan: PlanFile) -> None:
             raise ConfigError(f"model directory {source} not found")
         check_hub_model(source)
         return
-    if not _has_weights(path):
+    if not has_weights(path):
         raise ConfigError(
             f"model directory {source} has no weights (*.safetensors or pytorch_model*.bin): a config-only "
             "directory can be planned but not launched; put the weights next to its config.json"
         )
-    if not _has_tokenizer(path):
+    if not has_tokenizer(path):
         raise ConfigError(
             f"model directory {source} has weights but no tokenizer ({', '.join(TOKENIZER_FILES)}): "
             "copy the tokenizer files of the model next to the weights"
         )
 
 
-def _has_weights(path: Path) -> bool:
+def has_weights(path: Path) -> bool:
+    """True when the directory ``path`` holds weights (a file matching :data:`WEIGHT_PATTERNS`)."""
     return any(next(path.glob(pattern), None) is not None for pattern in WEIGHT_PATTERNS)
 
 
-def _has_tokenizer(path: Path) -> bool:
+def has_tokenizer(path: Path) -> bool:
+    """True when the directory ``path`` holds a tokenizer (one of :data:`TOKENIZER_FILES`)."""
     return any((path / name).is_file() for name in TOKENIZER_FILES)
 
 
@@ -179,7 +184,7 @@ def cached_snapshot(repo_id: str, cache: Path | None = None) -> Path | None:
     main = root.parent / "refs" / "main"
     preferred = main.read_text(encoding="utf-8").strip() if main.is_file() else ""
     snapshots = sorted(root.iterdir(), key=lambda path: path.name != preferred)
-    return next((path for path in snapshots if _has_weights(path) and _has_tokenizer(path)), None)
+    return next((path for path in snapshots if has_weights(path) and has_tokenizer(path)), None)
 
 
 def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> str | None:

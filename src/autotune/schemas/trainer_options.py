@@ -1,7 +1,7 @@
 """The training core's run options (everything besides the plan): one schema, one description per option.
 
-:class:`TrainerOptions` is the contract between ``autotune launch`` and ``python -m autotune.trainer``
-(docs/trainer_contract.md): the launcher's :class:`~autotune.launcher.options.LaunchOptions` extends it with
+:class:`TrainerOptions` is the contract between ``autotune launch`` and ``python -m autotune.trainer`` (docs/usage.md,
+"Launch", describes the options): the launcher's :class:`~autotune.launcher.options.LaunchOptions` extends it with
 process placement, and the trainer's argparse parser is generated from it (:func:`option_flag` names each
 flag), so a default, a bound or a help text exists once.
 """

@@ -55,7 +55,7 @@ def _flag(name: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser, one option per :class:`TrainerArgs` field (docs/trainer_contract.md names them)."""
+    """The argparse parser, one option per :class:`TrainerArgs` field (docs/usage.md, "Launch", describes them)."""
     parser = argparse.ArgumentParser(
         prog="python -m autotune.trainer",
         description="Run the shared autotune training core with exactly the setting of a plan file.",
