@@ -86,3 +86,21 @@ def test_zero3_offload_pure_bf16_with_the_launchers_json(write_plan: PlanWriter,
     report = read_report(out)
     assert report.status == "completed" and report.steps == 4
     assert report.setting.sharding == "zero3-offload" and report.setting.precision == "bf16"
+
+
+@pytest.mark.slow
+def test_zero3_in_one_process_with_the_launchers_json(write_plan: PlanWriter, tmp_path: Path) -> None:
+    """``--sharding zero3`` on one GPU (issue 28): DeepSpeed ZeRO-3 runs in one process with the launcher's JSON."""
+    from autotune.launcher import deepspeed_config
+    from autotune.schemas.plan_io import load_plan
+
+    plan = write_plan(num_gpus=1, method="full", sharding="zero3", micro_batch_size=2, grad_accum=2)
+    ds_config = tmp_path / "deepspeed_config.json"
+    ds_config.write_text(json.dumps(deepspeed_config(load_plan(plan), cpu=True)))
+    data = write_jsonl(tmp_path / "text.jsonl", text_rows(16))
+    out = tmp_path / "run"
+    proc = run_torchrun(*core_args(plan, data, out, 4), "--deepspeed-config", str(ds_config), nproc=1)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    report = read_report(out)
+    assert report.status == "completed" and report.steps == 4 and report.world_size == 1
+    assert report.setting.sharding == "zero3"

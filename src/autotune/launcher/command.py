@@ -126,9 +126,9 @@ def cpu_run_error(setting: TrainingSetting, world_size: int) -> str | None:
     FSDP: accelerate and the Trainer turn an FSDP request into DDP or one process without GPUs (the training
     core's runtime guard would stop it after start-up). DeepSpeed ZeRO runs on the CPU (gloo, DeepSpeed's CPU
     accelerator), and so does DDP. Fused kernels on the CPU are :func:`kernels_run_error`'s rule (the one home).
-    The shardings suggested instead are those ``autotune plan`` accepts for ``world_size``: on one GPU ``none`` and
-    the offloading ones (``autotune.planner.space``: data parallelism needs several GPUs, offload does not), without
-    FSDP.
+    The shardings suggested instead are those ``autotune plan`` searches for ``world_size``: on one GPU ``none`` and
+    the offloading ones (``autotune.planner.space``; ZeRO without offload also runs there when named, but on one rank
+    it only adds overhead), without FSDP.
     """
     if not setting.uses_fsdp:
         return None

@@ -2,9 +2,13 @@
 
 Choices that cannot run on the hardware are not generated but reported (``unsupported_reasons``): QLoRA
 and 8-bit optimizers need bitsandbytes' kernels (not on ROCm consumer cards: seed 000, "bitsandbytes
-doesn't work for ROCm"); bf16 needs a GPU with bf16 (not V100 / T4: ``supports_bf16`` of their profiles); data-parallel
-sharding needs more than one GPU, except offload (ZeRO-Offload and FSDP CPU offload run on one GPU: Ren
-et al. 2021).
+doesn't work for ROCm"); bf16 needs a GPU with bf16 (not V100 / T4: ``supports_bf16`` of their profiles); DDP and FSDP
+need more than one GPU, except FSDP CPU offload (:data:`ONE_GPU_SHARDINGS`).
+
+On one GPU the planner searches ``none`` and the offloading shardings (:data:`SINGLE_GPU_SHARDINGS`; ZeRO-Offload and
+FSDP CPU offload run on one GPU: Ren et al. 2021); DeepSpeed ZeRO-2 / ZeRO-3 without offload run there too when asked
+for (``--sharding zero3``), but the planner does not generate them itself: on one rank they partition nothing and
+only add their overhead (ZeRO-3's module hooks).
 """
 
 from __future__ import annotations
@@ -37,7 +41,13 @@ from autotune.schemas.setting import (
     default_precision,
 )
 
+ONE_GPU_SHARDINGS: tuple[Sharding, ...] = ("none", "fsdp-offload", "zero2", "zero3", "zero3-offload")
+"""What runs on one GPU when asked for: no data parallelism, CPU offload (ZeRO-Offload and FSDP CPU offload: Ren et
+al. 2021) and DeepSpeed ZeRO in one process (the DeepSpeed engine runs with world size 1; ZeRO-Infinity offloads from
+one GPU: Rajbhandari et al. 2021): what the user names is what runs. DDP and FSDP without offload stay refused: on
+one rank they shard nothing and ``none`` trains the same way without them."""
 SINGLE_GPU_SHARDINGS: tuple[Sharding, ...] = ("none", "fsdp-offload", "zero3-offload")
+"""The shardings the planner searches on one GPU; a forced one may be any of ``ONE_GPU_SHARDINGS``."""
 MULTI_GPU_SHARDINGS: tuple[Sharding, ...] = ("ddp", "fsdp", "fsdp-offload", "zero2", "zero3", "zero3-offload")
 HOST_MEMORY_PER_GPU_MEMORY = 2.0
 """Host RAM assumed per node when the user does not give it: twice the node's GPU memory (a common
@@ -106,11 +116,15 @@ def check_overrides_supported(request: PlanRequest) -> None:
 
 
 def sharding_error(sharding: str | None, world_size: int) -> str | None:
-    """Why ``--sharding`` cannot run on ``world_size`` GPUs, or None (one rule for plan and estimate)."""
-    if world_size == 1 and sharding is not None and sharding not in SINGLE_GPU_SHARDINGS:
+    """Why ``--sharding`` cannot run on ``world_size`` GPUs, or None (one rule for plan and estimate).
+
+    On one GPU any of ``ONE_GPU_SHARDINGS`` runs (DeepSpeed ZeRO in one process included); DDP and FSDP without
+    offload need several.
+    """
+    if world_size == 1 and sharding is not None and sharding not in ONE_GPU_SHARDINGS:
         return (
-            f"--sharding {sharding} needs more than one GPU (use --num-gpus); on one GPU use none, "
-            "fsdp-offload or zero3-offload"
+            f"--sharding {sharding} needs more than one GPU (use --num-gpus); on one GPU use "
+            f"{', '.join(ONE_GPU_SHARDINGS[:-1])} or {ONE_GPU_SHARDINGS[-1]}"
         )
     if world_size > 1 and sharding == "none":
         return "--sharding none with several GPUs would leave all but one idle; use ddp"

@@ -159,3 +159,15 @@ def test_trainer_passthrough_options() -> None:
     assert pairs["--max-steps"] == "3" and pairs["--save-steps"] == "2" and pairs["--logging-steps"] == "1"
     assert float(pairs["--learning-rate"]) == 3e-4 and float(pairs["--warmup-ratio"]) == 0.05
     assert pairs["--seed"] == "1" and pairs["--plan"] == "/out/plan.yaml"
+
+
+@pytest.mark.parametrize(("sharding", "stage"), [("zero2", 2), ("zero3", 3)])
+def test_zero_without_offload_on_one_gpu_is_one_deepspeed_process(sharding: str, stage: int) -> None:
+    """Issue 28: ``--sharding zero3`` on one GPU runs DeepSpeed in one process (torchrun sets its rank and world)."""
+    plan = make_plan(sharding=sharding, gpus=1, micro_batch_size=2, grad_accum=4)
+    spec = build_launch_spec(plan, options())
+    assert spec.argv[:4] == ["torchrun", "--nproc_per_node", "1", "--standalone"]
+    assert spec.argv[spec.argv.index("--deepspeed-config") + 1] == "/out/deepspeed_config.json"
+    config = deepspeed_config(plan)
+    assert config["zero_optimization"]["stage"] == stage and "offload_param" not in config["zero_optimization"]
+    assert config["train_batch_size"] == 2 * 4 * 1

@@ -1,9 +1,14 @@
-"""The planner plans an attention implementation the training core can run for the model."""
+"""The candidate space: the attention implementation the core can run, and the shardings one GPU takes."""
 
 from __future__ import annotations
 
-from autotune.planner.request import PlanRequest
+from typing import Any
+
+import pytest
+
+from autotune.planner.request import Overrides, PlanRequest
 from autotune.planner.search import search
+from autotune.planner.space import SINGLE_GPU_SHARDINGS, candidates, check_overrides_supported, sharding_error
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.setting import Workload
@@ -25,3 +30,48 @@ def test_softcapped_attention_is_planned_eager() -> None:
 
 def test_other_models_keep_sdpa() -> None:
     assert _chosen_attention("llama3.2-1b") == "sdpa"
+
+
+def _one_gpu_request(**overrides: Any) -> PlanRequest:
+    return PlanRequest(
+        model=resolve_model_profile("llama3.2-1b"),
+        model_source="catalog",
+        cluster=ClusterSpec(gpu=resolve_gpu("h100")[0]),
+        workload=Workload(seq_len=1024, global_batch_size=8),
+        overrides=Overrides(**overrides),
+    )
+
+
+@pytest.mark.parametrize(
+    ("sharding", "runs"),
+    [
+        ("none", True),
+        ("fsdp-offload", True),
+        ("zero3-offload", True),
+        ("zero2", True),  # issue 28: DeepSpeed runs ZeRO in one process; what the user names is what runs
+        ("zero3", True),
+        ("ddp", False),
+        ("fsdp", False),
+    ],
+)
+def test_what_a_user_may_name_on_one_gpu(sharding: str, runs: bool) -> None:
+    error = sharding_error(sharding, world_size=1)
+    assert (error is None) == runs
+    if error:
+        assert error.startswith(f"--sharding {sharding} needs more than one GPU")
+        assert error.endswith("on one GPU use none, fsdp-offload, zero2, zero3 or zero3-offload")
+
+
+def test_the_planner_does_not_search_zero_without_offload_on_one_gpu() -> None:
+    """On one rank ZeRO-2 / ZeRO-3 partition nothing: the planner's own search keeps to none and the offloads."""
+    searched = {s.sharding for s in candidates(_one_gpu_request(method="lora"))}
+    assert searched == set(SINGLE_GPU_SHARDINGS)
+    assert not searched & {"zero2", "zero3"}
+
+
+@pytest.mark.parametrize("sharding", ["zero2", "zero3"])
+def test_a_named_zero_stage_is_planned_on_one_gpu(sharding: str) -> None:
+    request = _one_gpu_request(method="lora", sharding=sharding)
+    check_overrides_supported(request)  # no refusal
+    result = search(request)
+    assert result.best is not None and result.best.setting.sharding == sharding
