@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from autotune.costmodel.priors import CUDA_CONTEXT_BYTES
 from autotune.errors import ConfigError
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.profiles.measurement_csv import runs_from_csv
 from autotune.profiles.measurements import measurement_models
 from autotune.schemas.calibration import Measurement
 from autotune.schemas.estimate import Estimate
@@ -58,14 +60,35 @@ def prepare_cases(measurements: Iterable[Measurement]) -> list[Case]:
     cases = []
     extra_models = measurement_models()
     for measurement in measurements:
-        gpu, _ = resolve_gpu(measurement.gpu)
-        network = {"inter_node_gb_per_s": measurement.inter_node_gb_per_s} if measurement.inter_node_gb_per_s else {}
-        cluster = ClusterSpec(
-            gpu=gpu, num_gpus_per_node=measurement.num_gpus_per_node, num_nodes=measurement.num_nodes, **network
-        )
         model = extra_models.get(measurement.model) or resolve_model_profile(measurement.model)
-        cases.append(Case(measurement, model, cluster))
+        cases.append(Case(measurement, model, measurement_cluster(measurement)))
     return cases
+
+
+def measurement_cluster(measurement: Measurement) -> ClusterSpec:
+    """The cluster a measurement ran on: its GPU from the catalog, GPUs per node, nodes and network.
+
+    Raises:
+        UnknownNameError: the GPU is not in the catalog.
+    """
+    gpu, _ = resolve_gpu(measurement.gpu)
+    network = {"inter_node_gb_per_s": measurement.inter_node_gb_per_s} if measurement.inter_node_gb_per_s else {}
+    return ClusterSpec(
+        gpu=gpu, num_gpus_per_node=measurement.num_gpus_per_node, num_nodes=measurement.num_nodes, **network
+    )
+
+
+def cases_from_csv(path: str | Path) -> list[Case]:
+    """The cases of a calibration CSV: each row with the architecture its ``model`` cell names.
+
+    A catalog name gives the catalog entry; a ``config.json``, model directory or ``.gguf`` gives the shapes read
+    from that file (relative paths from the CSV's folder), which :func:`prepare_cases` could not find from
+    ``Measurement.model`` alone (:func:`autotune.profiles.measurement_csv.runs_from_csv`).
+
+    Raises:
+        ConfigError: see :func:`~autotune.profiles.measurement_csv.runs_from_csv`.
+    """
+    return [Case(run.measurement, run.model, measurement_cluster(run.measurement)) for run in runs_from_csv(path)]
 
 
 def comparable_time(measurement: Measurement) -> tuple[TimeKind, float] | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 from autotune.calibration.cases import RESERVED_KINDS, Case, memory_of_known_kind
 from autotune.calibration.nelder_mead import nelder_mead
@@ -48,10 +48,6 @@ MEMORY_FIT_MAX_EVALUATIONS = 200
 """Nelder–Mead budget of the one-dimensional allocator fit."""
 
 
-def _squared_log(ratio_values: Iterable[tuple[float, float]]) -> list[float]:
-    return [math.log(predicted / measured) ** 2 for predicted, measured in ratio_values]
-
-
 def memory_loss(results: Sequence[CaseResult]) -> float:
     """Mean absolute log error of memory; out-of-memory rows carry no figure and are not fitted.
 
@@ -62,16 +58,6 @@ def memory_loss(results: Sequence[CaseResult]) -> float:
         for r in results
         if r.predicted_memory_gib is not None and r.measured_memory_gib is not None
     ]
-    return sum(terms) / max(1, len(terms))
-
-
-def time_loss(results: Sequence[CaseResult]) -> float:
-    """Mean squared log error of times."""
-    terms = _squared_log(
-        (r.predicted_time_s, r.measured_time_s)
-        for r in results
-        if r.predicted_time_s is not None and r.measured_time_s is not None
-    )
     return sum(terms) / max(1, len(terms))
 
 
@@ -98,7 +84,7 @@ def fit_parameters(
 
     Nelder–Mead (:func:`~autotune.calibration.nelder_mead.nelder_mead`) from ``origin`` with simplex ``step``, within
     ``max_evaluations`` loss evaluations. ``update`` maps a point (log-space parameters, so steps are relative) to the
-    coefficient fields it sets; the losses are :func:`memory_loss` / :func:`time_loss`.
+    coefficient fields it sets; the loss is e.g. :func:`memory_loss`.
     """
     best, _ = nelder_mead(
         lambda point: loss(evaluate(cases, _with(start, **update(point)))),
@@ -107,6 +93,34 @@ def fit_parameters(
         max_evaluations=max_evaluations,
     )
     return _with(start, **update(best))
+
+
+def reserved_memory_cases(cases: Sequence[Case]) -> list[Case]:
+    """The rows that measured reserved (or nvidia-smi) memory: the only ones that identify the allocator's overhead."""
+    return [c for c in cases if memory_of_known_kind(c.measurement) and c.measurement.memory_kind in RESERVED_KINDS]
+
+
+def fit_allocator(cases: Sequence[Case], start: CostCoefficients) -> CostCoefficients:
+    """``start`` with ``allocator_overhead_fraction`` fitted to the reserved-memory rows (:func:`memory_loss`).
+
+    Unchanged without such rows (peak allocated memory does not depend on it).
+    """
+    reserved_cases = reserved_memory_cases(cases)
+    if not reserved_cases:
+        return start
+
+    def memory_update(point: Sequence[float]) -> dict[str, object]:
+        return {"allocator_overhead_fraction": max(0.0, math.exp(point[0]) - 1)}
+
+    return fit_parameters(
+        reserved_cases,
+        start,
+        [math.log(1 + start.allocator_overhead_fraction)],
+        memory_update,
+        memory_loss,
+        step=MEMORY_FIT_STEP,
+        max_evaluations=MEMORY_FIT_MAX_EVALUATIONS,
+    )
 
 
 def fit_coefficients(
@@ -123,28 +137,7 @@ def fit_coefficients(
     ``reference_stack`` or the fastest). Coefficients without data in ``cases`` keep their starting values.
     """
     start = start or CostCoefficients()
-    memory_cases = [c for c in cases if memory_of_known_kind(c.measurement)]
-
-    # The allocator's fragmentation is only identifiable from rows that measured reserved memory.
-    reserved_cases = [c for c in memory_cases if c.measurement.memory_kind in RESERVED_KINDS]
-
-    def memory_update(point: Sequence[float]) -> dict[str, object]:
-        return {"allocator_overhead_fraction": max(0.0, math.exp(point[0]) - 1)}
-
-    fitted = start
-    if reserved_cases:
-        origin = [math.log(1 + start.allocator_overhead_fraction)]
-        fitted = fit_parameters(
-            reserved_cases,
-            start,
-            origin,
-            memory_update,
-            memory_loss,
-            step=MEMORY_FIT_STEP,
-            max_evaluations=MEMORY_FIT_MAX_EVALUATIONS,
-        )
-
-    fitted = fit_time_coefficients(cases, fitted, reference_stack)
+    fitted = fit_time_coefficients(cases, fit_allocator(cases, start), reference_stack)
 
     memory_band, headroom_band, time_band = error_bands(evaluate(cases, fitted))
     today = _dt.date.today().isoformat()
@@ -164,6 +157,11 @@ def _quantile(values: Sequence[float], q: float) -> float:
         return 0.0
     index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
     return ordered[index]
+
+
+def band_quantile(values: Sequence[float]) -> float:
+    """The ``BAND_QUANTILE`` quantile of ``values`` (the nearest-rank one; 0 for none): what a band is read from."""
+    return _quantile(values, BAND_QUANTILE)
 
 
 def error_bands(

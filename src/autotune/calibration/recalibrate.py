@@ -7,8 +7,10 @@ Three kinds of input become :class:`~autotune.calibration.fit.Case` objects (rea
   * a CSV file of measurements, one row per run (format in docs/calibration.md, :data:`CSV_COLUMNS`);
   * a measurement-set YAML (the format of the shipped seed tables).
 
-Then :func:`recalibrate` refits the coefficients with :func:`~autotune.calibration.fit.fit_coefficients`
-starting from the calibration in use, on the user's rows alone or pooled with the seed rows.
+Then :func:`recalibrate` refits the calibration in use on them: by default on the user's rows alone with
+:func:`~autotune.calibration.stack_fit.fit_stack` (the stack factor first, a term's coefficient only where the rows
+vary that term, a MAP fit around the start), or pooled with the seed rows (``--with-seeds``,
+:func:`~autotune.calibration.fit.fit_coefficients`).
 
 Assumptions (and why):
   * A CPU run (``memory_kind: cpu-rss``) measures the host process's resident set, not a GPU's memory or
@@ -16,17 +18,13 @@ Assumptions (and why):
   * A run that failed with an out-of-memory error is an OOM row (validated, not fitted; see calibration/fit.py).
   * The GPU measured is the device the run used when its name is in the catalog (the report's ``gpu`` is
     the planned card, which need not be the device), else the planned card.
-  * Error bands are never narrowed by a recalibration: each family's band is the wider of the starting
-    band (from held-out residuals of many rows) and the in-sample band of the refit. A handful of rows that
-    the fit has just matched say little about the error on rows it has not seen.
+  * Memory bands are never narrowed by a recalibration (the wider of the start's and the refit's). Time bands come
+    from the user's rows held out one at a time (:func:`loo_time_bands`), bounded: in-sample residuals of a few rows
+    the fit has just matched say little about the rows it has not seen.
   * ``allocator_overhead_fraction`` keeps its starting value unless a fitted row measured reserved or
     nvidia-smi memory: peak allocated does not depend on it, so the fit's value would be arbitrary.
-  * Without the seeds, the efficiencies every GPU shares (per architecture generation, 'default', DRAM) keep
-    their starting values — a few user rows would move them for every GPU — and each measured GPU gets its own
-    ``matmul_efficiency`` (refit from its generation's value). A shared per-call CPU cost (peft's per LoRA target,
-    bitsandbytes' per Linear4bit) that the user's rows cannot tell apart from their GPU's efficiency keeps its
-    starting value
-    (:func:`unidentified_time_factors`).
+  * A timed row far off the others (``stack_fit.outlier_rows``) is named and left out, not absorbed.
+  * A refit that matches the user's rows worse than its start is refused (:func:`check_not_worse`).
 """
 
 from __future__ import annotations
@@ -37,13 +35,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autotune.calibration.cases import RESERVED_KINDS, Case, prepare_cases
-from autotune.calibration.fit import error_bands, fit_coefficients, fit_parameters, time_loss
+from autotune.calibration.cases import RESERVED_KINDS, Case, cases_from_csv, prepare_cases
+from autotune.calibration.fit import (
+    BAND_DECIMALS,
+    BAND_MIN_ROWS,
+    band_quantile,
+    error_bands,
+    fit_allocator,
+    fit_coefficients,
+)
 from autotune.calibration.results import CaseResult, evaluate
-from autotune.costmodel.device import efficiency
+from autotune.calibration.stack_fit import OUTLIER_FACTOR, fit_stack, loo_time_errors, outlier_rows
+from autotune.calibration.time_fit import TimeRow, predicted_time_s, time_rows
+from autotune.costmodel.estimate import memory_family
 from autotune.errors import AutotuneError, ConfigError
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
-from autotune.profiles.measurement_csv import measurements_from_csv
 from autotune.profiles.measurements import all_measurements, load_measurement_set
 from autotune.profiles.run_reports import (
     PLAN_FILE,
@@ -55,15 +61,6 @@ from autotune.schemas.calibration import USER_STACK, CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.run_report import RunReport
-from autotune.schemas.setting import (
-    TrainingSetting,
-)
-
-REFIT_STEP = 0.3
-"""Nelder–Mead's first step of the per-GPU matmul-efficiency refit, in log units (a factor 1.35)."""
-
-REFIT_MAX_EVALUATIONS = 1500
-"""Nelder–Mead budget of the per-GPU matmul-efficiency refit."""
 
 PlanLoader = Callable[[Path], PlanFile]
 """``autotune.schemas.plan_io.load_plan`` (injected: the cost model does not import the launcher)."""
@@ -141,7 +138,7 @@ def collect(paths: Sequence[str | Path], load_plan: PlanLoader) -> Collected:
                 )
             collected.cases.append(case)
         elif path.is_file() and path.suffix.lower() == ".csv":
-            collected.cases += prepare_cases(measurements_from_csv(path))
+            collected.cases += cases_from_csv(path)
         elif path.is_file() and path.suffix.lower() in (".yaml", ".yml"):
             collected.cases += prepare_cases(load_measurement_set(path).measurements)
         elif not path.exists():
@@ -168,6 +165,10 @@ def _unique_ids(cases: list[Case]) -> list[Case]:
 # --- fitting ------------------------------------------------------------------------------------------
 
 
+class RefitRefused(ConfigError):
+    """The refit would fit the user's own rows worse than the calibration it started from: nothing is written."""
+
+
 @dataclass(frozen=True)
 class Recalibration:
     """A refit with the user's rows predicted before (starting coefficients) and after (refit)."""
@@ -177,6 +178,8 @@ class Recalibration:
     after: list[CaseResult]
     seeds_before: list[CaseResult]
     seeds_after: list[CaseResult]
+    outliers: list[str] = field(default_factory=list)
+    fitted_terms: tuple[str, ...] = ()
 
 
 def widest_bands(start: dict[str, float], fitted: dict[str, float]) -> dict[str, float]:
@@ -184,71 +187,86 @@ def widest_bands(start: dict[str, float], fitted: dict[str, float]) -> dict[str,
     return {key: max(start.get(key, 0.0), fitted.get(key, 0.0)) for key in {**start, **fitted}}
 
 
-SHARED_TIME_FACTORS: dict[str, Callable[[TrainingSetting], bool]] = {
-    "lora_target_cpu_s": lambda setting: setting.uses_adapters,
-    "qlora_linear_cpu_s": lambda setting: setting.method == "qlora",
-}
-"""Time coefficients shared by every GPU that only some settings exercise (peft's and bitsandbytes' per-call CPU
-costs), and the settings they apply to."""
-
-
-def unidentified_time_factors(cases: Sequence[Case]) -> list[str]:
-    """Shared time coefficients (``SHARED_TIME_FACTORS``) that the timed rows cannot tell apart.
-
-    They cannot be told apart from the GPUs' matmul efficiencies.
-
-    A coefficient is identified when some GPU has timed rows with and without it (e.g. LoRA and full fine-tuning
-    on one card); when every row it applies to is alone on its GPU, the GPU's efficiency explains the same times,
-    and a fit would move it for every GPU on the strength of one card.
-    """
-    timed = [c for c in cases if c.measurement.micro_step_time_s or c.measurement.step_time_s]
-    names = []
-    for name, applies in SHARED_TIME_FACTORS.items():
-        by_gpu: dict[str, set[bool]] = {}
-        for case in timed:
-            by_gpu.setdefault(case.cluster.gpu.key, set()).add(applies(case.measurement.setting))
-        if any(True in kinds for kinds in by_gpu.values()) and not any(len(k) == 2 for k in by_gpu.values()):
-            names.append(name)
-    return names
-
-
-def refit_efficiencies(cases: Sequence[Case], coefficients: CostCoefficients) -> CostCoefficients:
-    """Refit only the matmul efficiencies of the GPUs with timed rows.
-
-    Same objective and optimizer as :func:`~autotune.calibration.fit.fit_coefficients`: mean squared log time error,
-    Nelder–Mead.
-    """
-    time_cases = [r.case for r in evaluate(cases, coefficients) if r.measured_time_s is not None]
-    keys = sorted({c.cluster.gpu.key for c in time_cases})
-    if not keys:
-        return coefficients
-    gpus = {c.cluster.gpu.key: c.cluster.gpu for c in time_cases}
-
-    def update(point: Sequence[float]) -> dict[str, object]:
-        efficiencies = dict(coefficients.matmul_efficiency)
-        for key, value in zip(keys, point, strict=True):
-            efficiencies[key] = min(1.0, math.exp(value))
-        return {"matmul_efficiency": efficiencies}
-
-    origin = [math.log(efficiency(coefficients.matmul_efficiency, gpus[key])) for key in keys]
-    return fit_parameters(
-        time_cases, coefficients, origin, update, time_loss, step=REFIT_STEP, max_evaluations=REFIT_MAX_EVALUATIONS
-    )
-
-
 def provenance(
-    cases: Sequence[Case], sources: Sequence[str], start_name: str, with_seeds: bool, when: _dt.datetime
+    cases: Sequence[Case],
+    sources: Sequence[str],
+    start_name: str,
+    with_seeds: bool,
+    when: _dt.datetime,
+    seed_rows: int,
 ) -> str:
     """The calibration's ``source``: when, from what, which GPUs, starting from which calibration."""
     gpus: dict[str, int] = {}
     for case in cases:
         gpus[case.measurement.gpu] = gpus.get(case.measurement.gpu, 0) + 1
     listed = ", ".join(f"{key} ({count} rows)" for key, count in sorted(gpus.items()))
-    seeds = f" pooled with the {len(all_measurements())} seed rows" if with_seeds else " (seed rows not included)"
+    seeds = f" pooled with {seed_rows} seed rows" if with_seeds else " (seed rows not included)"
     return (
         f"autotune calibrate at {when.isoformat(timespec='seconds')}: refit of calibration '{start_name}' on "
         f"{len(cases)} user measurements{seeds}; GPUs: {listed}; from: {'; '.join(sources)}"
     )
+
+
+TIME_BAND_FLOOR = 0.05
+"""Narrowest time band a calibration gets from its rows' held-out errors: the core's runs vary 1–2 % step to step and
+three rows cannot show an error below a few per cent."""
+
+TIME_BAND_CAP = 1.0
+"""Widest time band (±100 %): a wider one says nothing a user can plan with; the rows that would need it are named as
+outliers instead (``stack_fit.outlier_rows``)."""
+
+
+def loo_time_bands(rows: Sequence[TimeRow], start: CostCoefficients) -> dict[str, float]:
+    """Time bands from the rows' leave-one-out errors (``stack_fit.loo_time_errors``), bounded.
+
+    ``start``'s bands with 'default' (and each family with ``BAND_MIN_ROWS`` rows) replaced by the ``BAND_QUANTILE``
+    quantile of the held-out errors, within [``TIME_BAND_FLOOR``, ``TIME_BAND_CAP``]; ``start``'s bands unchanged
+    with fewer than ``BAND_MIN_ROWS`` rows.
+    """
+    errors = loo_time_errors(rows, start)
+    bands = dict(start.time_error_band)
+    if len(errors) < BAND_MIN_ROWS:
+        return bands
+    by_family: dict[str, list[float]] = {"default": errors}
+    for row, error in zip(rows, errors, strict=True):
+        by_family.setdefault(memory_family(row.case.measurement.setting), []).append(error)
+    for family, values in by_family.items():
+        if len(values) >= BAND_MIN_ROWS:
+            band = min(max(band_quantile(values), TIME_BAND_FLOOR), TIME_BAND_CAP)
+            bands[family] = round(band, BAND_DECIMALS)
+    return bands
+
+
+def outlier_line(row: TimeRow, start: CostCoefficients) -> str:
+    """'ID: measured X s, predicted Y s (Z× the other rows' ratio)': why a row was left out of the fit."""
+    predicted = predicted_time_s(row, start)
+    return (
+        f"{row.case.measurement.id}: measured {row.measured_s:.4g} s ({row.kind}), predicted {predicted:.4g} s "
+        f"by calibration start: more than {OUTLIER_FACTOR:g}× off the other rows' measured / predicted ratio"
+    )
+
+
+def check_not_worse(rows: Sequence[TimeRow], start: CostCoefficients, fitted: CostCoefficients, name: str) -> None:
+    """Refuse a refit that matches the rows it was fitted on worse than ``start`` did.
+
+    Worse = a larger mean squared log time error, the objective both fits minimize (a MAPE can rise a little while
+    it falls, when rows sit on both sides; the message gives both).
+
+    Raises:
+        RefitRefused: one line with both errors; nothing has been written.
+    """
+    if not rows:
+        return
+    before = [predicted_time_s(r, start) / r.measured_s for r in rows]
+    after = [predicted_time_s(r, fitted) / r.measured_s for r in rows]
+    msle_before, msle_after = (sum(math.log(x) ** 2 for x in xs) / len(xs) for xs in (before, after))
+    if msle_after > msle_before * (1 + 1e-9) + 1e-15:
+        mape_before, mape_after = (sum(abs(x - 1) for x in xs) / len(xs) for xs in (before, after))
+        raise RefitRefused(
+            f"the refit would fit your {len(rows)} timed rows worse than calibration '{name}' (mean squared log "
+            f"error {msle_before:.3g} → {msle_after:.3g}, time MAPE {mape_before * 100:.1f}% → {mape_after * 100:.1f}%)"
+            ": nothing was written; try the other seed mode (--with-seeds / --without-seeds) or check the rows' times"
+        )
 
 
 def recalibrate(
@@ -260,50 +278,68 @@ def recalibrate(
     with_seeds: bool,
     name: str,
     when: _dt.datetime | None = None,
+    seed_cases: Sequence[Case] | None = None,
 ) -> Recalibration:
-    """Refit ``start`` on the user's ``cases`` (plus the seed rows with ``with_seeds``).
+    """Refit ``start`` on the user's ``cases`` (plus ``seed_cases``, default the shipped rows, with ``with_seeds``).
 
-    The fit is :func:`~autotune.calibration.fit.fit_coefficients` (Nelder–Mead on log errors) started at
-    ``start``; see the module docstring for the ``default`` efficiency and the bands.
+    Without the seeds (the default): the allocator fit (``fit.fit_allocator``), then ``stack_fit.fit_stack`` — the
+    stack factor ``time_scale`` and only the term coefficients the rows vary, a MAP fit around ``start`` — with the
+    time bands from the rows' leave-one-out errors (:func:`loo_time_bands`). With the seeds: the pooled fit
+    (``fit.fit_coefficients``, the user's rows as their own stack and its reference), bands never narrower than
+    ``start``'s. Either way, timed rows far off the others (``stack_fit.outlier_rows``) are left out of the fit and
+    named in ``outliers``, and memory bands are the wider of ``start``'s and the refit's.
 
     Raises:
         ConfigError: ``cases`` is empty.
+        RefitRefused: the refit fits the user's (non-outlier) timed rows worse than ``start`` (:func:`check_not_worse`).
     """
     if not cases:
         raise ConfigError("no measurements to calibrate from")
     when = when or _dt.datetime.now(_dt.timezone.utc)
-    seed_cases = prepare_cases(all_measurements())
+    seeds = list(seed_cases) if seed_cases is not None else prepare_cases(all_measurements())
     # The user's rows are one training stack, and the one the calibration must describe (time_fit's stacks).
     own = [
         Case(c.measurement.model_copy(update={"source": f"{USER_STACK}: {c.measurement.source}"}), c.model, c.cluster)
         for c in cases
     ]
-    fit_cases = [*own, *seed_cases] if with_seeds else own
-    source = provenance(cases, sources, start_name, with_seeds, when)
-    fitted = fit_coefficients(fit_cases, start=start, name=name, source=source, reference_stack=USER_STACK)
-    if not with_seeds:
-        # A few user rows cannot move what every GPU shares (generation efficiencies, DRAM efficiency): keep the
-        # start's and give the measured GPUs their own matmul efficiency.
-        shared = ("matmul_efficiency", "attention_efficiency", "bandwidth_efficiency")
-        fitted = fitted.model_copy(update={name_: getattr(start, name_) for name_ in shared})
-        unidentified = unidentified_time_factors(fit_cases)
-        restored = fitted.model_copy(update={name_: getattr(start, name_) for name_ in unidentified})
-        fitted = refit_efficiencies(fit_cases, restored)
+    rows = time_rows(own)
+    outliers = outlier_rows(rows, start)
+    outlier_ids = {r.case.measurement.id for r in outliers}
+    kept = [c for c in own if c.measurement.id not in outlier_ids]
+    kept_rows = [r for r in rows if r.case.measurement.id not in outlier_ids]
+    source = provenance(cases, sources, start_name, with_seeds, when, len(seeds))
+    fitted_terms: tuple[str, ...] = ()
+    if with_seeds:
+        fit_cases = [*kept, *seeds]
+        fitted = fit_coefficients(fit_cases, start=start, name=name, source=source, reference_stack=USER_STACK)
+        time_band = widest_bands(start.time_error_band, fitted.time_error_band)
+    else:
+        fit_cases = kept
+        allocated = fit_allocator(kept, start)
+        stack = fit_stack(kept_rows, allocated)
+        # the coefficients now describe the user's stack (time_scale included): its factor over them is 1
+        update = {"name": name, "source": source, "stack_time_factor": {USER_STACK: 1.0}}
+        fitted = stack.coefficients.model_copy(update=update)
+        fitted_terms = tuple(field if key is None else f"{field}[{key}]" for field, key in stack.fitted)
+        time_band = loo_time_bands(kept_rows, allocated)
     if not any(c.measurement.memory_kind in RESERVED_KINDS and c.measurement.peak_memory_gib for c in fit_cases):
         # Nothing measured reserved memory: the fit's allocator overhead is arbitrary.
         fitted = fitted.model_copy(update={"allocator_overhead_fraction": start.allocator_overhead_fraction})
-    memory_band, headroom_band, time_band = error_bands(evaluate(fit_cases, fitted))
+    check_not_worse(kept_rows, start, fitted, start_name)
+    memory_band, headroom_band, _ = error_bands(evaluate(fit_cases, fitted))
     fitted = fitted.model_copy(
         update={
             "memory_error_band": widest_bands(start.memory_error_band, memory_band),
             "memory_headroom_band": widest_bands(start.memory_headroom_band, headroom_band),
-            "time_error_band": widest_bands(start.time_error_band, time_band),
+            "time_error_band": time_band,
         }
     )
     return Recalibration(
         coefficients=fitted,
         before=evaluate(cases, start),
         after=evaluate(cases, fitted),
-        seeds_before=evaluate(seed_cases, start),
-        seeds_after=evaluate(seed_cases, fitted),
+        seeds_before=evaluate(seeds, start),
+        seeds_after=evaluate(seeds, fitted),
+        outliers=[outlier_line(r, start) for r in outliers],
+        fitted_terms=fitted_terms,
     )

@@ -2,7 +2,8 @@
 
 Inputs are run directories written by ``autotune launch`` (``run_report.json`` + ``plan.yaml``), CSV files
 of measurements (docs/calibration.md) and measurement-set YAML files. The calibration is written to the
-user config dir by default, where ``plan`` and ``estimate`` pick it up.
+user config dir by default, where ``plan`` and ``estimate`` pick it up. ``--template FILE`` writes an empty CSV
+(every column with its allowed values and default) instead.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Annotated
 import typer
 
 from autotune.calibration.recalibrate import collect
+from autotune.cli.console import console
 from autotune.cli.refit import (
     CONFIG_DIR_EPILOG,
     NameOpt,
@@ -24,33 +26,73 @@ from autotune.cli.refit import (
     render_recalibration,
     resolve_output,
 )
+from autotune.errors import InvalidRequestError
+from autotune.fileio import write_atomic
+from autotune.profiles.measurement_csv import csv_template
 from autotune.schemas.plan_io import load_plan
 
 EPILOG = CONFIG_DIR_EPILOG
 """The end of this command's help (the command table in app.py reads it)."""
 
 
+TemplateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--template",
+        metavar="FILE",
+        help="Write an empty CSV of measurements to FILE (every column, with its allowed values and default in "
+        "# comment lines) and stop; FILE must not exist.",
+    ),
+]
+
+
 def calibrate_command(
     inputs: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(
-            metavar="RUN_DIR_OR_CSV...",
+            metavar="RUN_DIR_OR_CSV",
             help="Run directories written by autotune launch, CSV files of measurements (docs/calibration.md) "
-            "or measurement-set YAML files.",
+            "or measurement-set YAML files (required unless --template).",
+            show_default=False,
         ),
-    ],
+    ] = None,
     output: OutputOpt = None,
     with_seeds: SeedsOpt = False,
     name: NameOpt = None,
     calibration: StartOpt = None,
+    template: TemplateOpt = None,
 ) -> None:
     """Refit the cost model's time coefficients from your runs and write a calibration file.
 
     Fits measured times (and reserved memory, when a row measured it); peak allocated memory is derived from
     the architecture and setting, not fitted, so a calibration leaves its predictions unchanged.
     """
+    if template is not None:
+        named = [
+            flag
+            for flag, value in (
+                ("RUN_DIR_OR_CSV", inputs),
+                ("-o", output),
+                ("--name", name),
+                ("--calibration", calibration),
+            )
+            if value
+        ] + (["--with-seeds"] if with_seeds else [])
+        if named:
+            raise InvalidRequestError(
+                f"--template writes an empty CSV and calibrates nothing: {', '.join(named)} would be ignored; give "
+                "--template FILE alone"
+            )
+        write_atomic(template, csv_template(), what="CSV template")
+        console().print(f"[green]wrote[/] {template}: fill in one row per run, then autotune calibrate {template}")
+        return
+    if not inputs:
+        raise InvalidRequestError(
+            "give run directories, CSV files or measurement-set YAML files to calibrate from "
+            "(or --template FILE for an empty CSV)"
+        )
     target = resolve_output(output)
     collected = collect(inputs, load_plan)
     print_collected(collected)
     result, start = fit_and_write(collected, target, with_seeds=with_seeds, name=name, start_file=calibration)
-    render_recalibration(result, target, default_output=output is None, start=start)
+    render_recalibration(result, target, start=start)

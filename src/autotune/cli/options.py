@@ -60,6 +60,10 @@ ObjectiveOpt = Annotated[
 ]
 CalibrationOpt = Annotated[
     Path | None,
-    typer.Option("--calibration", help="Calibration YAML from 'autotune calibrate' (default: the shipped fit)."),
+    typer.Option(
+        "--calibration",
+        help="Calibration YAML from 'autotune calibrate' (default: your calibration.yaml in the user config dir "
+        "when it exists, else the shipped fit; a note on stderr names the file used).",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]

@@ -179,7 +179,7 @@ def probe(
     finally:
         if runs_dir is None:
             shutil.rmtree(base, ignore_errors=True)
-    render_recalibration(result, target, default_output=output is None, start=start)
+    render_recalibration(result, target, start=start)
     gpu_key = next((c.measurement.gpu for c in collected.cases), plan.cluster.gpu)
     cluster = ClusterSpec(
         gpu=resolve_gpu(gpu_key)[0],

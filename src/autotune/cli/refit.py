@@ -18,7 +18,7 @@ from autotune.cli.console import console
 from autotune.costmodel.calibration import save_coefficients
 from autotune.errors import ConfigError
 from autotune.profiles.user_config import user_calibration_path
-from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.calibration import TIME_SCALE_MAX, TIME_SCALE_MIN, CostCoefficients
 
 CONFIG_DIR_EPILOG = (
     "The user config dir is the first of: $AUTOTUNE_CONFIG_DIR; $XDG_CONFIG_HOME/autotune (when XDG_CONFIG_HOME is "
@@ -39,8 +39,8 @@ SeedsOpt = Annotated[
     bool,
     typer.Option(
         "--with-seeds/--without-seeds",
-        help="Pool your rows with the shipped seed rows (anchors what your rows do not exercise), or fit "
-        "your rows alone.",
+        help="Redo the whole time fit on your rows pooled with the seed rows, or fit your rows alone: a stack "
+        "factor, and terms only where your rows vary them (see docs: calibration).",
     ),
 ]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Calibration name (default: the file name).")]
@@ -183,7 +183,8 @@ def _number(value: float | None) -> str:
 def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> list[str]:
     """What the refit fits and what it cannot, from the rows and the coefficients it moved.
 
-    * time (micro-step / optimizer-step times): the time coefficients (``calibration/time_fit.py``);
+    * time (micro-step / optimizer-step times): the stack factor and the terms the rows vary
+      (``calibration/stack_fit.py``; with the seeds ``calibration/time_fit.py``); rows far off the others are named;
     * reserved memory: ``allocator_overhead_fraction``, only from rows that measured reserved or nvidia-smi memory;
     * peak allocated memory is derived (weights, adapters, gradients, optimizer states, activations, logits from
       the architecture and the setting: docs/cost-model.md), not fitted: a calibration leaves it unchanged and
@@ -194,9 +195,16 @@ def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> l
     moved = moved_coefficients(start, fitted)
     time_moved = [m for m in moved if not m.startswith("allocator_overhead_fraction")]
     lines = [
-        f"fitted: time from {timed} timed row(s)"
+        f"fitted: time from {timed - len(result.outliers)} timed row(s)"
         + (f"; moved {', '.join(time_moved)}" if time_moved else "; no time coefficient moved")
     ]
+    if result.fitted_terms:
+        kept = "the rest kept: your rows do not vary them" if len(result.fitted_terms) > 1 else "every term kept"
+        lines.append(
+            f"fitted from your rows: {', '.join(result.fitted_terms)} (the stack factor first; a term's coefficient "
+            f"only where your rows vary its share of the time; {kept})"
+        )
+    lines += [f"outlier, named and left out of the fit: {line}" for line in result.outliers]
     reserved_rows = sum(r.case.measurement.memory_kind in ("reserved", "nvidia-smi") for r in result.before)
     allocator = moved_coefficients(start, fitted, ["allocator_overhead_fraction"])
     if reserved_rows:
@@ -224,8 +232,12 @@ def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> l
     return lines
 
 
-def render_recalibration(result: Recalibration, output: Path, default_output: bool, start: CostCoefficients) -> None:
-    """Print the rows table, the error summaries, what was fitted and where the calibration went."""
+def render_recalibration(result: Recalibration, output: Path, start: CostCoefficients) -> None:
+    """Print the rows table, the error summaries, what was fitted and where the calibration went.
+
+    The last line says that plan and estimate now use the file when ``output`` resolves to the user calibration path
+    (:func:`autotune.profiles.user_config.user_calibration_path`, with or without ``-o``), else how to pass it.
+    """
     console().print(rows_table(result.before, result.after))
     for old in result.before:
         m = old.case.measurement
@@ -240,13 +252,13 @@ def render_recalibration(result: Recalibration, output: Path, default_output: bo
     if lost > 0:
         console().print(
             f"[yellow]note:[/] {lost} more seed rows get a wrong fits/OOM verdict: the refit follows your stack "
-            "and hardware; --with-seeds keeps the coefficients your rows do not pin down anchored to the seeds"
+            "and hardware, not the seed tables'"
         )
     for line in bound_notes(result):
         console().print(f"[yellow]note:[/] {line}")
     use = (
         "plan and estimate now use it (--calibration FILE overrides)"
-        if default_output
+        if output.resolve() == user_calibration_path().resolve()
         else f"use it with --calibration {output}"
     )
     console().print(f"[green]wrote[/] {output} (calibration '{result.coefficients.name}'); {use}")
@@ -259,22 +271,22 @@ UNREACHED_TIME_ERROR = 0.10
 def bound_notes(result: Recalibration) -> list[str]:
     """One line per user row the refit could not bring within :data:`UNREACHED_TIME_ERROR` on time.
 
-    Each line names the bound that stopped it: the GPU's ``matmul_efficiency`` at its ceiling 1.0 (the datasheet peak;
-    the row ran faster than the model can predict), else the coefficients shared with the other rows.
+    Each line names what stopped it: the stack factor ``time_scale`` at a bound of its range (the rows are not one
+    stack's speed: check that the times are per micro-step or per optimizer step as the column says, and the GPU),
+    else the coefficients shared with the other rows.
     """
     lines = []
+    scale = result.coefficients.time_scale
     for after in result.after:
         error = after.time_error
         if error is None or abs(error) <= UNREACHED_TIME_ERROR:
             continue
-        gpu = after.case.cluster.gpu.key
-        efficiency = result.coefficients.matmul_efficiency.get(gpu)
         row = after.case.measurement.id
-        if efficiency is not None and efficiency >= 0.999 and error > 0:
+        if scale <= TIME_SCALE_MIN * 1.001 or scale >= TIME_SCALE_MAX * 0.999:
             lines.append(
-                f"{row}: time still {error * 100:+.0f}% after the refit: {gpu}'s matmul_efficiency stopped at its "
-                "bound 1.0 (the datasheet peak), so the measured time is faster than the model can predict; "
-                "check the GPU, the setting and that the time is per micro-step (micro_step_time_s)"
+                f"{row}: time still {error * 100:+.0f}% after the refit: the stack factor time_scale stopped at its "
+                f"bound {scale:g} (range {TIME_SCALE_MIN:g}–{TIME_SCALE_MAX:g}): a stack that far off the model is "
+                "more likely a time of another kind (per optimizer step given as per micro-step) or another GPU"
             )
         else:
             lines.append(

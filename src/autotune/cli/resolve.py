@@ -11,7 +11,8 @@ from pydantic import BaseModel, ValidationError
 from autotune.errors import AutotuneError, InvalidRequestError
 from autotune.planner.request import Overrides, PlanRequest
 from autotune.planner.space import assumed_host_memory_gib
-from autotune.profiles.catalog import model_weights_source, resolve_gpu, resolve_model_profile
+from autotune.profiles.catalog import resolve_gpu
+from autotune.profiles.model_source import resolve_model_source
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.lora_targets import lora_dropout_note
@@ -56,27 +57,14 @@ def validated(schema: type[SchemaT], **values: Any) -> SchemaT:
 def resolve_model(name: str) -> tuple[ModelSpec, str]:
     """A model from the catalog, a config.json / model directory, or a .gguf file; returns (spec, weights source).
 
-    A name is read as a path when it exists on disk or ends in .json / .gguf; otherwise it is looked up in
-    the catalog (which also knows Hugging Face repo ids such as meta-llama/Meta-Llama-3-8B) for its shapes, and
-    the weights are the ones the name names (:func:`autotune.profiles.catalog.model_weights_source`: an Instruct
-    repo id trains the Instruct weights, not its base entry's).
+    The rule is :func:`autotune.profiles.model_source.resolve_model_source` (a relative path from the working
+    directory).
 
     Raises:
         UnknownNameError / ConfigError: unknown name (with suggestions) or unreadable file.
     """
-    path = Path(name).expanduser()
-    if path.suffix == ".gguf":
-        from autotune.profiles.gguf_reader import model_spec_from_gguf
-
-        return model_spec_from_gguf(path), str(path.resolve())
-    if path.exists() or path.suffix == ".json":
-        from autotune.profiles.hf_config import model_spec_from_config
-
-        spec = model_spec_from_config(path)
-        weights = path.parent if path.suffix == ".json" else path
-        return spec, str(weights.resolve())
-    spec = resolve_model_profile(name)
-    return spec, model_weights_source(name, spec)
+    source = resolve_model_source(name)
+    return source.spec, source.weights
 
 
 def shapes_note(spec: ModelSpec, source: str) -> list[str]:

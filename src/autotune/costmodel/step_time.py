@@ -18,6 +18,8 @@ setting's derived facts come from
   layer's compute (FSDP / ZeRO-3 prefetch), the first unit of each pass exposed.
 * **optimizer step** (:func:`optimizer_term`, ``optimizer_step``) — GPU AdamW or CPU Adam; plus
   ``step_overhead_s`` per step and ``micro_step_overhead_s`` per micro-step (trainer Python).
+* **stack** — every term is multiplied by ``CostCoefficients.time_scale``: 1 in the shipped fit (the project's own
+  core), the user's stack over the core after ``autotune calibrate`` (``calibration/stack_fit.py``).
 """
 
 from __future__ import annotations
@@ -255,28 +257,29 @@ def predict_time_in(
     hooks_s = zero3_hooks_term(context, coefficients)
     micro_step_s = compute_s + communication.micro_step_s + streaming.weights_s + streaming.grads_s + hooks_s
     accum = context.setting.grad_accum
+    scale = coefficients.time_scale  # the calibrated stack over the core (1 in the shipped fit)
     optimizer_s = optimizer_term(context, coefficients)
     step_overhead_s = coefficients.step_overhead_s
     optimizer_total_s = optimizer_s + communication.step_s + step_overhead_s
     terms = TimeTerms(  # one optimizer step: each micro-step term × grad_accum, plus the per-step terms
-        gemm_s=accum * gemm_s,
-        attention_s=accum * attention_s,
-        elementwise_s=accum * elementwise_s,
-        lora_adapters_s=accum * lora_s,
-        qlora_dequant_s=accum * dequant_s,
-        lm_head_loss_s=accum * head.gpu_s,
-        exposed_dispatch_s=accum * dispatch_s,
-        exposed_communication_s=accum * communication.micro_step_s + communication.step_s,
-        zero3_hooks_s=accum * hooks_s,
-        pcie_weight_streaming_s=accum * streaming.weights_s,
-        pcie_grad_streaming_s=accum * streaming.grads_s,
-        optimizer_step_s=optimizer_s,
-        fixed_overheads_s=accum * overhead_s + step_overhead_s,
+        gemm_s=scale * accum * gemm_s,
+        attention_s=scale * accum * attention_s,
+        elementwise_s=scale * accum * elementwise_s,
+        lora_adapters_s=scale * accum * lora_s,
+        qlora_dequant_s=scale * accum * dequant_s,
+        lm_head_loss_s=scale * accum * head.gpu_s,
+        exposed_dispatch_s=scale * accum * dispatch_s,
+        exposed_communication_s=scale * (accum * communication.micro_step_s + communication.step_s),
+        zero3_hooks_s=scale * accum * hooks_s,
+        pcie_weight_streaming_s=scale * accum * streaming.weights_s,
+        pcie_grad_streaming_s=scale * accum * streaming.grads_s,
+        optimizer_step_s=scale * optimizer_s,
+        fixed_overheads_s=scale * (accum * overhead_s + step_overhead_s),
     )
     return TimePrediction(
-        micro_step_time_s=micro_step_s,
-        optimizer_time_s=optimizer_total_s,
-        step_time_s=accum * micro_step_s + optimizer_total_s,
+        micro_step_time_s=scale * micro_step_s,
+        optimizer_time_s=scale * optimizer_total_s,
+        step_time_s=scale * (accum * micro_step_s + optimizer_total_s),
         model_flops_per_micro_step=model_flops_per_micro_step(context),
         terms=terms,
     )

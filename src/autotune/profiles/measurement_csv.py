@@ -1,22 +1,34 @@
-"""CSV files of measurements (one row per run; format in docs/calibration.md) read as measurements."""
+"""CSV files of measurements (one row per run; format in docs/calibration.md) read as measurements.
+
+The columns come from three schemas, so each is declared once: :class:`CsvRow` (the run: model, GPU, method,
+sequence length, the two settings whose default depends on the GPUs, and what was measured), every other field
+of :class:`~autotune.schemas.setting.TrainingSetting` (:data:`SETTING_COLUMNS`, with the setting's defaults) and
+``tokens_per_sample`` of :class:`~autotune.schemas.setting.Workload` (:data:`WORKLOAD_COLUMNS`: the cost model's
+only notion of padding; packed or filled sequences leave it empty). :func:`csv_template` writes the header and a
+legend generated from the same schemas; lines starting with ``#`` are comments, so the reader takes it back.
+"""
 
 from __future__ import annotations
 
 import csv
 import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from autotune.errors import AutotuneError, ConfigError
-from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.profiles.catalog import resolve_gpu
+from autotune.profiles.model_source import resolve_model_source
 from autotune.schemas._base import StrictModel
 from autotune.schemas.calibration import MeasuredMemoryGiB, MeasuredStepS, Measurement, MemoryKind
+from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import (
-    DEFAULT_LORA_RANK,
+    ALL_LINEAR,
+    DESCRIPTIONS,
     Method,
-    Optimizer,
     Precision,
     Sharding,
     TrainingSetting,
@@ -26,111 +38,194 @@ from autotune.schemas.setting import (
 )
 from autotune.validation import format_validation_error
 
+COMMENT = "#"
+"""A line whose first non-blank character is this is a comment (the template's legend); the reader skips it."""
+
+LORA_TARGETS_SEPARATOR = ";"
+"""Separates the module names of a ``lora_targets`` cell (``q_proj;v_proj``): a comma would split the CSV cell."""
+
 
 class CsvRow(StrictModel):
-    """One CSV row (one run); columns are these field names. Empty cells take the default."""
+    """The run columns of one CSV row (one run); the setting and workload columns are validated by their schemas."""
 
-    model: str = Field(description="Model catalog key or alias.")
+    model: str = Field(
+        description="Model: a catalog key or alias, a Hugging Face repo id the catalog knows, a config.json, a model "
+        "directory or a .gguf file (a relative path is read from the CSV file's folder)."
+    )
     gpu: str = Field(description="GPU catalog key or alias.")
     num_gpus: int = Field(default=1, ge=1, le=64, description="GPUs (one node).")
-    method: Method
-    seq_len: int = Field(ge=8, le=1_048_576)
-    micro_batch_size: int = Field(default=1, ge=1)
-    grad_accum: int = Field(default=1, ge=1)
-    grad_ckpt: bool = True
+    method: Method = Field(description=DESCRIPTIONS["method"])
+    seq_len: int = Field(ge=8, le=1_048_576, description=DESCRIPTIONS["seq_len"])
     sharding: Sharding | None = Field(default=None, description="Default: none on one GPU, ddp on several.")
-    optimizer: Optimizer = "adamw"
     precision: Precision | None = Field(default=None, description="Default: bf16 if the GPU has it, else fp16-mixed.")
-    lora_rank: int = Field(default=DEFAULT_LORA_RANK, ge=1)
     # the measured figures' ranges are Measurement's (schemas/calibration.py), for every calibration input
-    peak_memory_gib: MeasuredMemoryGiB | None = None
-    memory_kind: MemoryKind | None = Field(default=None, description="Required with peak_memory_gib.")
-    micro_step_time_s: MeasuredStepS | None = None
-    step_time_s: MeasuredStepS | None = None
-    oom: bool = False
+    peak_memory_gib: MeasuredMemoryGiB | None = Field(
+        default=None, description=Measurement.model_fields["peak_memory_gib"].description
+    )
+    memory_kind: MemoryKind | None = Field(
+        default=None,
+        description="Required with peak_memory_gib: allocated (torch.cuda.max_memory_allocated), reserved "
+        "(max_memory_reserved), nvidia-smi, or unknown (validated, not fitted).",
+    )
+    micro_step_time_s: MeasuredStepS | None = Field(
+        default=None, description="Median forward + backward of one micro batch, seconds."
+    )
+    step_time_s: MeasuredStepS | None = Field(
+        default=None, description="Median optimizer step, seconds (used when no micro-step time is given)."
+    )
+    oom: bool = Field(default=False, description="The run went out of memory (then leave memory and times empty).")
 
 
-CSV_COLUMNS: tuple[str, ...] = tuple(CsvRow.model_fields)
+FIRST_MEASURED_COLUMN = "peak_memory_gib"
+"""The first :class:`CsvRow` field that is a measured figure: the setting and workload columns come before it."""
+
+SETTING_COLUMNS: tuple[str, ...] = tuple(
+    name for name in TrainingSetting.model_fields if name not in CsvRow.model_fields
+)
+"""The setting's fields that :class:`CsvRow` does not hold: validated by TrainingSetting, with its defaults."""
+
+WORKLOAD_COLUMNS: tuple[str, ...] = ("tokens_per_sample",)
+"""Workload fields a row may give (seq_len is a run column; the global batch is micro × accumulation × GPUs)."""
+
+_RUN = tuple(CsvRow.model_fields)
+_SPLIT = _RUN.index(FIRST_MEASURED_COLUMN)
+CSV_COLUMNS: tuple[str, ...] = (*_RUN[:_SPLIT], *WORKLOAD_COLUMNS, *SETTING_COLUMNS, *_RUN[_SPLIT:])
+"""Every column, in the template's order."""
+
 CSV_REQUIRED: tuple[str, ...] = tuple(name for name, info in CsvRow.model_fields.items() if info.is_required())
+
+
+def _column_schema(name: str) -> type[BaseModel]:
+    """The schema that validates column ``name`` (and holds its type, default and description)."""
+    if name in WORKLOAD_COLUMNS:
+        return Workload
+    return TrainingSetting if name in SETTING_COLUMNS else CsvRow
+
+
+@dataclass(frozen=True)
+class CsvRun:
+    """One row read: its measurement and the architecture its ``model`` cell names (catalog entry or file)."""
+
+    measurement: Measurement
+    model: ModelSpec
 
 
 def _row_error(path: Path, row: int, line: int, column: str, message: str) -> ConfigError:
     return ConfigError(f"{path}: row {row} (line {line}), column {column}: {message}")
 
 
-def _csv_measurement(path: Path, row: int, line: int, cells: dict[str, str]) -> Measurement:
+def _error_column(error: ValidationError, fallback: str) -> str:
+    loc = error.errors()[0]["loc"]
+    return str(loc[0]) if loc else fallback
+
+
+def _lora_targets(cell: str) -> tuple[str, ...]:
+    """A ``lora_targets`` cell as the setting's tuple (names separated by :data:`LORA_TARGETS_SEPARATOR`).
+
+    Raises:
+        ValueError: the cell separates names with commas.
+    """
+    if "," in cell:
+        raise ValueError(f"separate module names with '{LORA_TARGETS_SEPARATOR}' (q_proj;v_proj), not ','")
+    return tuple(part.strip() for part in cell.split(LORA_TARGETS_SEPARATOR) if part.strip())
+
+
+def _csv_run(path: Path, row: int, line: int, cells: Mapping[str, str]) -> CsvRun:
     """Validate one row's non-empty cells and build its measurement (errors name file, row and column)."""
+
+    def fail(column: str, message: str) -> ConfigError:
+        return _row_error(path, row, line, column, message)
+
+    run_cells = {k: v for k, v in cells.items() if _column_schema(k) is CsvRow}
+    setting_cells: dict[str, Any] = {k: v for k, v in cells.items() if k in SETTING_COLUMNS}
+    workload_cells = {k: v for k, v in cells.items() if k in WORKLOAD_COLUMNS}
     try:
-        parsed = CsvRow.model_validate(cells)
+        parsed = CsvRow.model_validate(run_cells)
     except ValidationError as error:
-        column = str(error.errors()[0]["loc"][0]) if error.errors()[0]["loc"] else "?"
-        raise _row_error(path, row, line, column, format_validation_error(error, CsvRow)) from None
+        raise fail(_error_column(error, "?"), format_validation_error(error, CsvRow)) from None
     try:
         gpu, _ = resolve_gpu(parsed.gpu)
     except AutotuneError as error:
-        raise _row_error(path, row, line, "gpu", str(error)) from None
+        raise fail("gpu", str(error)) from None
     try:
-        model = resolve_model_profile(parsed.model).key
+        source = resolve_model_source(parsed.model, base_dir=path.parent)
     except AutotuneError as error:
-        raise _row_error(path, row, line, "model", str(error)) from None
+        raise fail("model", str(error)) from None
     if parsed.peak_memory_gib is not None and parsed.memory_kind is None:
-        raise _row_error(
-            path,
-            row,
-            line,
+        raise fail(
             "memory_kind",
             "required with peak_memory_gib: allocated, reserved, nvidia-smi or unknown (what the number measures)",
         )
     if parsed.oom and (parsed.peak_memory_gib or parsed.micro_step_time_s or parsed.step_time_s):
-        raise _row_error(path, row, line, "oom", "an OOM row has no peak_memory_gib or times (leave them empty)")
+        raise fail("oom", "an OOM row has no peak_memory_gib or times (leave them empty)")
+    if "lora_targets" in setting_cells:
+        try:
+            setting_cells["lora_targets"] = _lora_targets(setting_cells["lora_targets"])
+        except ValueError as error:
+            raise fail("lora_targets", str(error)) from None
     try:
-        setting = TrainingSetting(
-            method=parsed.method,
-            micro_batch_size=parsed.micro_batch_size,
-            grad_accum=parsed.grad_accum,
-            grad_ckpt=parsed.grad_ckpt,
-            sharding=parsed.sharding or default_sharding(parsed.num_gpus),
-            optimizer=parsed.optimizer,
-            precision=parsed.precision or default_precision(gpu.supports_bf16),
-            lora_rank=parsed.lora_rank,
+        setting = TrainingSetting.model_validate(
+            {
+                **setting_cells,
+                "method": parsed.method,
+                "sharding": parsed.sharding or default_sharding(parsed.num_gpus),
+                "precision": parsed.precision or default_precision(gpu.supports_bf16),
+            }
         )
     except ValidationError as error:
-        raise _row_error(path, row, line, "method/precision", format_validation_error(error)) from None
-    global_batch = parsed.micro_batch_size * parsed.grad_accum * parsed.num_gpus
-    return Measurement(
+        raise fail(_error_column(error, "method/precision"), format_validation_error(error)) from None
+    try:
+        workload = Workload.model_validate(
+            {
+                **workload_cells,
+                "seq_len": parsed.seq_len,
+                "global_batch_size": setting.sequences_per_step(parsed.num_gpus),
+            }
+        )
+    except ValidationError as error:
+        raise fail(_error_column(error, "?"), format_validation_error(error)) from None
+    if workload.tokens_per_sample is not None and workload.tokens_per_sample > parsed.seq_len:
+        raise fail(
+            "tokens_per_sample",
+            f"{workload.tokens_per_sample:g} is more than seq_len {parsed.seq_len} (the mean real tokens of a "
+            "sequence; leave it empty for packed or filled sequences)",
+        )
+    measurement = Measurement(
         id=f"{path.stem}-row{row}",
         source=f"{path} row {row}",
-        model=model,
+        model=str(source.path) if source.path is not None else source.spec.key,
         gpu=gpu.key,
         num_gpus_per_node=parsed.num_gpus,
         setting=setting,
-        workload=Workload(seq_len=parsed.seq_len, global_batch_size=global_batch),
+        workload=workload,
         oom=parsed.oom,
         peak_memory_gib=parsed.peak_memory_gib,
         memory_kind=parsed.memory_kind or "unknown",
         micro_step_time_s=parsed.micro_step_time_s,
         step_time_s=parsed.step_time_s,
     )
+    return CsvRun(measurement, source.spec)
 
 
-def measurements_from_csv(path: str | Path) -> list[Measurement]:
-    """Read a CSV of measurements (header row, then one row per run; see :class:`CsvRow`).
+def _read_lines(file: Path) -> list[tuple[int, str]]:
+    """The file's lines that are not comments, with their 1-based line numbers, from the first non-blank one.
 
     Raises:
-        ConfigError: missing/unreadable file, no header, an unknown or missing required column, a row with
-            more cells than the header, or a bad value (one line naming the file, row and column).
+        ConfigError: missing or unreadable file.
     """
-    file = Path(path)
     try:
         text = file.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(f"{file}: file not found") from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"{file}: cannot read it: {error}") from None
-    lines = text.splitlines()
-    skipped = next((index for index, line in enumerate(lines) if line.strip()), len(lines))  # blank lines above
-    reader = csv.DictReader(lines[skipped:], skipinitialspace=True)
-    header = [name.strip() for name in reader.fieldnames or []]
+    kept = [(number, line) for number, line in enumerate(text.splitlines(), start=1)]
+    kept = [(number, line) for number, line in kept if not line.lstrip().startswith(COMMENT)]
+    first = next((index for index, (_, line) in enumerate(kept) if line.strip()), len(kept))  # blank lines above
+    return kept[first:]
+
+
+def _check_header(file: Path, header: list[str]) -> None:
     if not header:
         raise ConfigError(f"{file}: empty CSV (expected a header row: {', '.join(CSV_COLUMNS)})")
     for name in header:
@@ -138,15 +233,119 @@ def measurements_from_csv(path: str | Path) -> list[Measurement]:
             close = difflib.get_close_matches(name, CSV_COLUMNS, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
             raise ConfigError(f"{file}: unknown column '{name}' ({hint}valid columns: {', '.join(CSV_COLUMNS)})")
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:
+        raise ConfigError(f"{file}: column(s) {', '.join(twice)} given more than once")
     missing = [name for name in CSV_REQUIRED if name not in header]
     if missing:
         raise ConfigError(f"{file}: missing required column(s) {', '.join(missing)}")
+
+
+def runs_from_csv(path: str | Path) -> list[CsvRun]:
+    """Read a CSV of measurements (comment lines, a header row, then one row per run; columns :data:`CSV_COLUMNS`).
+
+    A row whose cells are all empty is skipped (it still counts in the row numbers). A model given as a path
+    becomes ``Measurement.model`` = that absolute path; a catalog name becomes the catalog key.
+
+    Raises:
+        ConfigError: missing/unreadable file, no header, an unknown (with the closest valid name), repeated or
+            missing required column, a row with more cells than the header, or a bad value (one line naming the
+            file, row and column).
+    """
+    file = Path(path)
+    lines = _read_lines(file)
+    numbers = [number for number, _ in lines]
+    reader = csv.DictReader([line for _, line in lines], skipinitialspace=True)
+    header = [name.strip() for name in reader.fieldnames or []]
+    _check_header(file, header)
     reader.fieldnames = header
-    measurements = []
+    runs = []
     for row, record in enumerate(reader, start=1):
+        line = numbers[reader.line_num - 1]
         if None in record:
-            raise _row_error(file, row, skipped + reader.line_num, "?", f"more cells than the {len(header)} columns")
-        cells: dict[str, Any] = {k: v.strip() for k, v in record.items() if v is not None and v.strip()}
+            raise _row_error(file, row, line, "?", f"more cells than the {len(header)} columns")
+        cells = {k: v.strip() for k, v in record.items() if v is not None and v.strip()}
         if cells:
-            measurements.append(_csv_measurement(file, row, skipped + reader.line_num, cells))
-    return measurements
+            runs.append(_csv_run(file, row, line, cells))
+    return runs
+
+
+def measurements_from_csv(path: str | Path) -> list[Measurement]:
+    """The measurements of :func:`runs_from_csv` (without the architectures a path model names).
+
+    Raises:
+        ConfigError: see :func:`runs_from_csv`.
+    """
+    return [run.measurement for run in runs_from_csv(path)]
+
+
+# --- the template ------------------------------------------------------------------------------------
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _bound(schema: Mapping[str, Any]) -> str:
+    parts = [
+        f"{sign} {_number(schema[key])}"
+        for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<"))
+        if key in schema
+    ]
+    return f" {', '.join(parts)}" if parts else ""
+
+
+def _values(schema: Mapping[str, Any]) -> str:
+    """The allowed values of a column, from its JSON schema (pydantic's), e.g. ``full|lora|qlora``."""
+    if "anyOf" in schema:
+        return " or ".join(_values(part) for part in schema["anyOf"] if part.get("type") != "null")
+    if "enum" in schema:
+        return "|".join(str(value) for value in schema["enum"])
+    kind = schema.get("type")
+    if kind == "boolean":
+        return "true|false"
+    if kind == "array":
+        return f"names separated by '{LORA_TARGETS_SEPARATOR}' (q_proj{LORA_TARGETS_SEPARATOR}v_proj) or {ALL_LINEAR}"
+    if kind in ("integer", "number"):
+        return kind + _bound(schema)
+    return "text"
+
+
+def _default(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | tuple):
+        return LORA_TARGETS_SEPARATOR.join(str(part) for part in value)
+    if isinstance(value, float):
+        return _number(value)
+    return str(value)
+
+
+def column_legend(name: str) -> str:
+    """One line for column ``name``: its allowed values, its default (or 'required') and its description.
+
+    Generated from the pydantic schema that validates the column (:class:`CsvRow`, TrainingSetting, Workload).
+    """
+    json_schema = _column_schema(name).model_json_schema()
+    prop = json_schema["properties"][name]
+    if name in json_schema.get("required", ()):
+        default = "required"
+    elif prop.get("default") is None:
+        default = "may be empty"
+    else:
+        default = f"default {_default(prop['default'])}"
+    description = " ".join(str(prop.get("description", "")).split())
+    return f"{name}: {_values(prop)} ({default}){' — ' + description if description else ''}"
+
+
+def csv_template() -> str:
+    """An empty calibration CSV: a legend of ``#`` comment lines (every column), then the header row.
+
+    :func:`runs_from_csv` reads it back (no rows); a row added under the header is a run.
+    """
+    lines = [
+        "autotune calibration CSV (docs/calibration.md): one row per run under the header; empty cells take the "
+        "default; lines starting with # are comments.",
+        *(column_legend(name) for name in CSV_COLUMNS),
+    ]
+    return "".join(f"{COMMENT} {line}\n" for line in lines) + ",".join(CSV_COLUMNS) + "\n"

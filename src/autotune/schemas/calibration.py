@@ -44,6 +44,13 @@ USER_STACK = "your runs"
 calibration's reference (``stack_time_factor`` 1)."""
 
 
+TIME_SCALE_MIN = 0.1
+TIME_SCALE_MAX = 10.0
+"""Bounds of ``time_scale``: stacks measured so far differ from the core by 0.5–2.5× (seed 001's trainer 2.2×,
+``time_fit``); a factor outside 10× either way says the rows measure something else (a time per step given as per
+micro-step, another GPU), not a slower stack."""
+
+
 BANDWIDTH_EFFICIENCY_MIN = 0.5
 BANDWIDTH_EFFICIENCY_MAX = 0.95
 """Bounds of ``bandwidth_efficiency``: vectorised element-wise kernels stream at 70–90 % of DRAM bandwidth (NVIDIA
@@ -302,6 +309,16 @@ class CostCoefficients(StrictModel):
         lt=1,
         description="Fraction of element-wise traffic and kernel launches torch.compile removes by fusion. Prior: no "
         "fit moves it.",
+    )
+    time_scale: float = Field(
+        json_schema_extra=FITTED,
+        default=1.0,
+        ge=TIME_SCALE_MIN,
+        le=TIME_SCALE_MAX,
+        description="The calibrated stack's speed: every predicted micro-step and optimizer-step time (each term) is "
+        "multiplied by it. 1 in the shipped fit (it describes the project's own core); `autotune calibrate` fits it "
+        "first from the user's rows (calibration/stack_fit.py): their stack over the core, one factor no setting "
+        "explains. Bounded to [0.1, 10].",
     )
     stack_time_factor: dict[str, float] = Field(
         json_schema_extra=FITTED,

@@ -12,10 +12,10 @@ from run_reports import NOW, make_report
 from autotune import planner
 from autotune.calibration.recalibrate import (
     USER_STACK,
+    RefitRefused,
     case_from_run,
     collect,
     recalibrate,
-    unidentified_time_factors,
     widest_bands,
 )
 from autotune.costmodel.calibration import default_coefficients
@@ -216,13 +216,12 @@ def test_recalibrate_without_seeds_matches_a_shifted_row_and_keeps_unmeasured_co
     assert (
         "2026-01-02T03:04:05" in fitted.source and "rtx-4090" in fitted.source and str(run.resolve()) in fitted.source
     )
-    # GPUs without rows keep their efficiency, and the prior for unknown GPUs stays the start's.
-    assert fitted.matmul_efficiency["default"] == start.matmul_efficiency["default"]
-    assert fitted.matmul_efficiency["ampere"] == start.matmul_efficiency["ampere"]  # a generation without rows
-    # One LoRA row on one GPU cannot tell peft's per-call CPU cost from the GPU's speed: only the GPU's efficiency
-    # moves.
+    # One row identifies one number: the stack factor. Every efficiency and per-call cost stays the start's.
+    assert fitted.time_scale == pytest.approx(1.5, rel=0.02)
+    assert fitted.matmul_efficiency == start.matmul_efficiency
+    assert fitted.attention_efficiency == start.attention_efficiency
     assert fitted.lora_target_cpu_s == start.lora_target_cpu_s
-    assert fitted.matmul_efficiency["rtx-4090"] < start.matmul_efficiency["ada"]  # slower than its generation's
+    assert result.fitted_terms == ("time_scale",)
     # Only allocated memory was measured: the allocator overhead is not identified and stays.
     assert fitted.allocator_overhead_fraction == start.allocator_overhead_fraction
     for family, band in start.memory_error_band.items():
@@ -253,15 +252,36 @@ def test_a_users_runs_are_one_stack_the_reference(plan: PlanFile, tmp_path: Path
     assert [r.case.measurement.source for r in result.before] == [str(run.resolve()) for run in runs]
 
 
-def test_shared_time_factor_is_identified_only_with_and_without_it_on_one_gpu(tmp_path: Path) -> None:
-    lora = make_plan()
-    full = make_plan(method="full", micro_batch_size=1)
-    lora_case = case_from_run(make_report(lora), tmp_path / "a", lora)
-    full_case = case_from_run(make_report(full), tmp_path / "b", full)
-    h100_full = case_from_run(make_report(full, device="cuda:0 (NVIDIA H100 80GB HBM3)"), tmp_path / "c", full)
-    assert unidentified_time_factors([lora_case]) == ["lora_target_cpu_s"]
-    assert unidentified_time_factors([lora_case, h100_full]) == ["lora_target_cpu_s"]  # different GPUs
-    assert unidentified_time_factors([lora_case, full_case]) == []
+def test_a_row_far_off_the_others_is_named_and_left_out(plan: PlanFile, tmp_path: Path) -> None:
+    """Three rows of one stack 1.3× slow and one 17× off: the factor follows the three, the fourth is named."""
+    scales = (("a", 1.3), ("b", 1.31), ("c", 1.29), ("d", 17.0))
+    runs = [write_run(tmp_path / name, plan, make_report(plan, time_scale=scale)) for name, scale in scales]
+    collected = collect(runs, load_plan)
+    result = recalibrate(
+        collected.cases, default_coefficients(), start_name="seeds", sources=[], with_seeds=False, name="m", when=NOW
+    )
+    assert result.coefficients.time_scale == pytest.approx(1.3, rel=0.02)
+    (line,) = result.outliers
+    assert line.startswith(collected.cases[3].measurement.id) and "3× off" in line
+    # the band comes from the three rows held out one at a time, not from the outlier (±1500 %)
+    assert result.coefficients.time_error_band["default"] < 0.1
+
+
+def test_a_refit_that_fits_its_own_rows_worse_is_refused() -> None:
+    """Pooled with a 2.2× slower stack's rows, three of the core's runs end up fitted worse: refused, not written."""
+    from autotune.calibration.cases import prepare_cases
+    from autotune.profiles.measurements import list_measurement_sets
+
+    sets = {s.name: s.measurements for s in list_measurement_sets()}
+    core = prepare_cases(sets["autotune-core-h100"])[:3]
+    seeds = prepare_cases(sets["seed-001-h100"])
+    with pytest.raises(RefitRefused, match=r"worse than calibration 'seeds' .*time MAPE 1\.1% → 11\.4%"):
+        recalibrate(
+            core, default_coefficients(), start_name="seeds", sources=[], with_seeds=True, name="x", seed_cases=seeds
+        )
+    # the same rows alone: the stack factor fit is never worse on them
+    result = recalibrate(core, default_coefficients(), start_name="seeds", sources=[], with_seeds=False, name="x")
+    assert result.coefficients.time_scale == pytest.approx(1.0, abs=0.01)
 
 
 def test_recalibrate_needs_measurements() -> None:

@@ -305,7 +305,8 @@ def test_calibrate_says_it_fits_time_and_leaves_allocated_memory_unchanged(
     code, out, err = run(capsys, "calibrate", str(run_dir), "-o", str(tmp_path / "c.yaml"))
     assert code == 0, err
     text = " ".join(out.split())
-    assert "fitted: time from 1 timed row(s); moved matmul_efficiency[rtx-4090]" in text
+    assert "fitted: time from 1 timed row(s); moved time_scale 1 → " in text
+    assert "fitted from your rows: time_scale (the stack factor first;" in text
     assert "not fitted: peak allocated memory is derived" in text and "predictions are unchanged" in text
     assert "fitted: reserved memory" not in text  # a run report measures allocated memory only
     code, after, _ = run(capsys, *estimate_args(plan), "--calibration", str(tmp_path / "c.yaml"), "--json")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotune.calibration import fit as fitting
-from autotune.calibration import recalibrate, time_fit
+from autotune.calibration import stack_fit, time_fit
 from autotune.costmodel import priors
 from autotune.costmodel.calibration import default_coefficients
 from autotune.schemas.calibration import FITTED_FIELDS, PRIOR_FIELDS, CostCoefficients, field_bounds
@@ -41,7 +41,8 @@ def test_what_the_fitters_move_is_marked_fitted() -> None:
         *time_fit.PRIOR_LOG_SIGMA_BY_FIELD,
         *time_fit.SHARED_FIT_FIELDS,
         *fitting.MEMORY_PARAMETERS,
-        *recalibrate.SHARED_TIME_FACTORS,
+        *stack_fit.TERM_CANDIDATES,
+        stack_fit.STACK[0],
     }
     assert moved <= set(FITTED_FIELDS)
     assert moved.isdisjoint(PRIOR_FIELDS)

@@ -1,0 +1,214 @@
+"""Calibrate on a few rows of one stack, predict its other rows: what ``autotune calibrate`` does for a user (issue 28).
+
+Groups: every shipped measurement set (the seed tables by source, the llm-foundry MPT rows, the core's own runs) split
+by GPU, one stack on one card, keeping the groups with at least ``--k`` + 2 timed rows. For each group, ``--draws``
+trials: the first ``--k`` rows (draw 1), then random draws of ``--k`` rows (seeded); the ``k`` rows are what
+``autotune calibrate`` is given (``recalibrate.recalibrate`` from the shipped calibration, as the command does), the
+group's other timed rows are predicted before (shipped calibration) and after. ``--with-seeds`` pools the ``k`` rows
+with every shipped row *except the group's own* (the held-out rows never reach the fit).
+
+Printed per group and mode: tokens/s MAPE of the held-out rows before → after (mean over draws; tokens/s error =
+measured time / predicted time − 1), time MAPE after, pairs of held-out rows in the measured order, and in how many
+draws the held-out MAPE got worse; then the pooled figures. A refit refused because it would fit its own rows worse
+(``RefitRefused``) keeps the start calibration: counted as a refusal, its predictions unchanged.
+
+The shipped calibration was fitted with these rows (without their stacks' factors, which never predict), so "before"
+is not blind; the people who plan the work rerun this on public rows the project never saw.
+
+Usage:  python benchmarks/calibration_trials.py [--k 3] [--draws 5] [--modes without,with] [--seed 0]
+        (without: ~1 min; with: ~1 min per trial, the pooled fit runs on ~190 rows)
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from autotune.calibration.cases import Case, prepare_cases
+from autotune.calibration.recalibrate import RefitRefused, recalibrate
+from autotune.calibration.results import CaseResult, evaluate
+from autotune.costmodel.calibration import default_coefficients
+from autotune.profiles.measurements import list_measurement_sets
+from autotune.schemas.calibration import CostCoefficients
+
+WORSE_TOLERANCE = 0.01
+"""A draw is also counted as worse "by more than a point" when its held-out MAPE rises by more than 1 point (the core's
+runs vary 1–2 % step to step)."""
+
+
+@dataclass
+class Group:
+    """One stack on one card: a measurement set's timed rows on one GPU."""
+
+    name: str
+    timed: list[Case]
+    others: list[Case]  # every shipped row outside this group (the seed pool of --with-seeds)
+
+
+@dataclass
+class Tally:
+    """Held-out errors of one group and mode over its draws."""
+
+    before_tps: list[float] = field(default_factory=list)
+    after_tps: list[float] = field(default_factory=list)
+    after_time: list[float] = field(default_factory=list)
+    pairs_before: list[float] = field(default_factory=list)
+    pairs_after: list[float] = field(default_factory=list)
+    worse_draws: int = 0
+    worse_by_a_point: int = 0
+    refused: int = 0
+    draws: int = 0
+
+
+def groups(min_rows: int) -> list[Group]:
+    """Timed rows of each shipped set by GPU, with at least ``min_rows`` rows."""
+    sets = list_measurement_sets()
+    everything = [(s.name, case) for s in sets for case in prepare_cases(s.measurements)]
+    found = []
+    for s in sets:
+        by_gpu: dict[str, list[Case]] = {}
+        for name, case in everything:
+            timed = evaluate([case], default_coefficients())[0].measured_time_s is not None
+            if name == s.name and timed:
+                by_gpu.setdefault(case.cluster.gpu.key, []).append(case)
+        for gpu, cases in sorted(by_gpu.items()):
+            if len(cases) >= min_rows:
+                ids = {c.measurement.id for c in cases}
+                others = [c for _, c in everything if c.measurement.id not in ids]
+                found.append(Group(f"{s.name} / {gpu}", cases, others))
+    return found
+
+
+def tokens_error(result: CaseResult) -> float:
+    """|measured time / predicted time − 1|: the tokens/s error of the prediction."""
+    assert result.measured_time_s is not None and result.predicted_time_s is not None
+    return abs(result.measured_time_s / result.predicted_time_s - 1)
+
+
+def time_error(result: CaseResult) -> float:
+    """|predicted time / measured time − 1|."""
+    assert result.measured_time_s is not None and result.predicted_time_s is not None
+    return abs(result.predicted_time_s / result.measured_time_s - 1)
+
+
+def pairs_in_order(results: Sequence[CaseResult]) -> float:
+    """Share of pairs of rows (different measured times) whose predicted times are in the measured order."""
+    pairs = [
+        (a, b)
+        for a, b in combinations(results, 2)
+        if a.measured_time_s is not None and b.measured_time_s is not None and a.measured_time_s != b.measured_time_s
+    ]
+    if not pairs:
+        return 1.0
+    agree = sum(
+        ((a.measured_time_s or 0) < (b.measured_time_s or 0)) == ((a.predicted_time_s or 0) < (b.predicted_time_s or 0))
+        for a, b in pairs
+    )
+    return agree / len(pairs)
+
+
+def draws(cases: list[Case], k: int, count: int, rng: random.Random) -> list[list[Case]]:
+    """The first ``k`` rows, then ``count`` − 1 random draws of ``k`` rows."""
+    chosen = [cases[:k]]
+    while len(chosen) < count:
+        chosen.append(rng.sample(cases, k))
+    return chosen
+
+
+def mean(values: Sequence[float]) -> float:
+    """Arithmetic mean (0 for none)."""
+    return sum(values) / len(values) if values else 0.0
+
+
+def trial(group: Group, rows: list[Case], start: CostCoefficients, with_seeds: bool, tally: Tally) -> None:
+    """Calibrate on ``rows``, predict the group's other rows, add the errors to ``tally``."""
+    ids = {c.measurement.id for c in rows}
+    held = [c for c in group.timed if c.measurement.id not in ids]
+    before = evaluate(held, start)
+    try:
+        fitted = recalibrate(
+            rows,
+            start,
+            start_name="shipped",
+            sources=[group.name],
+            with_seeds=with_seeds,
+            name="trial",
+            seed_cases=group.others,
+        ).coefficients
+    except RefitRefused:
+        tally.refused += 1
+        fitted = start
+    after = evaluate(held, fitted)
+    errors_before = [tokens_error(r) for r in before]
+    errors_after = [tokens_error(r) for r in after]
+    tally.before_tps += errors_before
+    tally.after_tps += errors_after
+    tally.after_time += [time_error(r) for r in after]
+    tally.pairs_before.append(pairs_in_order(before))
+    tally.pairs_after.append(pairs_in_order(after))
+    tally.worse_draws += mean(errors_after) > mean(errors_before) + 1e-9
+    tally.worse_by_a_point += mean(errors_after) > mean(errors_before) + WORSE_TOLERANCE
+    tally.draws += 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the trials and print the table; returns the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--k", type=int, default=3, help="rows given to calibrate (default 3)")
+    parser.add_argument("--draws", type=int, default=5, help="trials per group (default 5)")
+    parser.add_argument("--modes", default="without,with", help="'without', 'with' or both (comma-separated)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the draws")
+    parser.add_argument("--only", default="", help="only groups whose name contains this")
+    args = parser.parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not set(modes) <= {"without", "with"} or not modes:
+        parser.error("--modes takes 'without', 'with' or both")
+    start = default_coefficients()
+    found = [g for g in groups(args.k + 2) if args.only in g.name]
+    print(f"{len(found)} groups (one stack on one card, ≥ {args.k + 2} timed rows); k = {args.k}, {args.draws} draws")
+    print(
+        f"{'group':42s} {'mode':8s} {'rows':>4s} {'tok/s MAPE before → after':>26s} {'time MAPE':>9s} "
+        f"{'pairs before → after':>21s} {'worse (>1 pt)':>13s} {'refused':>7s}"
+    )
+    pooled: dict[str, Tally] = {mode: Tally() for mode in modes}
+    for group in found:
+        rng = random.Random(f"{args.seed}-{group.name}")
+        chosen = draws(group.timed, args.k, args.draws, rng)
+        for mode in modes:
+            tally = Tally()
+            for rows in chosen:
+                trial(group, rows, start, mode == "with", tally)
+            total = pooled[mode]
+            for name in ("before_tps", "after_tps", "after_time", "pairs_before", "pairs_after"):
+                getattr(total, name).extend(getattr(tally, name))
+            total.worse_draws += tally.worse_draws
+            total.worse_by_a_point += tally.worse_by_a_point
+            total.refused += tally.refused
+            total.draws += tally.draws
+            print(
+                f"{group.name:42s} {mode:8s} {len(group.timed):4d} "
+                f"{mean(tally.before_tps) * 100:11.1f}% → {mean(tally.after_tps) * 100:6.1f}%      "
+                f"{mean(tally.after_time) * 100:8.1f}% {mean(tally.pairs_before) * 100:9.0f}% → "
+                f"{mean(tally.pairs_after) * 100:4.0f}%     {tally.worse_draws:d}/{tally.draws:d} "
+                f"({tally.worse_by_a_point:d}/{tally.draws:d}) {tally.refused:7d}",
+                flush=True,
+            )
+    for mode, total in pooled.items():
+        before, after = mean(total.before_tps), mean(total.after_tps)
+        change = (after / before - 1) * 100 if before else 0.0
+        print(
+            f"pooled, {mode}-seeds: tokens/s MAPE {before * 100:.1f}% → {after * 100:.1f}% ({change:+.0f}%), "
+            f"time MAPE after {mean(total.after_time) * 100:.1f}%, pairs {mean(total.pairs_before) * 100:.0f}% → "
+            f"{mean(total.pairs_after) * 100:.0f}%, worse in {total.worse_draws} of {total.draws} draws "
+            f"({total.worse_by_a_point} by more than a point), "
+            f"{total.refused} refused"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""The time refit that a few of the user's rows can support (``autotune calibrate``, issue 28).
+
+A user who measures k settings of their own stack tells the model two kinds of thing: how much slower or faster their
+stack runs everything (one factor, which every row measures), and — only where the rows differ in how much of their
+time a term takes — how far that term's coefficient is off. The refit therefore fits, in this order:
+
+1. ``time_scale``, the stack factor: always (every timed row identifies it);
+2. a term's coefficient (a GPU's matmul or attention efficiency, the DRAM efficiency, CPU Adam's rate, the ZeRO-3 fetch
+   cost, peft's and bitsandbytes' per-call CPU costs) only when the rows *vary* that term: its elasticity
+   ∂ log t / ∂ log c, measured on each row at the start, spans at least ``MIN_ELASTICITY_SPREAD`` across the rows.
+   A coefficient with the same elasticity on every row is the stack factor under another name (three LoRA rows at one
+   sequence length cannot tell the GPU's efficiency from the stack's speed); a coefficient no row exercises has
+   elasticity 0 everywhere. At most k − 3 terms are fitted (the widest spreads first): three rows fit the stack factor
+   alone (``ROWS_PER_EXTRA_TERM``).
+
+The fit is a maximum a posteriori one (a ridge in log space): the mean squared log error of the rows over
+``ROW_LOG_SIGMA`` plus Gaussian priors centred on the starting calibration — ``STACK_LOG_SIGMA`` for the stack factor,
+``time_fit.PRIOR_LOG_SIGMA`` (or its per-field value) for the term coefficients. Since the priors cost nothing at the
+start, the fit never matches its rows worse than the start does in squared log error (the penalty is ≥ 0); the
+caller still checks it (``recalibrate.check_not_worse``). Coefficients the rows do not identify keep the start's
+values exactly.
+
+**Outliers.** A row whose start-model ratio measured / predicted differs from the rows' median ratio by more than
+``OUTLIER_FACTOR`` is not one stack's speed (a 70B CPU-offload run predicted 17× slow, a time given per step where a
+micro-step was asked): :func:`outlier_rows` names it and the refit leaves it out instead of absorbing it. With fewer
+than three timed rows there is no median to stand on and nothing is flagged.
+
+**Bands.** :func:`loo_time_errors` refits without each row in turn and predicts it: the held-out errors the time band
+is read from (``recalibrate``), instead of in-sample residuals that three rows fit by construction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autotune.calibration.nelder_mead import nelder_mead
+from autotune.calibration.time_fit import (
+    BOUNDS,
+    PRIOR_LOG_SIGMA,
+    PRIOR_LOG_SIGMA_BY_FIELD,
+    UNBOUNDED_ABOVE_ONE,
+    TimeRow,
+    predicted_time_s,
+)
+from autotune.costmodel.device import efficiency
+from autotune.schemas.calibration import TIME_SCALE_MAX, TIME_SCALE_MIN, CostCoefficients
+
+STACK_LOG_SIGMA = 1.0
+"""Prior σ of log ``time_scale`` for a stack other than the one the start describes: stacks measured so far run
+1–2.2× the core (the shipped fit's ``stack_time_factor``: seed 001's trainer 2.19, seed 003's 1.28, llm-foundry
+1.06), so one σ is a factor e; a single row outweighs it (``ROW_LOG_SIGMA``)."""
+
+SAME_STACK_LOG_SIGMA = 0.05
+"""Prior σ of log ``time_scale`` when the user's stack is one the start already describes (the core itself, or a stack
+as fast: llm-foundry's factor is 1.06): the start's own error on such a stack (the core's runs held out: ≤ 7 %)."""
+
+SAME_STACK_PROBABILITY = 0.5
+"""Prior probability that the user's stack is one the start describes (no preference between the two)."""
+
+ROW_LOG_SIGMA = 0.1
+"""Expected log error of one row once the stack factor is known: the model's setting-to-setting error within one stack
+(docs/cost-model.md: 7 % on the core's runs held out, ~10 % on the MPT rows)."""
+
+MIN_ELASTICITY_SPREAD = 0.15
+"""A term coefficient is fitted only when ∂ log t / ∂ log c differs by at least this much between two of the rows: a
+15 % difference in the share of time the term takes (below it, the coefficient and the stack factor trade off almost
+freely and three rows' noise would decide it)."""
+
+ROWS_PER_EXTRA_TERM = 3
+"""Rows needed beyond the stack factor for each term coefficient fitted (k rows fit at most k − 3 terms): with three
+rows the stack factor alone. ``benchmarks/calibration_trials.py`` with k = 3 and one term allowed: the term helped on
+seed 001's rows (held-out tokens/s MAPE 20.5 → 17.2 % on the RTX PRO 6000) and hurt on llm-foundry's H100 rows
+(6.5 → 10.1 %), pooled 14.3 → 14.6 %: three rows do not pin a term down."""
+
+ELASTICITY_STEP = 0.05
+"""Log step of the finite difference that measures an elasticity (a 5 % change of the coefficient)."""
+
+OUTLIER_FACTOR = 3.0
+"""A row whose measured / predicted ratio is this many times off the median ratio of the rows is named, not fitted."""
+
+MIN_ROWS_FOR_OUTLIERS = 3
+"""Fewest timed rows with which a row can be called an outlier (two rows that disagree cannot say which is off)."""
+
+FIT_STEP = 0.5
+"""Nelder–Mead's first step, log units (a factor 1.65)."""
+
+FIT_MAX_EVALUATIONS = 600
+"""Nelder–Mead budget of one refit (k rows × 600 predictions: well under a second for k = 3)."""
+
+TERM_CANDIDATES: tuple[str, ...] = (
+    "matmul_efficiency",
+    "attention_efficiency",
+    "bandwidth_efficiency",
+    "cpu_adam_params_per_s",
+    "zero3_module_fetch_s",
+    "lora_target_cpu_s",
+    "qlora_linear_cpu_s",
+)
+"""The time coefficients a user's rows may identify; the first two per measured GPU (their own key), the rest global."""
+
+PER_GPU_FIELDS = ("matmul_efficiency", "attention_efficiency")
+"""Per-GPU tables: a refit writes the measured GPU's own key, leaving every other GPU's value as it was."""
+
+Name = tuple[str, str | None]
+"""A fitted coefficient: (CostCoefficients field, GPU key in its table or None)."""
+
+STACK: Name = ("time_scale", None)
+"""The stack factor's name in a fit."""
+
+
+@dataclass(frozen=True)
+class StackFit:
+    """The refit coefficients and what was fitted.
+
+    Attributes:
+        coefficients: the start with the fitted values set.
+        fitted: the names fitted (the stack factor first).
+        spreads: each candidate term's elasticity spread over the rows (:func:`elasticity_spreads`).
+    """
+
+    coefficients: CostCoefficients
+    fitted: tuple[Name, ...]
+    spreads: dict[Name, float]
+
+
+def _value(coefficients: CostCoefficients, name: Name, rows: Sequence[TimeRow]) -> float:
+    field, key = name
+    table = getattr(coefficients, field)
+    if key is None:
+        return float(table)
+    gpu = next(r.case.cluster.gpu for r in rows if r.case.cluster.gpu.key == key)
+    return efficiency(table, gpu)
+
+
+def _bounded(field: str, value: float) -> float:
+    if field == STACK[0]:
+        return min(max(value, TIME_SCALE_MIN), TIME_SCALE_MAX)
+    if field in BOUNDS:
+        return min(max(value, BOUNDS[field][0]), BOUNDS[field][1])
+    if field in UNBOUNDED_ABOVE_ONE:
+        return value
+    return min(1.0, value)
+
+
+def with_values(coefficients: CostCoefficients, values: dict[Name, float]) -> CostCoefficients:
+    """``coefficients`` with each named value set (clamped to its bounds: efficiencies ≤ 1, schema bounds)."""
+    updates: dict[str, object] = {}
+    tables: dict[str, dict[str, float]] = {}
+    for (field, key), value in values.items():
+        number = _bounded(field, value)
+        if key is None:
+            updates[field] = number
+        else:
+            tables.setdefault(field, dict(getattr(coefficients, field)))[key] = number
+    return coefficients.model_copy(update={**updates, **tables})
+
+
+def candidate_names(rows: Sequence[TimeRow]) -> list[Name]:
+    """The term coefficients the rows could exercise: per-GPU tables for each measured GPU, the global fields."""
+    gpus = sorted({r.case.cluster.gpu.key for r in rows})
+    return [(f, g) for f in TERM_CANDIDATES if f in PER_GPU_FIELDS for g in gpus] + [
+        (f, None) for f in TERM_CANDIDATES if f not in PER_GPU_FIELDS
+    ]
+
+
+def elasticity_spreads(rows: Sequence[TimeRow], start: CostCoefficients) -> dict[Name, float]:
+    """Per candidate term: max − min over the rows of ∂ log t / ∂ log c at ``start`` (one-sided finite difference).
+
+    The step goes down for coefficients capped at 1 (an efficiency at its cap would not move up).
+    """
+    base = [math.log(predicted_time_s(r, start)) for r in rows]
+    spreads = {}
+    for name in candidate_names(rows):
+        value = _value(start, name, rows)
+        step = ELASTICITY_STEP if name[0] in UNBOUNDED_ABOVE_ONE else -ELASTICITY_STEP
+        moved = with_values(start, {name: value * math.exp(step)})
+        actual = math.log(_value(moved, name, rows) / value)  # the clamp may shorten the step
+        if actual == 0:
+            spreads[name] = 0.0
+            continue
+        slopes = [(math.log(predicted_time_s(r, moved)) - b) / actual for r, b in zip(rows, base, strict=True)]
+        spreads[name] = max(slopes) - min(slopes)
+    return spreads
+
+
+def identified_terms(spreads: dict[Name, float], row_count: int) -> list[Name]:
+    """The terms to fit: spread ≥ ``MIN_ELASTICITY_SPREAD``, widest first, at most k − ``ROWS_PER_EXTRA_TERM``."""
+    limit = max(0, row_count - ROWS_PER_EXTRA_TERM)
+    ranked = sorted((n for n, s in spreads.items() if s >= MIN_ELASTICITY_SPREAD), key=lambda n: -spreads[n])
+    return ranked[:limit]
+
+
+def _normal_density(x: float, sigma: float) -> float:
+    return math.exp(-0.5 * (x / sigma) ** 2) / sigma
+
+
+def stack_prior_log_sigma(rows: Sequence[TimeRow], start: CostCoefficients) -> float:
+    """The σ of the one Gaussian prior on log ``time_scale`` that shrinks the rows' mean log ratio as the mixture does.
+
+    The prior on log ``time_scale`` is a mixture (Bayesian model averaging over "the start describes this stack" and
+    "another stack"; Hoeting et al. 1999): ``SAME_STACK_PROBABILITY`` × N(0, ``SAME_STACK_LOG_SIGMA``²) + the rest ×
+    N(0, ``STACK_LOG_SIGMA``²). With the rows' mean log ratio m = mean log(measured / predicted) at the start and its
+    standard error se = ``ROW_LOG_SIGMA`` / √k, component j has evidence N(m; 0, σⱼ² + se²) and shrinks m by
+    σⱼ² / (σⱼ² + se²); the posterior mean shrinks it by s = Σ pⱼ σⱼ² / (σⱼ² + se²). A single Gaussian prior of variance
+    v = s se² / (1 − s) gives the same shrinkage, and carries it into the joint fit with the term coefficients.
+
+    Rows whose ratios agree with the start within its own error thus move it little (the evidence favours "same
+    stack"); rows 2× off move it all the way.
+    """
+    standard_error = ROW_LOG_SIGMA / math.sqrt(len(rows))
+    mean_ratio = sum(log_ratio(r, start) for r in rows) / len(rows)
+    components = ((SAME_STACK_PROBABILITY, SAME_STACK_LOG_SIGMA), (1 - SAME_STACK_PROBABILITY, STACK_LOG_SIGMA))
+    weights = [p * _normal_density(mean_ratio, math.hypot(sigma, standard_error)) for p, sigma in components]
+    shrink = sum(
+        w * sigma**2 / (sigma**2 + standard_error**2) for w, (_, sigma) in zip(weights, components, strict=True)
+    ) / sum(weights)
+    return math.sqrt(shrink / (1 - shrink)) * standard_error
+
+
+def fit_stack(rows: Sequence[TimeRow], start: CostCoefficients) -> StackFit:
+    """MAP refit of the stack factor and the identified terms on ``rows`` (module docstring); ``start`` for no rows.
+
+    The stack factor's prior is :func:`stack_prior_log_sigma`'s; each term's is ``time_fit``'s σ around the start.
+    """
+    if not rows:
+        return StackFit(start, (), {})
+    spreads = elasticity_spreads(rows, start)
+    names = [STACK, *identified_terms(spreads, len(rows))]
+    origin = [math.log(_value(start, name, rows)) for name in names]
+    sigmas = [stack_prior_log_sigma(rows, start)]
+    sigmas += [PRIOR_LOG_SIGMA_BY_FIELD.get(f, PRIOR_LOG_SIGMA) for f, _ in names[1:]]
+
+    def coefficients_at(point: Sequence[float]) -> CostCoefficients:
+        return with_values(start, {name: math.exp(p) for name, p in zip(names, point, strict=True)})
+
+    def loss(point: Sequence[float]) -> float:
+        coefficients = coefficients_at(point)
+        errors = sum((math.log(predicted_time_s(r, coefficients) / r.measured_s) / ROW_LOG_SIGMA) ** 2 for r in rows)
+        penalty = sum(((p - o) / s) ** 2 for p, o, s in zip(point, origin, sigmas, strict=True))
+        return errors + penalty
+
+    best, _ = nelder_mead(loss, origin, step=FIT_STEP, max_evaluations=FIT_MAX_EVALUATIONS)
+    return StackFit(coefficients_at(best), tuple(names), spreads)
+
+
+def log_ratio(row: TimeRow, coefficients: CostCoefficients) -> float:
+    """log(measured / predicted) of one row."""
+    return math.log(row.measured_s / predicted_time_s(row, coefficients))
+
+
+def outlier_rows(rows: Sequence[TimeRow], start: CostCoefficients) -> list[TimeRow]:
+    """Rows ``OUTLIER_FACTOR`` off the median measured / predicted ratio at ``start`` (none under 3 rows).
+
+    Nothing is flagged when half the rows or more would be: the rows then disagree without a majority to trust.
+    """
+    if len(rows) < MIN_ROWS_FOR_OUTLIERS:
+        return []
+    ratios = [log_ratio(r, start) for r in rows]
+    ordered = sorted(ratios)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    flagged = [r for r, x in zip(rows, ratios, strict=True) if abs(x - median) > math.log(OUTLIER_FACTOR)]
+    return flagged if 2 * len(flagged) < len(rows) else []
+
+
+def loo_time_errors(rows: Sequence[TimeRow], start: CostCoefficients) -> list[float]:
+    """|predicted / measured − 1| of each row refit without it (:func:`fit_stack` on the others); [] under 2 rows."""
+    if len(rows) < 2:
+        return []
+    errors = []
+    for index, held in enumerate(rows):
+        others = [r for i, r in enumerate(rows) if i != index]
+        fitted = fit_stack(others, start).coefficients
+        errors.append(abs(predicted_time_s(held, fitted) / held.measured_s - 1))
+    return errors

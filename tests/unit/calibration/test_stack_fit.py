@@ -1,0 +1,96 @@
+"""The few-rows refit: the stack factor first, terms only where the rows vary them (autotune.calibration.stack_fit)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from autotune.calibration.cases import Case, prepare_cases
+from autotune.calibration.stack_fit import (
+    MIN_ELASTICITY_SPREAD,
+    STACK,
+    elasticity_spreads,
+    fit_stack,
+    identified_terms,
+    loo_time_errors,
+    outlier_rows,
+    stack_prior_log_sigma,
+)
+from autotune.calibration.time_fit import TimeRow, predicted_time_s, time_rows
+from autotune.costmodel.calibration import default_coefficients
+from autotune.schemas.calibration import Measurement
+from autotune.schemas.setting import TrainingSetting, Workload
+
+START = default_coefficients()
+
+
+def row(scale: float, seq_len: int = 2048, gpu: str = "rtx-4090", **setting: Any) -> TimeRow:
+    """A timed row measuring ``scale`` × the start's micro-step prediction for Llama 3.2 1B."""
+    options: dict[str, Any] = {"method": "lora", "micro_batch_size": 1, "grad_ckpt": True, **setting}
+    measurement = Measurement(
+        id=f"r{scale}-{seq_len}-{sorted(setting.items())}",
+        source="test",
+        model="llama3.2-1b",
+        gpu=gpu,
+        setting=TrainingSetting(**options),
+        workload=Workload(seq_len=seq_len, global_batch_size=8),
+        micro_step_time_s=1.0,
+    )
+    (case,) = prepare_cases([measurement])
+    predicted = predicted_time_s(TimeRow(case, "micro-step", 1.0), START)
+    timed = Case(case.measurement.model_copy(update={"micro_step_time_s": predicted * scale}), case.model, case.cluster)
+    (result,) = time_rows([timed])
+    return result
+
+
+def test_rows_that_agree_with_the_start_barely_move_it_and_a_2x_slower_stack_moves_it_all_the_way() -> None:
+    same = [row(1.01), row(0.99, seq_len=1024), row(1.02, seq_len=512)]
+    slow = [row(2.0), row(2.02, seq_len=1024), row(1.98, seq_len=512)]
+    assert fit_stack(same, START).coefficients.time_scale == pytest.approx(1.0, abs=0.01)
+    assert fit_stack(slow, START).coefficients.time_scale == pytest.approx(2.0, rel=0.01)
+    # the mixture's effective prior: tight when the rows agree with the start, wide when they do not
+    assert stack_prior_log_sigma(same, START) < 0.06 < 0.5 < stack_prior_log_sigma(slow, START)
+
+
+def test_one_row_fits_the_stack_factor_alone_and_keeps_every_other_coefficient() -> None:
+    fit = fit_stack([row(1.5)], START)
+    assert fit.fitted == (STACK,)
+    assert fit.coefficients.time_scale == pytest.approx(1.5, rel=0.01)
+    assert fit.coefficients.model_copy(update={"time_scale": 1.0}) == START
+
+
+def test_a_term_is_identified_only_where_the_rows_vary_its_share() -> None:
+    """peft's per-target CPU cost: zero elasticity on full fine-tuning rows, positive on LoRA rows."""
+    full_only = [row(1.0, method="full"), row(1.0, seq_len=1024, method="full")]
+    mixed = [row(1.0), row(1.0, method="full")]
+    lora_cpu = ("lora_target_cpu_s", None)
+    assert elasticity_spreads(full_only, START)[lora_cpu] == 0.0
+    spreads = elasticity_spreads(mixed, START)
+    assert spreads[lora_cpu] > 0
+    # another GPU's efficiency is not a candidate; the measured GPU's is
+    assert ("matmul_efficiency", "rtx-4090") in spreads and ("matmul_efficiency", "h100-80gb") not in spreads
+    # k rows fit at most k − 3 terms, the widest spread first, only those over the threshold
+    wide = {("a", None): 0.5, ("b", None): 0.3, ("c", None): MIN_ELASTICITY_SPREAD / 2}
+    assert identified_terms(wide, 3) == []
+    assert identified_terms(wide, 4) == [("a", None)]
+    assert identified_terms(wide, 10) == [("a", None), ("b", None)]
+
+
+def test_an_outlier_needs_a_majority_to_stand_against() -> None:
+    rows = [row(1.3), row(1.31, seq_len=1024), row(1.29, seq_len=512), row(17.0, seq_len=256)]
+    assert [r.measured_s for r in outlier_rows(rows, START)] == [rows[3].measured_s]
+    assert outlier_rows(rows[2:], START) == []  # two rows that disagree: no telling which is off
+    assert outlier_rows(rows[:3], START) == []
+
+
+def test_leave_one_out_errors_predict_each_row_from_the_others() -> None:
+    rows = [row(1.5), row(1.5, seq_len=1024), row(1.5 * 1.2, seq_len=512)]
+    errors = loo_time_errors(rows, START)
+    assert len(errors) == 3
+    # the third row is 20 % off the other two: held out, it is predicted from their factor 1.5
+    assert errors[2] == pytest.approx(1 / 1.2 - 1 + 0, abs=0.02) or errors[2] == pytest.approx(1 - 1 / 1.2, abs=0.02)
+    assert max(errors[:2]) < errors[2]
+    assert loo_time_errors(rows[:1], START) == []
+    assert all(math.isfinite(e) for e in errors)

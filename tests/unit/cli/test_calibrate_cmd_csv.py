@@ -1,0 +1,117 @@
+"""``autotune calibrate`` on CSV files through the CLI: the model column's forms (config.json, model directory,
+.gguf, relative to the CSV) and ``--template`` (written once, read back, refused over an existing file)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_runner import run
+
+from autotune.profiles.measurement_csv import CSV_COLUMNS
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "configs" / "llama3.2-1b"
+"""A Llama 3.2 1B config.json (tests/fixtures/configs/README.md)."""
+
+HEADER = "model,gpu,method,seq_len,micro_batch_size,grad_accum,micro_step_time_s\n"
+
+
+def own_model(folder: Path) -> Path:
+    """The fixture's config.json with 8 layers, in ``folder`` (a model the catalog does not have)."""
+    folder.mkdir(parents=True)
+    config: dict[str, Any] = json.loads((FIXTURE / "config.json").read_text(encoding="utf-8"))
+    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 8}), encoding="utf-8")
+    return folder
+
+
+def tiny_gguf(path: Path) -> Path:
+    """A two-layer Llama .gguf written with gguf-py (the GGUF reader's test helpers)."""
+    from tests.unit.profiles.test_gguf_reader import decoder_tensors, llama_hparams, write_gguf
+
+    return write_gguf(path, "llama", llama_hparams(), decoder_tensors())
+
+
+def calibrated_rows(capsys: pytest.CaptureFixture[str], csv_file: Path, output: Path) -> str:
+    """Run ``autotune calibrate CSV -o OUTPUT``; its stdout (written at the console's pipe width: lines unbroken)."""
+    code, out, err = run(capsys, "calibrate", str(csv_file), "-o", str(output))
+    assert code == 0, err
+    assert output.is_file()
+    return out
+
+
+@pytest.mark.parametrize("form", ["config.json", "directory", "gguf"])
+def test_model_column_takes_a_config_a_directory_and_a_gguf(
+    form: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if form == "gguf":
+        target = tiny_gguf(tmp_path / "tiny.gguf")
+        time_s = 0.01
+    else:
+        folder = own_model(tmp_path / "my-llama")
+        target = folder / "config.json" if form == "config.json" else folder
+        time_s = 0.5
+    csv_file = tmp_path / "runs.csv"
+    csv_file.write_text(HEADER + f"{target},rtx-4090,lora,1024,2,8,{time_s}\n", encoding="utf-8")
+    out = calibrated_rows(capsys, csv_file, tmp_path / "c.yaml")
+    assert f"runs-row1: rtx-4090 ×1, {target}" in out
+
+
+def test_relative_model_paths_are_read_from_the_csv_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    own_model(tmp_path / "runs" / "models" / "my-llama")
+    tiny_gguf(tmp_path / "runs" / "models" / "tiny.gguf")
+    csv_file = tmp_path / "runs" / "rows.csv"
+    csv_file.write_text(
+        HEADER
+        + "models/my-llama,rtx-4090,lora,1024,2,8,0.5\n"
+        + "models/my-llama/config.json,rtx-4090,lora,2048,2,8,0.9\n"
+        + "models/tiny.gguf,rtx-4090,lora,1024,2,8,0.01\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)  # not the CSV's folder: models/... does not exist here
+    out = calibrated_rows(capsys, Path("runs") / "rows.csv", tmp_path / "c.yaml")
+    models = tmp_path / "runs" / "models"
+    assert f"rows-row1: rtx-4090 ×1, {models / 'my-llama'}" in out
+    assert f"rows-row2: rtx-4090 ×1, {models / 'my-llama' / 'config.json'}" in out
+    assert f"rows-row3: rtx-4090 ×1, {models / 'tiny.gguf'}" in out
+
+
+def test_template_is_written_once_and_read_back_with_a_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    template = tmp_path / "rows.csv"
+    code, out, err = run(capsys, "calibrate", "--template", str(template))
+    assert code == 0, err
+    text = template.read_text(encoding="utf-8")
+    assert text.splitlines()[-1] == ",".join(CSV_COLUMNS) and "wrote" in out
+    cells = dict.fromkeys(CSV_COLUMNS, "")
+    cells.update(model="llama3.2-1b", gpu="rtx-4090", method="lora", seq_len="1024", micro_batch_size="2")
+    cells.update(grad_accum="8", compile="true", attention_impl="eager", micro_step_time_s="0.9")
+    template.write_text(text + ",".join(cells[column] for column in CSV_COLUMNS) + "\n", encoding="utf-8")
+    out = calibrated_rows(capsys, template, tmp_path / "c.yaml")
+    assert "rows-row1: rtx-4090 ×1, llama3.2-1b, seq 1024, lora r16, mbs 2 × ga 8, ckpt, compile" in out
+
+
+def test_template_refuses_an_existing_file_and_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    existing = tmp_path / "rows.csv"
+    existing.write_text("mine\n", encoding="utf-8")
+    code, _, err = run(capsys, "calibrate", "--template", str(existing))
+    assert code == 2 and "already exists" in err and len(err.strip().splitlines()) == 1
+    assert existing.read_text(encoding="utf-8") == "mine\n"
+    fresh = tmp_path / "new.csv"
+    code, _, err = run(capsys, "calibrate", str(existing), "--template", str(fresh))
+    assert code == 2 and "RUN_DIR_OR_CSV would be ignored" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "calibrate", "--template", str(fresh), "-o", "c.yaml", "--with-seeds")
+    assert code == 2 and "-o, --with-seeds would be ignored" in err
+    assert not fresh.exists()
+    code, _, err = run(capsys, "calibrate")
+    assert code == 2 and "--template" in err and len(err.strip().splitlines()) == 1
+
+
+def test_unknown_column_names_the_closest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv_file = tmp_path / "runs.csv"
+    csv_file.write_text(HEADER.replace("grad_accum", "grad_accumulation"), encoding="utf-8")
+    code, _, err = run(capsys, "calibrate", str(csv_file), "-o", str(tmp_path / "c.yaml"))
+    assert code == 2 and "unknown column 'grad_accumulation' (did you mean 'grad_accum'?" in err
+    assert not (tmp_path / "c.yaml").exists()
