@@ -226,10 +226,22 @@ def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> l
             "gradients, optimizer states, activations, logits), so its predictions are unchanged; a calibration "
             "only widens the memory bands (the planner's headroom) when your rows are under-predicted"
         )
-    widened = moved_coefficients(start, fitted, BAND_FIELDS)
+    moved_bands = moved_coefficients(start, fitted, BAND_FIELDS)
+    narrowed = [line for line in moved_bands if _narrowed(line)]
+    widened = [line for line in moved_bands if line not in narrowed]
     if widened:
         lines.append(f"error bands widened: {', '.join(widened)}")
+    if narrowed:
+        lines.append(f"time bands from your rows held out one at a time: {', '.join(narrowed)}")
     return lines
+
+
+def _narrowed(moved: str) -> bool:
+    """A 'name[key] a → b' line of :func:`moved_coefficients` whose value went down."""
+    if " → " not in moved:
+        return False
+    before, after = moved.rsplit(" ", 3)[-3], moved.rsplit(" ", 1)[-1]
+    return float(after) < float(before)
 
 
 def render_recalibration(result: Recalibration, output: Path, start: CostCoefficients) -> None:
@@ -277,11 +289,12 @@ def bound_notes(result: Recalibration) -> list[str]:
     """
     lines = []
     scale = result.coefficients.time_scale
+    outliers = {line.split(":", 1)[0] for line in result.outliers}
     for after in result.after:
         error = after.time_error
-        if error is None or abs(error) <= UNREACHED_TIME_ERROR:
-            continue
         row = after.case.measurement.id
+        if error is None or abs(error) <= UNREACHED_TIME_ERROR or row in outliers:
+            continue
         if scale <= TIME_SCALE_MIN * 1.001 or scale >= TIME_SCALE_MAX * 0.999:
             lines.append(
                 f"{row}: time still {error * 100:+.0f}% after the refit: the stack factor time_scale stopped at its "

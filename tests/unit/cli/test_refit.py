@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,27 @@ def test_o_elsewhere_says_how_to_pass_the_file(
     out = _calibrate(capsys, tmp_path, tmp_path / "elsewhere.yaml")
     assert "use it with --calibration" in out and "now use it" not in out
     assert not (config_dir / "calibration.yaml").exists()
+
+
+def test_an_outlier_is_named_once_and_narrowed_bands_are_not_called_widened(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, config_dir: Path
+) -> None:
+    """Three rows of one stack (1.3× the model, ±2 %) and one 30× off: the outlier line, no 'time still' note for
+    it, and the leave-one-out band (narrower than the shipped one) not called widened."""
+    rows = []
+    for seq_len, scale in ((512, 1.3), (1024, 1.32), (2048, 1.28), (4096, 39.0)):
+        code, out, err = run(capsys, "estimate", "llama3.2-1b", "--gpu", "4090", "--method", "lora",
+                             "--seq-len", str(seq_len), "--micro-batch-size", "1", "--json")  # fmt: skip
+        assert code == 0, err
+        rows.append(f"llama3.2-1b,rtx-4090,lora,{seq_len},1,{json.loads(out)['micro_step_time_s'] * scale:.6g}")
+    csv_file = tmp_path / "runs.csv"
+    header = "model,gpu,method,seq_len,micro_batch_size,micro_step_time_s\n"
+    csv_file.write_text(header + "\n".join(rows) + "\n", encoding="utf-8")
+    code, out, err = run(capsys, "calibrate", str(csv_file), "-o", str(tmp_path / "c.yaml"))
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "outlier, named and left out of the fit: runs-row4: measured" in text
+    assert "runs-row4: time still" not in text and "note: runs-row" not in text
+    assert "fitted: time from 3 timed row(s); moved time_scale 1 → 1.29" in text  # 1.30 shrunk 2 % (mixture prior)
+    assert "time bands from your rows held out one at a time: time_error_band[default] 0.62 → 0.05" in text
+    assert "error bands widened: time_error_band" not in text
