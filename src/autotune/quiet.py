@@ -70,6 +70,11 @@ _EXPORTED: set[str] = set()
 """The :data:`QUIET_ENV` variables this process set (not the user's), withdrawn when verbose is asked later."""
 
 
+def set_by_user(name: str) -> bool:
+    """Whether the environment variable ``name`` is set and was not set by :func:`quiet_third_party` (the user's)."""
+    return name in os.environ and name not in _EXPORTED
+
+
 def is_verbose() -> bool:
     """Whether the user asked for third-party output (``AUTOTUNE_VERBOSE`` set, not empty or ``0``)."""
     return os.environ.get(VERBOSE_ENV, "").strip() not in ("", "0")

@@ -125,3 +125,17 @@ def test_the_packed_collator_restarts_positions_and_masks_each_first_label() -> 
     assert rows["labels"].tolist() == [[IGNORE_INDEX, 6, 7, IGNORE_INDEX, 9], [IGNORE_INDEX, 11, *[IGNORE_INDEX] * 3]]
     assert rows["position_ids"].tolist() == [[0, 1, 2, 0, 1], [0, 1, 2, 3, 4]]  # padding continues the last example
     assert "attention_mask" not in rows and "attention_mask" not in flat
+
+
+@pytest.mark.parametrize("fmt", ["instruction", "text"])
+def test_batched_tokenization_gives_the_ids_of_row_by_row(tokenizer: Any, fmt: str) -> None:
+    """``tokenize_rows`` (one tokenizer call per batch) equals ``TOKENIZERS[fmt]`` row by row, input column or not."""
+    from autotune.trainer.data import TOKENIZERS, tokenize_rows
+
+    if fmt == "instruction":
+        rows: list[dict[str, Any]] = _skewed_rows(40, 3)
+        rows[1]["input"] = "with some input"
+    else:
+        rows = text_rows(40)
+    batch = {column: [row[column] for row in rows] for column in rows[0]}
+    assert tokenize_rows(batch, fmt, tokenizer) == [TOKENIZERS[fmt](row, tokenizer) for row in rows]

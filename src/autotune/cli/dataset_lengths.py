@@ -12,6 +12,7 @@ What is not priced yet (issue 26): the blocks are costed as full ``seq_len`` seq
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Final, get_args
 
 from autotune.cli.console import err_console
 from autotune.errors import InvalidRequestError
+from autotune.quiet import set_by_user
 from autotune.schemas.dataset_stats import (
     DatasetStats,
     ExampleLengths,
@@ -69,6 +71,12 @@ def tokenizer_source(model: str, tokenizer: str | None) -> str:
     )
 
 
+PARALLELISM_ENV: Final = "TOKENIZERS_PARALLELISM"
+"""The Hugging Face tokenizers switch for batch encoding on every core (``tokenizers`` reads it at the first batch).
+Quiet mode sets it false for processes that fork (the trainer's data loader); the lengths subprocess never forks, so
+it runs with it true unless the user set it (measured: docs/usage.md, "Plan from your dataset")."""
+
+
 def read_lengths(dataset: str, source: str, dataset_format: str, max_rows: int) -> ExampleLengths:
     """Run ``python -m autotune.trainer.lengths`` and return its lengths; a spinner on stderr while it runs.
 
@@ -78,10 +86,13 @@ def read_lengths(dataset: str, source: str, dataset_format: str, max_rows: int) 
     """
     argv = [sys.executable, "-m", "autotune.trainer.lengths", "--dataset", dataset, "--tokenizer", source,
             "--dataset-format", dataset_format, "--max-rows", str(max_rows)]  # fmt: skip
+    env = dict(os.environ)
+    if not set_by_user(PARALLELISM_ENV):
+        env[PARALLELISM_ENV] = "true"  # the child never forks: let the Rust tokenizer use every core
     started = time.perf_counter()
     with err_console().status(f"tokenizing {dataset} with the tokenizer of {source} …"):
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=LENGTHS_TIMEOUT_S, check=False)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=LENGTHS_TIMEOUT_S, check=False, env=env)
         except subprocess.TimeoutExpired:
             raise InvalidRequestError(
                 f"tokenizing {dataset} took over {LENGTHS_TIMEOUT_S:.0f} s: lower --max-rows"

@@ -17,6 +17,9 @@ import json
 import sys
 from typing import Any
 
+BATCH_ROWS = 1000
+"""Rows tokenized per tokenizer call (:func:`autotune.trainer.data.tokenize_rows`)."""
+
 
 def example_lengths(
     dataset: str, tokenizer_source: str, dataset_format: str, max_rows: int, progress_every: int = 0
@@ -29,30 +32,31 @@ def example_lengths(
     from autotune.quiet import quiet_third_party
 
     quiet_third_party()
-    from autotune.trainer.data import IGNORE_INDEX, TOKENIZERS, detect_format, load_raw_dataset
+    from autotune.trainer.data import IGNORE_INDEX, detect_format, load_raw_dataset, tokenize_rows
     from autotune.trainer.model import load_tokenizer, resolve_source
 
     raw = load_raw_dataset(dataset)
     fmt = detect_format(list(raw.column_names), dataset_format, dataset)
     tokenizer = load_tokenizer(resolve_source(tokenizer_source))
-    tokenize = TOKENIZERS[fmt]
     total = len(raw)
-    rows = raw.select(range(min(total, max_rows))) if total > max_rows else raw
+    count = min(total, max_rows)
     lengths: list[int] = []
     first_learned: list[int] = []
     learned: list[int] = []
-    for index, row in enumerate(rows):
-        example = tokenize(dict(row), tokenizer)
-        labels, size = example.labels, len(example.input_ids)
-        lengths.append(size)
-        first_learned.append(next((k for k in range(1, size) if labels[k] != IGNORE_INDEX), size))
-        learned.append(size - 1 - labels[1:].count(IGNORE_INDEX) if size else 0)  # the first label never counts
-        if progress_every and (index + 1) % progress_every == 0:
-            print(f"progress {index + 1} {len(rows)}", file=sys.stderr, flush=True)
+    reported = 0
+    for start in range(0, count, BATCH_ROWS):
+        for example in tokenize_rows(raw[start : min(count, start + BATCH_ROWS)], fmt, tokenizer):
+            labels, size = example.labels, len(example.input_ids)
+            lengths.append(size)
+            first_learned.append(next((k for k in range(1, size) if labels[k] != IGNORE_INDEX), size))
+            learned.append(size - 1 - labels[1:].count(IGNORE_INDEX) if size else 0)  # the first label never counts
+        if progress_every and len(lengths) - reported >= progress_every:
+            reported = len(lengths)
+            print(f"progress {len(lengths)} {count}", file=sys.stderr, flush=True)
     return {
         "format": fmt,
         "rows_total": total,
-        "rows_read": len(rows),
+        "rows_read": count,
         "lengths": lengths,
         "first_learned": first_learned,
         "learned": learned,
