@@ -58,7 +58,7 @@ def test_the_plan_sees_the_blocks_the_launch_trains_on(
 ) -> None:
     data = write_jsonl(tmp_path / "d.jsonl", _rows(fmt))
     code, out, err = run(capsys, "plan", str(tiny_model_dir), "--gpu", "4090", "--dataset", str(data),
-                         "--seq-len", str(SEQ_LEN), "--epochs", "2", "--json")  # fmt: skip
+                         "--seq-len", str(SEQ_LEN), "--epochs", "2", "--packing", "packed", "--json")  # fmt: skip
     assert code == 0, err
     result = json.loads(out)
     stats = result["plan_file"]["dataset"]
@@ -70,7 +70,7 @@ def test_the_plan_sees_the_blocks_the_launch_trains_on(
     workload = result["plan_file"]["workload"]
     assert workload["num_samples"] == blocks and workload["epochs"] == 2
     assert result["plan"]["num_optimizer_steps"] >= blocks * 2 // workload["global_batch_size"]
-    assert any(f"{blocks} packed blocks of seq_len {SEQ_LEN}" in note for note in result["notes"])
+    assert any(note.startswith(f"packed: {blocks} blocks of seq_len {SEQ_LEN}") for note in result["notes"])
     assert any("seq_len 32 truncates" in note for note in result["notes"])
 
 
@@ -110,6 +110,7 @@ def test_launch_warns_when_given_other_data(
         (("MODEL", "--num-samples", "5"), "--dataset gives the data's size"),
         (("MODEL", "--max-rows", "0"), "--max-rows must be at least 1"),
         (("MODEL", "--dataset-format", "csv"), "--dataset-format 'csv': choose one of"),
+        (("MODEL", "--packing", "sorted"), "--packing 'sorted': choose one of auto, packed, padded"),
     ],
 )
 def test_bad_input_is_one_line(
@@ -151,6 +152,43 @@ def test_the_launch_runs_the_predicted_number_of_optimizer_steps(
     predicted = planned.prediction.num_optimizer_steps
     assert planned.dataset is not None and planned.dataset.blocks == 13
     assert predicted == {"1": 3, "2": 6}[epochs]  # ⌈13 / 2⌉ = 7 micro batches → 3 steps per epoch (not ⌈26 / 6⌉ = 5)
+    code, _, err = run(capsys, "launch", str(plan), "--dataset", str(data), "--output-dir", str(tmp_path / "run"),
+                       "--cpu", "--save-steps", "1000")  # fmt: skip
+    assert code == 0, err[-3000:]
+    assert read_report(tmp_path / "run").steps == predicted
+
+
+def test_padded_batches_are_planned_and_launched_one_example_per_row(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--packing padded``: one sequence per kept example (13, where packing makes fewer blocks), priced from the
+    length distribution; the launch batches them padded and runs the predicted steps. ``auto`` says what it chose."""
+    from trainer_helpers import read_report
+
+    from autotune.schemas.plan_io import load_plan
+
+    rows = [{"instruction": f"go {WORDS[i % 12]}", "output": pattern_text(i, 2 + i % 3)} for i in range(13)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    common = ["--gpu", "4090", "--dataset", str(data), "--seq-len", str(SEQ_LEN), "--global-batch-size", "4",
+              "--micro-batch-size", "2", "--method", "lora", "--no-compile", "--precision", "fp32"]  # fmt: skip
+    code, out, err = run(capsys, "plan", str(tiny_model_dir), *common, "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert any(note.startswith("packing: ") and "--packing" in note for note in result["notes"]), result["notes"]
+    packed_blocks = result["plan_file"]["dataset"]["blocks"]
+    assert packed_blocks < 13
+    plan = tmp_path / "plan.yaml"
+    code, _, err = run(capsys, "plan", str(tiny_model_dir), *common, "--packing", "padded", "-o", str(plan))
+    assert code == 0, err
+    planned = load_plan(plan)
+    workload = planned.workload
+    assert planned.dataset is not None and planned.dataset.packing == "padded"
+    assert workload.num_samples == 13 and workload.tokens_per_sample is not None
+    assert workload.padded_length_quantiles is not None and workload.padded_longest_tokens is not None
+    # every row is padded to its micro batch's longest: more tokens computed than real ones
+    assert workload.computed_tokens_per_sequence(2) > workload.tokens_per_sequence
+    predicted = planned.prediction.num_optimizer_steps
+    assert predicted == 4  # ⌈13 / 2⌉ = 7 micro batches → ⌈7 / 2⌉ steps
     code, _, err = run(capsys, "launch", str(plan), "--dataset", str(data), "--output-dir", str(tmp_path / "run"),
                        "--cpu", "--save-steps", "1000")  # fmt: skip
     assert code == 0, err[-3000:]

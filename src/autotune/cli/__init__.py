@@ -10,7 +10,8 @@ Modules:
   planning       options (PlanOptions) → PlanRequest → plan, shared by plan / sweep / launch MODEL
   gpu_grid       plan across GPU types and counts: the table of the best setting per type × count, prices
   dataset_lengths  ``--dataset`` of plan / estimate: the data tokenized as a launch would (a subprocess), its
-                 statistics and packed blocks as the workload
+                 statistics, and its packed blocks or padded rows as the workload (``--packing``)
+  dataset_plan   ``plan --dataset``: plan the data packed and padded, keep the faster whole run
   refit          options, refit-and-write and tables shared by calibrate and probe
   _shared        which calibration to use (``--calibration``, the user's, the shipped) and a plan's estimator
   options        typer option types whose help comes from the schemas' field descriptions

@@ -2,11 +2,14 @@
 
 The lengths come from ``python -m autotune.trainer.lengths`` in a subprocess (planning never imports the training
 stack): the launch's loader, format detection and tokenization with the model's own tokenizer. They become a
-:class:`~autotune.schemas.dataset_stats.DatasetStats` at the plan's ``seq_len`` and a workload of the packed blocks
-(the core packs whole examples by best-fit decreasing: ``num_samples`` = blocks, each a sequence of ``seq_len``).
+:class:`~autotune.schemas.dataset_stats.DatasetStats` at the plan's ``seq_len`` and a workload (``--packing``): the
+packed blocks (the core packs whole examples by best-fit decreasing: ``num_samples`` = blocks, each a sequence of
+``seq_len``), or padded rows (one example per sequence, each micro batch padded to its longest example:
+``Workload.computed_tokens_per_sequence``). ``auto`` prices both and keeps the faster whole run (``cli.dataset_plan``).
 
-What is not priced yet (issue 26): the blocks are costed as full ``seq_len`` sequences (attention b × s², not
-Σ lᵢ²; the real tokens are ``packing_efficiency`` of that), and padded batches are not offered as an alternative.
+Not priced yet (issue 26): packed blocks are costed as full ``seq_len`` sequences (attention b × s² as sdpa's
+row-per-block layout computes it; flash-attention-2's flattened layout would cost Σ lᵢ²), and their tokens/s counts
+the blocks' padding (``packing_efficiency`` says how much is real).
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ from autotune.cli.console import err_console
 from autotune.errors import InvalidRequestError
 from autotune.quiet import set_by_user
 from autotune.schemas.dataset_stats import (
+    PACKINGS,
     DatasetStats,
     ExampleLengths,
+    Packing,
     fingerprint,
+    padded_batches,
     seq_len_notes,
     summarize,
 )
@@ -157,23 +163,75 @@ def dataset_samples(
             f"tokenized the first {stats.rows_read:,} of {stats.rows_total:,} rows (--max-rows); the rest are assumed "
             "alike"
         )
-    notes.append(
-        f"{stats.blocks_total:,} packed blocks of seq_len {stats.seq_len} at {stats.packing_efficiency:.1%} packing "
-        "efficiency: tokens/s and the run's time are priced as full blocks (real tokens are that fraction)"
-    )
     return stats.blocks_total, stats, notes
+
+
+PACKING_CHOICES: Final[tuple[str, ...]] = ("auto", *PACKINGS)
+"""What ``--packing`` takes."""
+
+
+def check_packing(packing: str, dataset: str | None) -> None:
+    """Refuse a ``--packing`` value that is not one of :data:`PACKING_CHOICES`, or one given without ``--dataset``.
+
+    Raises:
+        InvalidRequestError: one line naming the choices.
+    """
+    if packing not in PACKING_CHOICES:
+        raise InvalidRequestError(f"--packing {packing!r}: choose one of {', '.join(PACKING_CHOICES)}")
+    if packing != "auto" and dataset is None:
+        raise InvalidRequestError("--packing chooses how --dataset's examples are batched: give --dataset too")
+
+
+def packing_layouts(packing: str) -> tuple[Packing, ...]:
+    """The layouts ``--packing`` asks to price: both for ``auto``, else the one named.
+
+    Raises:
+        InvalidRequestError: not one of :data:`PACKING_CHOICES`.
+    """
+    if packing == "auto":
+        return PACKINGS
+    for layout in PACKINGS:
+        if layout == packing:
+            return (layout,)
+    raise InvalidRequestError(f"--packing {packing!r}: choose one of {', '.join(PACKING_CHOICES)}")
+
+
+def packing_note(stats: DatasetStats, packing: Packing) -> str:
+    """What the workload of ``packing`` is, in one line (sequences, their real tokens, what the time is priced on)."""
+    if packing == "packed":
+        return (
+            f"packed: {stats.blocks_total:,} blocks of seq_len {stats.seq_len} at {stats.packing_efficiency:.1%} "
+            "packing efficiency, priced as full blocks (real tokens are that fraction)"
+        )
+    return (
+        f"padded: {stats.examples_total:,} examples of {stats.mean_kept_tokens:,.0f} tokens on average, one per row, "
+        "each micro batch padded to its longest example (priced from the length distribution; tokens/s counts real "
+        "tokens)"
+    )
+
+
+def with_packing(options: PlanOptions, stats: DatasetStats, packing: Packing) -> PlanOptions:
+    """``options`` whose workload is ``stats``'s examples batched as ``packing`` (packed blocks or padded rows)."""
+    if packing == "packed":
+        return replace(options, num_samples=stats.blocks_total, padded=None)
+    return replace(options, num_samples=None, padded=padded_batches(stats))
 
 
 def dataset_workload(options: PlanOptions) -> tuple[PlanOptions, DatasetStats | None, list[str]]:
     """``options`` with the workload of ``options.dataset`` (:func:`dataset_samples`), its statistics and notes.
 
+    The workload is ``options.packing``'s (packed blocks for ``auto``: ``cli.dataset_plan`` then prices both).
     ``options`` come back unchanged, with no statistics, without ``--dataset``.
+
+    Raises:
+        AutotuneError: what :func:`check_packing` and :func:`dataset_samples` refuse.
     """
+    check_packing(options.packing, options.dataset)
     if options.dataset is None:
         return options, None, []
     sized = options.num_samples is not None or options.dataset_tokens is not None
-    num_samples, stats, notes = dataset_samples(
+    _, stats, notes = dataset_samples(
         options.model, options.dataset, options.tokenizer, options.dataset_format, options.max_rows,
         options.seq_len, sized,
     )  # fmt: skip
-    return replace(options, num_samples=num_samples), stats, notes
+    return with_packing(options, stats, packing_layouts(options.packing)[0]), stats, notes

@@ -10,8 +10,8 @@ import typer
 from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
-from autotune.cli.dataset_lengths import dataset_samples
-from autotune.cli.render import dataset_table, print_json, render_estimate
+from autotune.cli.dataset_lengths import check_packing, dataset_samples, packing_layouts, packing_note
+from autotune.cli.render import dataset_table, human_duration, print_json, render_estimate
 from autotune.cli.resolve import host_memory_note, kernels_notes, lora_dropout_notes, offload_time_notes
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.cli.tracing import (
@@ -23,13 +23,47 @@ from autotune.cli.tracing import (
 )
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InvalidRequestError
+from autotune.planner.packing import choose_packing
 from autotune.planner.space import sharding_error
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats
+from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats, Packing, padded_batches
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import DEFAULT_SEQ_LEN, Workload
+from autotune.schemas.setting import DEFAULT_SEQ_LEN, TrainingSetting, Workload
+
+
+def estimate_dataset(
+    spec: ModelSpec,
+    cluster: ClusterSpec,
+    packed: Workload,
+    setting: TrainingSetting,
+    coefficients: CostCoefficients,
+    stats: DatasetStats,
+    packing: str,
+) -> tuple[Packing, Workload, Estimate, list[str]]:
+    """The estimate of ``setting`` on ``stats``'s examples as ``packing`` says (``auto``: the faster whole run).
+
+    ``packed``: the workload of the packed blocks. Returns the layout, its workload, its estimate and notes (the
+    layout's workload, and with ``auto`` both runs' times). With ``auto`` and neither layout fitting: packed.
+    """
+    padded = Workload.model_validate({**packed.model_dump(), **padded_batches(stats).model_dump()})
+    workloads: dict[Packing, Workload] = {"packed": packed, "padded": padded}
+    layouts = packing_layouts(packing)
+    estimates = {
+        layout: estimate_setting(spec, cluster, workloads[layout], setting, coefficients) for layout in layouts
+    }
+    fitting = {layout: e.total_time_s if e.fits else None for layout, e in estimates.items()}
+    chosen = choose_packing(fitting) if any(t is not None for t in fitting.values()) else layouts[0]
+    notes = [packing_note(stats, chosen)]
+    if len(layouts) > 1:
+        other = next(layout for layout in layouts if layout != chosen)
+        times = {layout: human_duration(estimates[layout].total_time_s) for layout in layouts}
+        notes.append(
+            f"packing: {chosen} — the whole run {times[chosen]} against {times[other]} {other} "
+            f"(--packing {other} to estimate it that way)"
+        )
+    return chosen, workloads[chosen], estimates[chosen], notes
 
 
 @takes_setting_options(stated=True)
@@ -48,6 +82,7 @@ def estimate_command(
     tokenizer: opt.TokenizerOpt = None,
     dataset_format: opt.PlanDatasetFormatOpt = "auto",
     max_rows: opt.MaxRowsOpt = DEFAULT_MAX_ROWS,
+    packing: opt.PackingOpt = "auto",
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also draw the memory breakdown to this PNG (needs matplotlib).")
@@ -64,6 +99,7 @@ def estimate_command(
         check_plot_path(plot)  # fail before any work
     if trace:
         require_torch()
+    check_packing(packing, dataset)
     stats: DatasetStats | None = None
     dataset_notes: list[str] = []
     if dataset is not None:
@@ -89,7 +125,14 @@ def estimate_command(
     topology_error = sharding_error(stated.sharding, cluster.world_size)
     if topology_error:
         raise InvalidRequestError(topology_error)
-    estimate = estimate_setting(spec, cluster, workload, stated, coefficients)
+    if stats is not None:
+        chosen, workload, estimate, layout_notes = estimate_dataset(
+            spec, cluster, workload, stated, coefficients, stats, packing
+        )
+        stats = stats.model_copy(update={"packing": chosen})
+        notes = layout_notes + notes
+    else:
+        estimate = estimate_setting(spec, cluster, workload, stated, coefficients)
     notes += host_memory_note(cluster, host_memory_gib, [stated])
     notes += lora_dropout_notes(spec, [stated])
     notes += kernels_notes([stated])

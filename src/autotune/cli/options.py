@@ -52,6 +52,14 @@ TokenizerOpt = Annotated[
 PlanDatasetFormatOpt = Annotated[
     str, typer.Option("--dataset-format", help="Format of --dataset: auto, instruction, chat or text.")
 ]
+PackingOpt = Annotated[
+    str,
+    typer.Option(
+        "--packing",
+        help="With --dataset: packed (whole examples in blocks of seq_len), padded (one example per row, padded to "
+        "its micro batch's longest), or auto (the one whose whole run is faster).",
+    ),
+]
 MaxRowsOpt = Annotated[
     int, typer.Option("--max-rows", help="Rows of --dataset tokenized at most; the rest are assumed alike.")
 ]

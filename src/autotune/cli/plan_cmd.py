@@ -104,6 +104,7 @@ def plan_command(
     tokenizer: opt.TokenizerOpt = None,
     dataset_format: opt.PlanDatasetFormatOpt = "auto",
     max_rows: opt.MaxRowsOpt = DEFAULT_MAX_ROWS,
+    packing: opt.PackingOpt = "auto",
     calibration: opt.CalibrationOpt = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the plan YAML here.")] = None,
     plot: Annotated[
@@ -144,6 +145,7 @@ def plan_command(
         tokenizer=tokenizer,
         dataset_format=dataset_format,
         max_rows=max_rows,
+        packing=packing,
         setting=setting,
     )
     options, dataset_stats, dataset_notes = dataset_workload(options)
@@ -156,10 +158,13 @@ def plan_command(
         plan_grid_command(options, num_gpus, deadline, budget, price, output, json_, started)
         return
     options = replace(options, num_gpus=single_count(num_gpus))
-    plan_file, result, notes = plan_from_options(options)
     if dataset_stats is not None:
-        plan_file = plan_file.model_copy(update={"dataset": dataset_stats})
+        from autotune.cli.dataset_plan import plan_dataset
+
+        plan_file, result, notes = plan_dataset(options, dataset_stats)
         notes = dataset_notes + notes
+    else:
+        plan_file, result, notes = plan_from_options(options)
     elapsed = time.perf_counter() - started
     if verify:
         from autotune.cli.plan_verify import verify_plan

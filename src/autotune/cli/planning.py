@@ -24,7 +24,7 @@ from autotune.errors import InvalidRequestError
 from autotune.planner.build import build_plan_file
 from autotune.planner.request import ADAPTER_ONLY_FIELDS, PlanRequest
 from autotune.planner.search import PlanResult, search
-from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
+from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, PaddedBatches
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
 
@@ -52,7 +52,10 @@ class PlanOptions:
     tokenizer: str | None = None
     dataset_format: str = "auto"
     max_rows: int = DEFAULT_MAX_ROWS
+    packing: str = "auto"
     setting: SettingOptions = field(default_factory=SettingOptions)
+    padded: PaddedBatches | None = None
+    """Padded batches of ``dataset`` (``dataset_lengths.dataset_workload``), not a command-line value."""
 
     def with_method(self, method: str, seq_len: int) -> PlanOptions:
         """These options with ``method`` forced and ``seq_len`` (one cell of ``sweep``).
@@ -84,6 +87,7 @@ def request_from_options(options: PlanOptions) -> tuple[PlanRequest, list[str]]:
         num_samples=options.num_samples,
         dataset_tokens=options.dataset_tokens,
         epochs=options.epochs,
+        padded=options.padded,
         objective=options.objective,
         overrides=options.setting.overrides(),
         coefficients=coefficients,
@@ -107,7 +111,7 @@ def plan_from_options(options: PlanOptions) -> tuple[PlanFile, PlanResult, list[
     return plan_file, result, notes
 
 
-PLAN_OPTION_NAMES = tuple(option.name for option in fields(PlanOptions) if option.name != "setting")
+PLAN_OPTION_NAMES = tuple(option.name for option in fields(PlanOptions) if option.name not in ("setting", "padded"))
 """The fields of :class:`PlanOptions` that are ``plan`` parameters of the same name."""
 
 PLAN_OUTPUT_PARAMS = frozenset({"output", "json_", "plot", "verify"})

@@ -14,6 +14,7 @@ from autotune.planner.space import assumed_host_memory_gib
 from autotune.profiles.catalog import resolve_gpu
 from autotune.profiles.model_source import resolve_model_source
 from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.dataset_stats import PaddedBatches
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.lora_targets import lora_dropout_note
 from autotune.schemas.model import ModelSpec
@@ -188,12 +189,14 @@ def build_request(
     epochs: float,
     objective: str,
     overrides: Overrides,
+    padded: PaddedBatches | None = None,
     coefficients: CostCoefficients | None,
     calibration_name: str,
 ) -> tuple[PlanRequest, list[str]]:
     """Validate every planning input and build the request; returns it with notes to show the user.
 
-    ``overrides`` is already validated (:meth:`autotune.cli.setting_options.SettingOptions.overrides`); the objective is
+    ``padded``: a dataset's padded batches (their ``num_samples`` replaces ``num_samples``). ``overrides`` is already
+    validated (:meth:`autotune.cli.setting_options.SettingOptions.overrides`); the objective is
     checked by :class:`PlanRequest` (its ``Objective`` type, the one list of objectives).
 
     Raises:
@@ -203,14 +206,9 @@ def build_request(
     cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
     notes += shapes_note(spec, source)
     notes += [approximation_note(spec.key, text) for text in spec.approximations]
-    workload = validated(
-        Workload,
-        seq_len=seq_len,
-        global_batch_size=global_batch_size,
-        num_samples=num_samples,
-        dataset_tokens=dataset_tokens,
-        epochs=epochs,
-    )
+    sizes: dict[str, Any] = {"num_samples": num_samples, "dataset_tokens": dataset_tokens}
+    sizes.update(padded.model_dump() if padded is not None else {})
+    workload = validated(Workload, seq_len=seq_len, global_batch_size=global_batch_size, epochs=epochs, **sizes)
     notes += [note for note in [seq_len_note(spec, seq_len)] if note]
     request = validated(
         PlanRequest,

@@ -53,8 +53,11 @@ class SettingContext:
         lora: what peft builds for the adapters (``params.lora_layout``; ``params.NO_LORA`` without adapters).
         trainable_params: parameters the optimizer updates: the adapters' (``params.lora_params``), else every one.
         flash_attention: :func:`uses_flash_attention`.
-        seq_tokens: tokens per sequence (``Workload.tokens_per_sequence``).
+        seq_tokens: tokens computed per sequence, padding included (``Workload.computed_tokens_per_sequence``).
         tokens: tokens per micro batch (micro batch × ``seq_tokens``).
+        peak_seq_tokens: tokens of the longest sequence a micro batch can hold (``Workload.peak_tokens_per_sequence``):
+            what activation memory is sized for (padded batches: the longest example; else ``seq_tokens``).
+        peak_tokens: micro batch × ``peak_seq_tokens``.
         forward_passes: forward passes per micro-step (2 with activation checkpointing: the recompute).
         lora_dropout: the dropout peft applies to the adapters (0 when a parameter target forces it off;
             :func:`autotune.schemas.lora_targets.effective_lora_dropout`); 0 without adapters.
@@ -74,6 +77,8 @@ class SettingContext:
     flash_attention: bool
     seq_tokens: float
     tokens: float
+    peak_seq_tokens: float
+    peak_tokens: float
     forward_passes: int
     lora_dropout: float
     fused: FusedKernels
@@ -131,7 +136,8 @@ def setting_context(
     Raises:
         InvalidRequestError: LoRA targets or rank the model cannot take (``params.lora_adapters``).
     """
-    seq = workload.tokens_per_sequence
+    seq = workload.computed_tokens_per_sequence(setting.micro_batch_size)
+    peak_seq = max(seq, workload.peak_tokens_per_sequence)
     adapters = setting.uses_adapters
     dropout = effective_lora_dropout(model.model_type, setting.lora_targets, setting.lora_dropout) if adapters else 0.0
     facts = parameter_facts(model, adapters, setting.lora_rank, setting.lora_targets)
@@ -148,6 +154,8 @@ def setting_context(
         flash_attention=uses_flash_attention(setting, cluster.gpu),
         seq_tokens=seq,
         tokens=setting.micro_batch_size * seq,
+        peak_seq_tokens=peak_seq,
+        peak_tokens=setting.micro_batch_size * peak_seq,
         forward_passes=1 + int(setting.grad_ckpt),
         lora_dropout=dropout,
         fused=fused_kernels(model, setting),

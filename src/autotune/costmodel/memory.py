@@ -278,11 +278,14 @@ class ActivationTerms:
 
 
 def activation_terms(context: SettingContext) -> ActivationTerms:
-    """The activation bytes of ``context``'s micro batch (derivation: :mod:`autotune.costmodel.activations`)."""
+    """The activation bytes of ``context``'s micro batch (derivation: :mod:`autotune.costmodel.activations`).
+
+    Sized for the longest micro batch (``peak_seq_tokens``: padded batches peak at their longest example's length).
+    """
     model, setting, dtypes = context.model, context.setting, context.dtypes
     seq_tokens, tokens, flash, fused, lora = (
-        context.seq_tokens,
-        context.tokens,
+        context.peak_seq_tokens,
+        context.peak_tokens,
         context.flash_attention,
         context.fused,
         context.lora,

@@ -8,6 +8,7 @@ Modules:
   build     PlanFile from a request and its search result
   sweep     plan over a grid of sequence lengths / methods
   grid      plan every GPU type × count, choose by time or cost under a deadline / budget
+  packing   a dataset's layout, packed or padded: the faster whole run
 """
 
 from autotune.planner.build import build_plan_file, plan

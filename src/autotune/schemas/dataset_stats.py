@@ -20,7 +20,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -42,8 +42,23 @@ SLACK_NOTE_FACTOR: Final[float] = 2.0
 padded batches carry mostly padding)."""
 
 
+LENGTH_BINS: Final[int] = 200
+"""``DatasetStats.length_quantiles`` holds one length per 0.5 % of the kept examples, the quantile at each bin's
+middle ((k + ½) / 200, nearest rank), each standing for its bin: ``Workload.computed_tokens_per_sequence`` prices a
+padded micro batch from them. On log-normal lengths (σ 0.6–1.5, 5,000 examples) E[longest of b] from the 200 is
+within 0.1–3.1 % (under) of the exact one from every length for b = 1…32 (100 bins: up to 11 %; the 0…100 %
+quantiles with the maximum as one of 101: up to 26 % over); a test bounds it."""
+
+
 SEQ_LEN_STEP: Final[int] = 64
 """A suggested shorter ``seq_len`` is the p99 length rounded up to a multiple of this (tensor-core friendly)."""
+
+
+Packing = Literal["packed", "padded"]
+"""How a dataset's examples are batched: whole examples packed into blocks of seq_len, or one per row, padded."""
+
+PACKINGS: Final[tuple[Packing, ...]] = ("packed", "padded")
+"""The layouts ``plan --packing`` chooses between (``auto``: the one whose whole run is faster)."""
 
 
 class ExampleLengths(StrictModel):
@@ -88,6 +103,16 @@ class DatasetStats(StrictModel):
     tokens_lost: int = Field(ge=0, description="Tokens cut by that truncation.")
     blocks: int = Field(ge=0, description="Blocks of seq_len that best-fit-decreasing packing makes of the rows read.")
     packing_efficiency: float = Field(ge=0, le=1, description="Real tokens / (blocks × seq_len).")
+    length_quantiles: list[int] = Field(
+        default_factory=list,
+        description="Kept examples' lengths after truncation, one per 0.5 % of them (:func:`length_bins`): what "
+        "padded batches are priced from (empty in plans written before it).",
+    )
+    packing: Packing = Field(
+        default="packed",
+        description="How the plan batches the examples: whole examples packed into blocks of seq_len, or one example "
+        "per row padded to the longest of its micro batch (``plan --packing``).",
+    )
 
     @property
     def scale(self) -> float:
@@ -95,9 +120,44 @@ class DatasetStats(StrictModel):
         return self.rows_total / self.rows_read if self.rows_read else 1.0
 
     @property
+    def examples_total(self) -> int:
+        """Kept examples of the whole dataset (the rows read scaled to all rows): the padded batches' sequences."""
+        return max(1, math.ceil(self.examples_kept * self.scale)) if self.examples_kept else 0
+
+    @property
+    def mean_kept_tokens(self) -> float:
+        """Mean tokens of a kept example after truncation (0 with none)."""
+        return self.total_tokens / self.examples_kept if self.examples_kept else 0.0
+
+    @property
     def blocks_total(self) -> int:
         """Packed blocks of the whole dataset (the rows read scaled to all rows)."""
         return max(1, math.ceil(self.blocks * self.scale)) if self.blocks else 0
+
+
+class PaddedBatches(StrictModel):
+    """What a padded-batch workload adds to ``Workload`` (its fields of the same names), from a dataset's statistics."""
+
+    num_samples: int = Field(ge=1, description="Examples kept, over the whole dataset: one sequence each.")
+    tokens_per_sample: float = Field(gt=0, description="Mean real tokens of a kept example after truncation.")
+    padded_length_quantiles: tuple[int, ...] = Field(description="The kept lengths by equal shares (length_bins).")
+    padded_longest_tokens: int = Field(ge=1, description="The longest kept example after truncation.")
+
+
+def padded_batches(stats: DatasetStats) -> PaddedBatches:
+    """The padded-batch workload of ``stats`` (one kept example per sequence, padded to its micro batch's longest).
+
+    Raises:
+        ValueError: ``stats`` has no kept example or no length quantiles (a plan file written before them).
+    """
+    if not stats.examples_kept or not stats.length_quantiles:
+        raise ValueError("no kept examples with length quantiles: padded batches cannot be priced")
+    return PaddedBatches(
+        num_samples=stats.examples_total,
+        tokens_per_sample=stats.mean_kept_tokens,
+        padded_length_quantiles=tuple(stats.length_quantiles),
+        padded_longest_tokens=min(stats.max_tokens, stats.seq_len),
+    )
 
 
 def percentile(sorted_values: Sequence[int], fraction: float) -> int:
@@ -106,6 +166,12 @@ def percentile(sorted_values: Sequence[int], fraction: float) -> int:
         return 0
     rank = max(1, math.ceil(fraction * len(sorted_values)))
     return sorted_values[rank - 1]
+
+
+def length_bins(lengths: Sequence[int]) -> list[int]:
+    """``LENGTH_BINS`` lengths: the nearest-rank quantile at each equal bin's middle of ``lengths`` ([] for none)."""
+    ordered = sorted(lengths)
+    return [percentile(ordered, (k + 0.5) / LENGTH_BINS) for k in range(LENGTH_BINS)] if ordered else []
 
 
 def summarize(lengths: ExampleLengths, seq_len: int, fingerprint_: DatasetFingerprint, tokenizer: str) -> DatasetStats:
@@ -143,6 +209,7 @@ def summarize(lengths: ExampleLengths, seq_len: int, fingerprint_: DatasetFinger
         tokens_lost=sum(length - seq_len for length in ordered if length > seq_len),
         blocks=len(bins),
         packing_efficiency=total / (len(bins) * seq_len) if bins else 0.0,
+        length_quantiles=length_bins(kept),
     )
 
 

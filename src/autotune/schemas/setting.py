@@ -336,6 +336,15 @@ class TrainingSetting(FrozenModel):
         return ", ".join(parts)
 
 
+def expected_longest(sorted_lengths: tuple[int, ...], draws: int) -> float:
+    """E[max of ``draws`` independent draws] from ``sorted_lengths`` (ascending, each equally likely).
+
+    P(max ≤ x₍ₖ₎) = (k / N)ⁿ for the k-th of N sorted values and n draws, so E[max] = Σₖ x₍ₖ₎ ((k/N)ⁿ − ((k−1)/N)ⁿ).
+    """
+    count = len(sorted_lengths)
+    return sum(length * (((k + 1) / count) ** draws - (k / count) ** draws) for k, length in enumerate(sorted_lengths))
+
+
 class Workload(FrozenModel):
     """What is trained on: sequence length, global batch and dataset size."""
 
@@ -350,17 +359,64 @@ class Workload(FrozenModel):
         description="Mean real tokens per sample when samples are shorter than seq_len and unpacked "
         "(None = every sequence is filled to seq_len).",
     )
+    padded_length_quantiles: tuple[int, ...] | None = Field(
+        default=None,
+        description="Padded batches of a dataset (``plan --dataset --packing padded``): its examples' lengths after "
+        "truncation, one per equal share of them (``dataset_stats.length_bins``), from which the tokens a micro "
+        "batch is padded to follow (its longest example). None = the sequences are filled (or priced at "
+        "tokens_per_sample).",
+    )
+    padded_longest_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="With padded_length_quantiles: the longest example after truncation (activation memory's worst "
+        "micro batch).",
+    )
 
     @model_validator(mode="after")
     def _one_size(self) -> Workload:
         if self.num_samples is not None and self.dataset_tokens is not None:
             raise ValueError("give either num_samples or dataset_tokens, not both")
+        quantiles = self.padded_length_quantiles
+        if quantiles is not None:
+            if self.tokens_per_sample is None:
+                raise ValueError("padded_length_quantiles needs tokens_per_sample (the mean real tokens)")
+            ordered = bool(quantiles) and list(quantiles) == sorted(quantiles)
+            if not ordered or quantiles[0] < 1 or quantiles[-1] > self.seq_len:
+                raise ValueError("padded_length_quantiles must ascend within 1..seq_len")
+            longest = self.padded_longest_tokens
+            if longest is None or not quantiles[-1] <= longest <= self.seq_len:
+                raise ValueError("padded_longest_tokens must be given, at least the last quantile, at most seq_len")
         return self
 
     @property
     def tokens_per_sequence(self) -> float:
-        """Tokens actually computed per sequence (seq_len when packed / filled)."""
+        """Real tokens per sequence: ``tokens_per_sample`` when given, else seq_len (packed / filled)."""
         return min(float(self.seq_len), self.tokens_per_sample or float(self.seq_len))
+
+    def computed_tokens_per_sequence(self, micro_batch_size: int) -> float:
+        """Tokens computed per sequence of a micro batch of ``micro_batch_size``: padding included.
+
+        Padded batches (``padded_length_quantiles``): every row is padded to the micro batch's longest example, so a
+        row computes E[max of b lengths] tokens, b = the micro batch, the lengths drawn independently (the Trainer's
+        random sampler) from the quantiles, each equally likely: Σₖ qₖ ((k+1)ⁿ − kⁿ) / Nⁿ over the N sorted
+        quantiles, n = b (the distribution of the maximum of n draws; at least the mean real length). Otherwise
+        :attr:`tokens_per_sequence`.
+        """
+        quantiles = self.padded_length_quantiles
+        if quantiles is None:
+            return self.tokens_per_sequence
+        return max(self.tokens_per_sequence, expected_longest(quantiles, micro_batch_size))
+
+    @property
+    def peak_tokens_per_sequence(self) -> float:
+        """Tokens of the longest sequence a micro batch can hold (memory's worst case).
+
+        The longest example when padded batches are priced (``padded_longest_tokens``), else
+        :attr:`tokens_per_sequence`.
+        """
+        longest = self.padded_longest_tokens
+        return float(longest) if longest is not None else self.tokens_per_sequence
 
     def optimizer_steps(self, setting: TrainingSetting, world_size: int) -> int | None:
         """Optimizer steps of the whole run, as the HF Trainer counts them; None without a dataset size.

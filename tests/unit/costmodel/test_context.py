@@ -47,3 +47,27 @@ def test_a_gpu_without_flash_attention_runs_math_attention_in_memory_and_time_al
     flash_growth = (flash_runs[2][1] - flash_runs[1][1]) / (flash_runs[1][1] - flash_runs[0][1])
     assert math_growth > 2.5 > flash_growth
     assert all(m[1] > f[1] for m, f in zip(math_runs, flash_runs, strict=True))
+
+
+def test_padded_batches_are_timed_at_the_expected_longest_and_sized_for_the_longest() -> None:
+    """A padded dataset workload: time at E[longest of the micro batch] (as a filled workload of that many tokens),
+    activation memory at the longest example (as a filled workload of that length): the worst micro batch."""
+    from autotune.schemas.setting import expected_longest
+
+    gpu = resolve_gpu("rtx-4090")[0]
+    cluster = ClusterSpec(gpu=gpu, num_gpus_per_node=1)
+    setting = TrainingSetting(method="lora", grad_ckpt=False, micro_batch_size=4)
+    quantiles = (100, 200, 400, 900)
+    padded = Workload(
+        seq_len=2048, tokens_per_sample=250.0, padded_length_quantiles=quantiles, padded_longest_tokens=1500
+    )
+    expected = expected_longest(quantiles, 4)
+    context = setting_context(LLAMA, setting, cluster, padded)
+    assert context.seq_tokens == pytest.approx(expected) and context.peak_seq_tokens == 1500
+    as_timed = Workload(seq_len=2048, tokens_per_sample=expected)
+    as_sized = Workload(seq_len=2048, tokens_per_sample=1500.0)
+    time_of = predict_time(LLAMA, setting, cluster, padded, PRIORS).micro_step_time_s
+    assert time_of == pytest.approx(predict_time(LLAMA, setting, cluster, as_timed, PRIORS).micro_step_time_s)
+    memory_of = predict_memory(LLAMA, setting, cluster, padded, PRIORS).peak_allocated_bytes
+    assert memory_of == pytest.approx(predict_memory(LLAMA, setting, cluster, as_sized, PRIORS).peak_allocated_bytes)
+    assert memory_of > predict_memory(LLAMA, setting, cluster, as_timed, PRIORS).peak_allocated_bytes
