@@ -54,7 +54,10 @@ class RunReport(StrictModel):
     )
     memory_kind: RunMemoryKind = Field(description="What peak_memory_gib_measured measures.")
     tokens_per_s_measured: float | None = Field(
-        default=None, ge=0, description="Training tokens per second over all ranks (steady-state steps)."
+        default=None,
+        ge=0,
+        description="Real training tokens per second over all ranks: the tokens of the steps after the first / their "
+        "summed wall time.",
     )
     step_time_s_measured: float | None = Field(
         default=None,

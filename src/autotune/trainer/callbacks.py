@@ -40,6 +40,7 @@ class RunMetrics:
     first_step: int | None = None
     last_step: int = 0
     tokens_at_start: int = 0
+    tokens_after_first_step: int = 0
     tokens_at_end: int = 0
 
     def median_step_time_s(self) -> float | None:
@@ -51,12 +52,17 @@ class RunMetrics:
         return statistics.median(self.micro_step_times_s) if self.micro_step_times_s else None
 
     def tokens_per_s(self) -> float | None:
-        """Tokens per optimizer step of this invocation (all ranks) / median step time."""
-        steps = self.last_step - (self.first_step if self.first_step is not None else self.last_step)
-        step_time = self.median_step_time_s()
-        if step_time is None or steps <= 0:
+        """Real tokens (all ranks) of the timed steps / their summed wall time; None before a second step.
+
+        The timed steps are every step after the invocation's first (``step_times_s``); their tokens are those seen
+        since the first step ended. A mean over the steps, not tokens per step over the median step: padded batches
+        differ in length from step to step, and the median step is a short one (a padded CPU run of the demo model
+        measured 148 tokens/s by the median, 82 by the mean; ``benchmarks/packing_ratio.py``).
+        """
+        timed_s = sum(self.step_times_s)
+        if not self.step_times_s or timed_s <= 0:
             return None
-        return (self.tokens_at_end - self.tokens_at_start) / steps / step_time
+        return (self.tokens_at_end - self.tokens_after_first_step) / timed_s
 
 
 class MetricsCallback(TrainerCallback):
@@ -79,6 +85,7 @@ class MetricsCallback(TrainerCallback):
         self.metrics.first_step = state.global_step
         self.metrics.last_step = state.global_step
         self.metrics.tokens_at_start = state.num_input_tokens_seen
+        self.metrics.tokens_after_first_step = state.num_input_tokens_seen
         self.metrics.tokens_at_end = state.num_input_tokens_seen
 
     def on_step_begin(
@@ -99,6 +106,8 @@ class MetricsCallback(TrainerCallback):
         now = time.perf_counter()
         if self._last_step_end_s is not None:
             self.metrics.step_times_s.append(now - self._last_step_end_s)
+        else:
+            self.metrics.tokens_after_first_step = state.num_input_tokens_seen  # the untimed first step's tokens
         self._last_step_end_s = now
         self.metrics.last_step = state.global_step
         self.metrics.tokens_at_end = state.num_input_tokens_seen

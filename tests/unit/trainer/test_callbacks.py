@@ -1,0 +1,37 @@
+"""The run's measured throughput (autotune.trainer.callbacks.RunMetrics / MetricsCallback)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from autotune.trainer import callbacks
+from autotune.trainer.callbacks import MetricsCallback, RunMetrics
+
+
+def test_tokens_per_s_is_the_timed_steps_tokens_over_their_time_not_over_the_median_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Padded batches: steps of different lengths. Four steps; the first (untimed) sees 50 tokens, then 100 in 1 s,
+    100 in 1 s and 400 in 4 s: 600 tokens in 6 s = 100 tokens/s (by the median step, 1 s, it read 200)."""
+    clock = iter([10.0, 11.0, 12.0, 16.0])  # the step ends; the first one starts the timing
+    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: next(clock))
+    metrics = RunMetrics()
+    callback = MetricsCallback(metrics, grad_accum=1)
+    state = SimpleNamespace(global_step=0, num_input_tokens_seen=0)
+    unused: Any = None
+    callback.on_train_begin(unused, state, unused)  # type: ignore[arg-type]
+    for step, seen in enumerate([50, 150, 250, 650], start=1):
+        state.global_step, state.num_input_tokens_seen = step, seen
+        callback.on_step_end(unused, state, unused)  # type: ignore[arg-type]
+    assert metrics.step_times_s == [1.0, 1.0, 4.0]
+    assert metrics.tokens_per_s() == pytest.approx(100.0)
+    assert metrics.median_step_time_s() == 1.0
+
+
+def test_no_throughput_before_a_timed_step() -> None:
+    assert RunMetrics(tokens_at_end=100).tokens_per_s() is None
