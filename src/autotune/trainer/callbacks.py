@@ -38,7 +38,6 @@ class RunMetrics:
     step_times_s: list[float] = field(default_factory=list)
     micro_step_times_s: list[float] = field(default_factory=list)
     first_step: int | None = None
-    last_step: int = 0
     tokens_at_start: int = 0
     tokens_after_first_step: int = 0
     tokens_at_end: int = 0
@@ -83,7 +82,6 @@ class MetricsCallback(TrainerCallback):
     ) -> None:
         """Record the starting step and token count (a resumed run starts past 0)."""
         self.metrics.first_step = state.global_step
-        self.metrics.last_step = state.global_step
         self.metrics.tokens_at_start = state.num_input_tokens_seen
         self.metrics.tokens_after_first_step = state.num_input_tokens_seen
         self.metrics.tokens_at_end = state.num_input_tokens_seen
@@ -102,14 +100,13 @@ class MetricsCallback(TrainerCallback):
             self.metrics.micro_step_times_s.append((time.perf_counter() - self._step_begin_s) / self.grad_accum)
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        """Record the time since the last step's end, the step reached and the tokens seen."""
+        """Record the time since the last step's end and the tokens seen."""
         now = time.perf_counter()
         if self._last_step_end_s is not None:
             self.metrics.step_times_s.append(now - self._last_step_end_s)
         else:
             self.metrics.tokens_after_first_step = state.num_input_tokens_seen  # the untimed first step's tokens
         self._last_step_end_s = now
-        self.metrics.last_step = state.global_step
         self.metrics.tokens_at_end = state.num_input_tokens_seen
 
     def on_log(

@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, get_args
+
+from autotune.schemas.trainer_options import DatasetFormat
 
 BATCH_ROWS = 1000
 """Rows tokenized per tokenizer call (:func:`autotune.trainer.data.tokenize_rows`)."""
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autotune.trainer.lengths", description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--tokenizer", required=True, help="Model directory, .gguf file or cached hub id.")
-    parser.add_argument("--dataset-format", default="auto", choices=["auto", "instruction", "chat", "text"])
+    parser.add_argument("--dataset-format", default="auto", choices=get_args(DatasetFormat))
     parser.add_argument("--max-rows", type=int, default=200_000)
     parser.add_argument("--progress-every", type=int, default=0, help="Print 'progress N TOTAL' to stderr.")
     args = parser.parse_args(argv)
