@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Final, get_args
 
 from autotune.cli.console import err_console
 from autotune.errors import InvalidRequestError
-from autotune.quiet import set_by_user
 from autotune.schemas.dataset_stats import (
     PACKINGS,
     DatasetStats,
@@ -92,6 +91,8 @@ def read_lengths(dataset: str, source: str, dataset_format: str, max_rows: int) 
     """
     argv = [sys.executable, "-m", "autotune.trainer.lengths", "--dataset", dataset, "--tokenizer", source,
             "--dataset-format", dataset_format, "--max-rows", str(max_rows)]  # fmt: skip
+    from autotune.quiet import set_by_user  # not at import: plan without --dataset stays light
+
     env = dict(os.environ)
     if not set_by_user(PARALLELISM_ENV):
         env[PARALLELISM_ENV] = "true"  # the child never forks: let the Rust tokenizer use every core
