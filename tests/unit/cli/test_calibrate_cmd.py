@@ -322,3 +322,23 @@ def test_calibrate_says_when_it_fits_reserved_memory(tmp_path: Path, capsys: pyt
     assert "fitted: reserved memory from 1 row(s) measuring reserved / nvidia-smi memory; moved " in text
     assert "moved allocator_overhead_fraction " in text
     assert "fitted: time from 0 timed row(s); no time coefficient moved" in text
+
+
+def test_a_refit_that_fits_your_runs_worse_is_refused_in_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28: three of the core's own H100 runs pooled with every seed row (``--with-seeds``) would be fitted
+    worse than the shipped calibration fits them (0.9 % → 6.9 % time MAPE): exit 2, one line, no file."""
+    runs = Path(__file__).parents[3] / "src" / "autotune" / "profiles" / "measurements" / "autotune-core-h100"
+    chosen = [str(runs / name) for name in ("l8-lora-m1-ck", "l8-lora-m4-ck", "l8-qlora-m1-ck")]
+    output = tmp_path / "c.yaml"
+    code, _, err = run(capsys, "calibrate", *chosen, "--with-seeds", "-o", str(output))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert (
+        "the refit would fit your 3 timed rows worse than calibration 'seeds'" in err and "nothing was written" in err
+    )
+    assert not output.exists()
+    # the default mode on the same runs: the stack factor barely moves (they are the stack the start describes)
+    code, _, err = run(capsys, "calibrate", *chosen, "-o", str(output))
+    assert code == 0, err
+    assert 0.98 < yaml.safe_load(output.read_text())["time_scale"] < 1.02
