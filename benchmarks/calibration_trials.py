@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from autotune.calibration.cases import Case, prepare_cases
+from autotune.calibration.cases import Case, comparable_time, prepare_cases
 from autotune.calibration.recalibrate import RefitRefused, recalibrate
 from autotune.calibration.results import CaseResult, evaluate
 from autotune.costmodel.calibration import default_coefficients
@@ -72,8 +72,7 @@ def groups(min_rows: int) -> list[Group]:
     for s in sets:
         by_gpu: dict[str, list[Case]] = {}
         for name, case in everything:
-            timed = evaluate([case], default_coefficients())[0].measured_time_s is not None
-            if name == s.name and timed:
+            if name == s.name and comparable_time(case.measurement) is not None:
                 by_gpu.setdefault(case.cluster.gpu.key, []).append(case)
         for gpu, cases in sorted(by_gpu.items()):
             if len(cases) >= min_rows:
@@ -90,9 +89,9 @@ def tokens_error(result: CaseResult) -> float:
 
 
 def time_error(result: CaseResult) -> float:
-    """|predicted time / measured time − 1|."""
-    assert result.measured_time_s is not None and result.predicted_time_s is not None
-    return abs(result.predicted_time_s / result.measured_time_s - 1)
+    """|predicted time / measured time − 1| (``CaseResult.time_error``)."""
+    assert result.time_error is not None
+    return abs(result.time_error)
 
 
 def pairs_in_order(results: Sequence[CaseResult]) -> float:

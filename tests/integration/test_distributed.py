@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from trainer_helpers import PlanWriter, core_args, mean, read_report, run_torchrun, text_rows, write_jsonl
@@ -67,16 +68,12 @@ def test_fsdp_on_cpu_is_stopped_by_the_guard(write_plan: PlanWriter, tmp_path: P
     assert not list((out / "checkpoints").glob("checkpoint-*")) if (out / "checkpoints").exists() else True
 
 
-@pytest.mark.slow
-def test_zero3_offload_pure_bf16_with_the_launchers_json(write_plan: PlanWriter, tmp_path: Path) -> None:
-    """The JSON ``autotune launch --cpu`` writes for a pure-bf16 ZeRO-3 + offload plan trains on the CPU (it once
-    stopped in transformers' check: ``ds bf16.enabled=True vs hf bf16=False``)."""
+def _one_process_deepspeed_run(write_plan: PlanWriter, tmp_path: Path, **plan_fields: Any) -> Any:
+    """Train a one-GPU DeepSpeed plan for 4 steps in one process with the JSON the launcher writes; its run report."""
     from autotune.launcher import deepspeed_config
     from autotune.schemas.plan_io import load_plan
 
-    plan = write_plan(
-        num_gpus=1, method="full", sharding="zero3-offload", precision="bf16", micro_batch_size=2, grad_accum=1
-    )
+    plan = write_plan(num_gpus=1, method="full", micro_batch_size=2, **plan_fields)
     ds_config = tmp_path / "deepspeed_config.json"
     ds_config.write_text(json.dumps(deepspeed_config(load_plan(plan), cpu=True)))
     data = write_jsonl(tmp_path / "text.jsonl", text_rows(16))
@@ -85,22 +82,19 @@ def test_zero3_offload_pure_bf16_with_the_launchers_json(write_plan: PlanWriter,
     assert proc.returncode == 0, proc.stderr[-5000:]
     report = read_report(out)
     assert report.status == "completed" and report.steps == 4
+    return report
+
+
+@pytest.mark.slow
+def test_zero3_offload_pure_bf16_with_the_launchers_json(write_plan: PlanWriter, tmp_path: Path) -> None:
+    """The JSON ``autotune launch --cpu`` writes for a pure-bf16 ZeRO-3 + offload plan trains on the CPU (it once
+    stopped in transformers' check: ``ds bf16.enabled=True vs hf bf16=False``)."""
+    report = _one_process_deepspeed_run(write_plan, tmp_path, sharding="zero3-offload", precision="bf16", grad_accum=1)
     assert report.setting.sharding == "zero3-offload" and report.setting.precision == "bf16"
 
 
 @pytest.mark.slow
 def test_zero3_in_one_process_with_the_launchers_json(write_plan: PlanWriter, tmp_path: Path) -> None:
     """``--sharding zero3`` on one GPU (issue 28): DeepSpeed ZeRO-3 runs in one process with the launcher's JSON."""
-    from autotune.launcher import deepspeed_config
-    from autotune.schemas.plan_io import load_plan
-
-    plan = write_plan(num_gpus=1, method="full", sharding="zero3", micro_batch_size=2, grad_accum=2)
-    ds_config = tmp_path / "deepspeed_config.json"
-    ds_config.write_text(json.dumps(deepspeed_config(load_plan(plan), cpu=True)))
-    data = write_jsonl(tmp_path / "text.jsonl", text_rows(16))
-    out = tmp_path / "run"
-    proc = run_torchrun(*core_args(plan, data, out, 4), "--deepspeed-config", str(ds_config), nproc=1)
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    report = read_report(out)
-    assert report.status == "completed" and report.steps == 4 and report.world_size == 1
-    assert report.setting.sharding == "zero3"
+    report = _one_process_deepspeed_run(write_plan, tmp_path, sharding="zero3", grad_accum=2)
+    assert report.world_size == 1 and report.setting.sharding == "zero3"

@@ -3,34 +3,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cli_runner import run
+from model_files import config_with_layers, tiny_gguf
 
 from autotune.profiles.measurement_csv import CSV_COLUMNS
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "configs" / "llama3.2-1b"
 """A Llama 3.2 1B config.json (tests/fixtures/configs/README.md)."""
 
 HEADER = "model,gpu,method,seq_len,micro_batch_size,grad_accum,micro_step_time_s\n"
-
-
-def own_model(folder: Path) -> Path:
-    """The fixture's config.json with 8 layers, in ``folder`` (a model the catalog does not have)."""
-    folder.mkdir(parents=True)
-    config: dict[str, Any] = json.loads((FIXTURE / "config.json").read_text(encoding="utf-8"))
-    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 8}), encoding="utf-8")
-    return folder
-
-
-def tiny_gguf(path: Path) -> Path:
-    """A two-layer Llama .gguf written with gguf-py (the GGUF reader's test helpers)."""
-    from tests.unit.profiles.test_gguf_reader import decoder_tensors, llama_hparams, write_gguf
-
-    return write_gguf(path, "llama", llama_hparams(), decoder_tensors())
 
 
 def calibrated_rows(capsys: pytest.CaptureFixture[str], csv_file: Path, output: Path) -> str:
@@ -49,7 +32,7 @@ def test_model_column_takes_a_config_a_directory_and_a_gguf(
         target = tiny_gguf(tmp_path / "tiny.gguf")
         time_s = 0.01
     else:
-        folder = own_model(tmp_path / "my-llama")
+        folder = config_with_layers(tmp_path / "my-llama", 8)
         target = folder / "config.json" if form == "config.json" else folder
         time_s = 0.5
     csv_file = tmp_path / "runs.csv"
@@ -61,7 +44,7 @@ def test_model_column_takes_a_config_a_directory_and_a_gguf(
 def test_relative_model_paths_are_read_from_the_csv_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    own_model(tmp_path / "runs" / "models" / "my-llama")
+    config_with_layers(tmp_path / "runs" / "models" / "my-llama", 8)
     tiny_gguf(tmp_path / "runs" / "models" / "tiny.gguf")
     csv_file = tmp_path / "runs" / "rows.csv"
     csv_file.write_text(

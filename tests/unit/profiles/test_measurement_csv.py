@@ -4,11 +4,10 @@ the template that the reader takes back."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
+from model_files import GGUF_LAYERS, config_with_layers, tiny_gguf
 
 from autotune.errors import ConfigError
 from autotune.profiles.measurement_csv import (
@@ -20,7 +19,6 @@ from autotune.profiles.measurement_csv import (
 )
 from autotune.schemas.setting import TrainingSetting, Workload
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "configs" / "llama3.2-1b"
 """A Llama 3.2 1B config.json (tests/fixtures/configs/README.md)."""
 
 HEADER = "model,gpu,method,seq_len,micro_batch_size,grad_accum,micro_step_time_s\n"
@@ -30,22 +28,6 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def four_layer_model(folder: Path) -> Path:
-    """The fixture's config.json with 4 layers instead of 16 (so its shapes cannot be the catalog entry's)."""
-    folder.mkdir(parents=True)
-    config: dict[str, Any] = json.loads((FIXTURE / "config.json").read_text(encoding="utf-8"))
-    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 4}), encoding="utf-8")
-    return folder
-
-
-def tiny_gguf(path: Path) -> Path:
-    """A complete two-layer Llama .gguf written with gguf-py (the GGUF reader's test helpers)."""
-    from tests.unit.profiles.test_gguf_reader import LAYERS, decoder_tensors, llama_hparams, write_gguf
-
-    assert LAYERS == 2
-    return write_gguf(path, "llama", llama_hparams(), decoder_tensors())
 
 
 # --- the setting columns -------------------------------------------------------------------------
@@ -142,9 +124,9 @@ def test_catalog_model_keeps_the_catalog_key(tmp_path: Path) -> None:
 @pytest.mark.parametrize("form", ["config.json", "directory", "gguf"])
 def test_model_given_as_a_file_or_directory_gives_its_shapes(tmp_path: Path, form: str) -> None:
     if form == "gguf":
-        target, layers = tiny_gguf(tmp_path / "tiny.gguf"), 2
+        target, layers = tiny_gguf(tmp_path / "tiny.gguf"), GGUF_LAYERS
     else:
-        folder, layers = four_layer_model(tmp_path / "my-llama"), 4
+        folder, layers = config_with_layers(tmp_path / "my-llama", 4), 4
         target = folder / "config.json" if form == "config.json" else folder
     text = HEADER + f"{target},h100,lora,1024,2,8,0.05\n"
     (run,) = runs_from_csv(write(tmp_path / "runs.csv", text))
@@ -153,7 +135,7 @@ def test_model_given_as_a_file_or_directory_gives_its_shapes(tmp_path: Path, for
 
 
 def test_relative_model_path_is_read_from_the_csv_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    four_layer_model(tmp_path / "data" / "models" / "my-llama")
+    config_with_layers(tmp_path / "data" / "models" / "my-llama", 4)
     tiny_gguf(tmp_path / "data" / "models" / "tiny.gguf")
     csv_file = write(
         tmp_path / "data" / "runs.csv",
