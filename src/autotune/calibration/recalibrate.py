@@ -178,7 +178,8 @@ class Recalibration:
     after: list[CaseResult]
     seeds_before: list[CaseResult]
     seeds_after: list[CaseResult]
-    outliers: list[str] = field(default_factory=list)
+    outliers: dict[str, str] = field(default_factory=dict)
+    """Row id → why it was left out of the fit (:func:`outlier_line`)."""
     fitted_terms: tuple[str, ...] = ()
 
 
@@ -340,6 +341,6 @@ def recalibrate(
         after=evaluate(cases, fitted),
         seeds_before=evaluate(seeds, start),
         seeds_after=evaluate(seeds, fitted),
-        outliers=[outlier_line(r, start) for r in outliers],
+        outliers={r.case.measurement.id: outlier_line(r, start) for r in outliers},
         fitted_terms=fitted_terms,
     )

@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, get_args
@@ -177,8 +178,7 @@ def check_packing(packing: str, dataset: str | None) -> None:
     Raises:
         InvalidRequestError: one line naming the choices.
     """
-    if packing not in PACKING_CHOICES:
-        raise InvalidRequestError(f"--packing {packing!r}: choose one of {', '.join(PACKING_CHOICES)}")
+    packing_layouts(packing)  # refuses a value outside PACKING_CHOICES
     if packing != "auto" and dataset is None:
         raise InvalidRequestError("--packing chooses how --dataset's examples are batched: give --dataset too")
 
@@ -195,6 +195,21 @@ def packing_layouts(packing: str) -> tuple[Packing, ...]:
         if layout == packing:
             return (layout,)
     raise InvalidRequestError(f"--packing {packing!r}: choose one of {', '.join(PACKING_CHOICES)}")
+
+
+def packing_choice_note(chosen: Packing, total_time_s: Mapping[Packing, float | None], command: str) -> str:
+    """'packing: CHOSEN — the whole run A against B OTHER (--packing OTHER to COMMAND it that way)' for ``auto``.
+
+    ``total_time_s``: both layouts' whole runs (None: no setting fits); ``command``: 'plan' or 'estimate'.
+    """
+    from autotune.cli.render import human_duration
+
+    other = next(layout for layout in total_time_s if layout != chosen)
+    times = {layout: "no setting fits" if t is None else human_duration(t) for layout, t in total_time_s.items()}
+    return (
+        f"packing: {chosen} — the whole run {times[chosen]} against {times[other]} {other} "
+        f"(--packing {other} to {command} it that way)"
+    )
 
 
 def packing_note(stats: DatasetStats, packing: Packing) -> str:

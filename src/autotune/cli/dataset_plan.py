@@ -7,18 +7,13 @@ The layouts' workloads come from :func:`autotune.cli.dataset_lengths.with_packin
 
 from __future__ import annotations
 
-from autotune.cli.dataset_lengths import packing_layouts, packing_note, with_packing
+from autotune.cli.dataset_lengths import packing_choice_note, packing_layouts, packing_note, with_packing
 from autotune.cli.planning import PlanOptions, plan_from_options
-from autotune.cli.render import human_duration
 from autotune.errors import InfeasibleError
 from autotune.planner.packing import choose_packing
 from autotune.planner.search import PlanResult
 from autotune.schemas.dataset_stats import DatasetStats, Packing
 from autotune.schemas.plan import PlanFile
-
-
-def _duration(seconds: float | None) -> str:
-    return "no setting fits" if seconds is None else human_duration(seconds)
 
 
 def plan_dataset(options: PlanOptions, stats: DatasetStats) -> tuple[PlanFile, PlanResult, list[str]]:
@@ -47,11 +42,6 @@ def plan_dataset(options: PlanOptions, stats: DatasetStats) -> tuple[PlanFile, P
     plan_file, result, notes = planned[chosen]
     notes = [packing_note(stats, chosen), *notes]
     if len(layouts) > 1:
-        other = next(layout for layout in layouts if layout != chosen)
-        notes.insert(
-            0,
-            f"packing: {chosen} — the whole run {_duration(times[chosen])} against {_duration(times[other])} {other} "
-            f"(--packing {other} to plan it that way)",
-        )
+        notes.insert(0, packing_choice_note(chosen, times, "plan"))
     dataset = stats.model_copy(update={"packing": chosen})
     return plan_file.model_copy(update={"dataset": dataset}), result, notes

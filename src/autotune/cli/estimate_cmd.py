@@ -10,8 +10,14 @@ import typer
 from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
-from autotune.cli.dataset_lengths import check_packing, dataset_samples, packing_layouts, packing_note
-from autotune.cli.render import dataset_table, human_duration, print_json, render_estimate
+from autotune.cli.dataset_lengths import (
+    check_packing,
+    dataset_samples,
+    packing_choice_note,
+    packing_layouts,
+    packing_note,
+)
+from autotune.cli.render import dataset_table, print_json, render_estimate
 from autotune.cli.resolve import host_memory_note, kernels_notes, lora_dropout_notes, offload_time_notes
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.cli.tracing import (
@@ -57,11 +63,8 @@ def estimate_dataset(
     chosen = choose_packing(fitting) if any(t is not None for t in fitting.values()) else layouts[0]
     notes = [packing_note(stats, chosen)]
     if len(layouts) > 1:
-        other = next(layout for layout in layouts if layout != chosen)
-        times = {layout: human_duration(estimates[layout].total_time_s) for layout in layouts}
         notes.append(
-            f"packing: {chosen} — the whole run {times[chosen]} against {times[other]} {other} "
-            f"(--packing {other} to estimate it that way)"
+            packing_choice_note(chosen, {layout: e.total_time_s for layout, e in estimates.items()}, "estimate")
         )
     return chosen, workloads[chosen], estimates[chosen], notes
 

@@ -148,25 +148,32 @@ NOT_PREDICTING = ("schema_version", "name", "source", "stack_time_factor", *BAND
 """Fields of a calibration that no prediction uses (``stack_time_factor`` is a diagnostic of the fit)."""
 
 
-def moved_coefficients(start: CostCoefficients, fitted: CostCoefficients, fields: Sequence[str] = ()) -> list[str]:
+def moved_coefficients(
+    start: CostCoefficients, fitted: CostCoefficients, fields: Sequence[str] = (), *, down: bool | None = None
+) -> list[str]:
     """'name[key] a → b' for every coefficient the refit changed at 3 significant figures.
 
-    ``fields``: only these; else every coefficient a prediction uses, :data:`NOT_PREDICTING` left out.
+    ``fields``: only these; else every coefficient a prediction uses, :data:`NOT_PREDICTING` left out. ``down``: only
+    the values that went down (True) or up, new entries included (False); None = both.
     """
     before, after = start.model_dump(), fitted.model_dump()
     names = fields or [n for n in before if n not in NOT_PREDICTING]
     moved = []
     for field in names:
         a, b = before[field], after[field]
-        if isinstance(a, dict):
-            for key in sorted(set(a) | set(b)):
-                old, new = a.get(key), b.get(key)
-                if old is None and new is not None:
-                    moved.append(f"{field}[{key}] {_number(new)} (new entry)")
-                elif _number(old) != _number(new):
-                    moved.append(f"{field}[{key}] {_number(old)} → {_number(new)}")
-        elif _number(a) != _number(b):
-            moved.append(f"{field} {_number(a)} → {_number(b)}")
+        pairs = (
+            [(f"{field}[{key}]", a.get(key), b.get(key)) for key in sorted(set(a) | set(b))]
+            if isinstance(a, dict)
+            else [(field, a, b)]
+        )
+        for name, old, new in pairs:
+            if _number(old) == _number(new):
+                continue
+            if down is not None and (old is not None and new is not None and new < old) != down:
+                continue
+            moved.append(
+                f"{name} {_number(new)} (new entry)" if old is None else f"{name} {_number(old)} → {_number(new)}"
+            )
     return moved
 
 
@@ -204,7 +211,7 @@ def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> l
             f"fitted from your rows: {', '.join(result.fitted_terms)} (the stack factor first; a term's coefficient "
             f"only where your rows vary its share of the time; {kept})"
         )
-    lines += [f"outlier, named and left out of the fit: {line}" for line in result.outliers]
+    lines += [f"outlier, named and left out of the fit: {line}" for line in result.outliers.values()]
     reserved_rows = sum(r.case.measurement.memory_kind in ("reserved", "nvidia-smi") for r in result.before)
     allocator = moved_coefficients(start, fitted, ["allocator_overhead_fraction"])
     if reserved_rows:
@@ -226,22 +233,13 @@ def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> l
             "gradients, optimizer states, activations, logits), so its predictions are unchanged; a calibration "
             "only widens the memory bands (the planner's headroom) when your rows are under-predicted"
         )
-    moved_bands = moved_coefficients(start, fitted, BAND_FIELDS)
-    narrowed = [line for line in moved_bands if _narrowed(line)]
-    widened = [line for line in moved_bands if line not in narrowed]
+    widened = moved_coefficients(start, fitted, BAND_FIELDS, down=False)
     if widened:
         lines.append(f"error bands widened: {', '.join(widened)}")
+    narrowed = moved_coefficients(start, fitted, BAND_FIELDS, down=True)
     if narrowed:
         lines.append(f"time bands from your rows held out one at a time: {', '.join(narrowed)}")
     return lines
-
-
-def _narrowed(moved: str) -> bool:
-    """A 'name[key] a → b' line of :func:`moved_coefficients` whose value went down."""
-    if " → " not in moved:
-        return False
-    before, after = moved.rsplit(" ", 3)[-3], moved.rsplit(" ", 1)[-1]
-    return float(after) < float(before)
 
 
 def render_recalibration(result: Recalibration, output: Path, start: CostCoefficients) -> None:
@@ -289,11 +287,10 @@ def bound_notes(result: Recalibration) -> list[str]:
     """
     lines = []
     scale = result.coefficients.time_scale
-    outliers = {line.split(":", 1)[0] for line in result.outliers}
     for after in result.after:
         error = after.time_error
         row = after.case.measurement.id
-        if error is None or abs(error) <= UNREACHED_TIME_ERROR or row in outliers:
+        if error is None or abs(error) <= UNREACHED_TIME_ERROR or row in result.outliers:
             continue
         if scale <= TIME_SCALE_MIN * 1.001 or scale >= TIME_SCALE_MAX * 0.999:
             lines.append(

@@ -261,7 +261,8 @@ def test_a_row_far_off_the_others_is_named_and_left_out(plan: PlanFile, tmp_path
         collected.cases, default_coefficients(), start_name="seeds", sources=[], with_seeds=False, name="m", when=NOW
     )
     assert result.coefficients.time_scale == pytest.approx(1.3, rel=0.02)
-    (line,) = result.outliers
+    (line,) = result.outliers.values()
+    assert list(result.outliers) == [collected.cases[3].measurement.id]
     assert line.startswith(collected.cases[3].measurement.id) and "3× off" in line
     # the band comes from the three rows held out one at a time, not from the outlier (±1500 %)
     assert result.coefficients.time_error_band["default"] < 0.1
