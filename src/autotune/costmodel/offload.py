@@ -20,7 +20,8 @@ layer) plus, for every further unit, max(0, copy − the previous unit's compute
 backward hides max(weights in, gradients out), the excess over the weights' own excess is the gradient term, and
 the last unit's gradients (layer 0 and the root unit) are exposed. The per-layer rule also stands for ZeRO-3's
 prefetch bucket, which is finer than a layer (a Llama-3-8B layer holds 218 M parameters): evenly spread copies
-leave the same excess. The bytes move at the host link × ``host_link_efficiency`` (a stated prior, not fitted).
+leave the same excess. The bytes move at the host link × ``host_link_efficiency`` (a stated prior, not fitted; 0.34,
+from the core's own FSDP-offload run on an H200, where one large pinned copy reaches ~0.8: the schema field says how).
 A consequence the tests check: a micro-step is never shorter than the bytes streamed in / that bandwidth.
 """
 
