@@ -175,6 +175,7 @@ def json_reference() -> str:
     from autotune.schemas.plan import Alternative, ClusterChoice, PlanFile, Rejection
     from autotune.schemas.recipe import TrainingRecipe
     from autotune.schemas.setting import TrainingSetting, Workload
+    from autotune.schemas.trainer_options import EvalData
 
     return f"""# `--json` output, field by field
 
@@ -235,6 +236,11 @@ are of the rows read; the workload's `num_samples` is the blocks scaled to every
 `fingerprint` (DatasetFingerprint): what `autotune launch` compares its `--dataset` with (a warning when it differs).
 
 {field_table(DatasetFingerprint)}
+### PlanFile.eval_data (EvalData)
+
+With `plan --eval-fraction` / `--eval-dataset`: where `autotune launch PLAN` takes its eval loss from.
+
+{field_table(EvalData)}
 ### PlanFile.training (TrainingRecipe)
 
 Defaults by method and their sources: `src/autotune/schemas/recipe.py`.

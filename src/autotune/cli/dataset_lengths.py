@@ -7,13 +7,15 @@ packed blocks (the core packs whole examples by best-fit decreasing: ``num_sampl
 ``seq_len``), or padded rows (one example per sequence, each micro batch padded to its longest example:
 ``Workload.computed_tokens_per_sequence``). ``auto`` prices both and keeps the faster whole run (``cli.dataset_plan``).
 
-Not priced yet (issue 26): packed blocks are costed as full ``seq_len`` sequences (attention b × s² as sdpa's
-row-per-block layout computes it; flash-attention-2's flattened layout would cost Σ lᵢ²), and their tokens/s counts
-the blocks' padding (``packing_efficiency`` says how much is real).
+Packed blocks carry what attention over them costs (``schemas.dataset_stats.packed_batches``: Σ lᵢ² / Σ lᵢ for
+flash-attention-2's flattened rows, the share of blocks of several examples for sdpa's masked rows). Not priced yet:
+packed blocks are costed as full ``seq_len`` sequences otherwise, and their tokens/s counts the blocks' padding
+(``packing_efficiency`` says how much is real).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -32,6 +34,7 @@ from autotune.schemas.dataset_stats import (
     ExampleLengths,
     Packing,
     fingerprint,
+    packed_batches,
     padded_batches,
     seq_len_notes,
     summarize,
@@ -83,8 +86,11 @@ Quiet mode sets it false for processes that fork (the trainer's data loader); th
 it runs with it true unless the user set it (measured: docs/usage.md, "Plan from your dataset")."""
 
 
+@functools.lru_cache(maxsize=4)
 def read_lengths(dataset: str, source: str, dataset_format: str, max_rows: int) -> ExampleLengths:
     """Run ``python -m autotune.trainer.lengths`` and return its lengths; a spinner on stderr while it runs.
+
+    Cached per arguments: ``sweep --dataset`` summarizes the same lengths at each ``seq_len``, tokenizing once.
 
     Raises:
         InvalidRequestError: the subprocess refused the dataset or the tokenizer (its one line), the training stack
@@ -229,8 +235,8 @@ def packing_note(stats: DatasetStats, packing: Packing) -> str:
 def with_packing(options: PlanOptions, stats: DatasetStats, packing: Packing) -> PlanOptions:
     """``options`` whose workload is ``stats``'s examples batched as ``packing`` (packed blocks or padded rows)."""
     if packing == "packed":
-        return replace(options, num_samples=stats.blocks_total, padded=None)
-    return replace(options, num_samples=None, padded=padded_batches(stats))
+        return replace(options, num_samples=stats.blocks_total, padded=None, packed=packed_batches(stats))
+    return replace(options, num_samples=None, padded=padded_batches(stats), packed=None)
 
 
 def dataset_workload(options: PlanOptions) -> tuple[PlanOptions, DatasetStats | None, list[str]]:

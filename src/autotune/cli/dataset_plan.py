@@ -7,7 +7,15 @@ The layouts' workloads come from :func:`autotune.cli.dataset_lengths.with_packin
 
 from __future__ import annotations
 
-from autotune.cli.dataset_lengths import packing_choice_note, packing_layouts, packing_note, with_packing
+from dataclasses import replace
+
+from autotune.cli.dataset_lengths import (
+    dataset_samples,
+    packing_choice_note,
+    packing_layouts,
+    packing_note,
+    with_packing,
+)
 from autotune.cli.planning import PlanOptions, plan_from_options
 from autotune.errors import InfeasibleError
 from autotune.planner.packing import choose_packing
@@ -45,3 +53,36 @@ def plan_dataset(options: PlanOptions, stats: DatasetStats) -> tuple[PlanFile, P
         notes.insert(0, packing_choice_note(chosen, times, "plan"))
     dataset = stats.model_copy(update={"packing": chosen})
     return plan_file.model_copy(update={"dataset": dataset}), result, notes
+
+
+def with_eval_data(options: PlanOptions, stats: DatasetStats | None) -> PlanOptions:
+    """``options`` with what pricing their eval set needs: the ``--dataset``'s rows, the ``--eval-dataset`` tokenized.
+
+    ``stats``: the ``--dataset``'s (None without one). The eval file is tokenized as the launch would
+    (:func:`autotune.cli.dataset_lengths.dataset_samples`, the training file's loader, at ``options.seq_len``) only
+    when the run has a size to price (``--dataset``, ``--num-samples`` or ``--dataset-tokens``).
+
+    Raises:
+        AutotuneError: what :func:`~autotune.cli.dataset_lengths.dataset_samples` refuses for the eval file.
+    """
+    rows = stats.rows_total if stats is not None else None
+    sized = stats is not None or options.num_samples is not None or options.dataset_tokens is not None
+    eval_stats = None
+    if options.eval_dataset is not None and sized:
+        eval_stats = eval_dataset_stats(
+            options.model, options.eval_dataset, options.tokenizer, options.dataset_format, options.max_rows,
+            options.seq_len,
+        )  # fmt: skip
+    return replace(options, dataset_rows=rows, eval_stats=eval_stats)
+
+
+def eval_dataset_stats(
+    model: str, eval_dataset: str, tokenizer: str | None, dataset_format: str, max_rows: int, seq_len: int
+) -> DatasetStats:
+    """``--eval-dataset`` tokenized as the launch would, at ``seq_len`` (the training file's loader).
+
+    Raises:
+        AutotuneError: what :func:`autotune.cli.dataset_lengths.dataset_samples` refuses.
+    """
+    _, stats, _ = dataset_samples(model, eval_dataset, tokenizer, dataset_format, max_rows, seq_len, False)
+    return stats

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -17,8 +19,16 @@ from autotune.cli.dataset_lengths import (
     packing_layouts,
     packing_note,
 )
+from autotune.cli.dataset_plan import eval_dataset_stats
 from autotune.cli.render import dataset_table, print_json, render_estimate
-from autotune.cli.resolve import host_memory_note, kernels_notes, lora_dropout_notes, offload_time_notes
+from autotune.cli.resolve import (
+    eval_data,
+    evaluated_workload,
+    host_memory_note,
+    kernels_notes,
+    lora_dropout_notes,
+    offload_time_notes,
+)
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.cli.tracing import (
     render_predicted_vs_traced,
@@ -32,7 +42,7 @@ from autotune.errors import InvalidRequestError
 from autotune.planner.packing import choose_packing
 from autotune.planner.space import sharding_error
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats, Packing, padded_batches
+from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats, Packing, packed_batches, padded_batches
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
@@ -47,14 +57,19 @@ def estimate_dataset(
     coefficients: CostCoefficients,
     stats: DatasetStats,
     packing: str,
+    evaluate: Callable[[Workload], Workload] | None = None,
 ) -> tuple[Packing, Workload, Estimate, list[str]]:
     """The estimate of ``setting`` on ``stats``'s examples as ``packing`` says (``auto``: the faster whole run).
 
-    ``packed``: the workload of the packed blocks. Returns the layout, its workload, its estimate and notes (the
+    ``packed``: the workload of the packed blocks; ``evaluate``: each layout's workload with its eval set priced
+    (``resolve.evaluated_workload``). Returns the layout, its workload, its estimate and notes (the
     layout's workload, and with ``auto`` both runs' times). With ``auto`` and neither layout fitting: packed.
     """
     padded = Workload.model_validate({**packed.model_dump(), **padded_batches(stats).model_dump()})
+    packed = Workload.model_validate({**packed.model_dump(), **packed_batches(stats).model_dump()})
     workloads: dict[Packing, Workload] = {"packed": packed, "padded": padded}
+    if evaluate is not None:
+        workloads = {layout: evaluate(workload) for layout, workload in workloads.items()}
     layouts = packing_layouts(packing)
     estimates = {
         layout: estimate_setting(spec, cluster, workloads[layout], setting, coefficients) for layout in layouts
@@ -86,6 +101,9 @@ def estimate_command(
     dataset_format: opt.PlanDatasetFormatOpt = "auto",
     max_rows: opt.MaxRowsOpt = DEFAULT_MAX_ROWS,
     packing: opt.PackingOpt = "auto",
+    eval_dataset: opt.EvalDatasetOpt = None,
+    eval_fraction: opt.EvalFractionOpt = None,
+    eval_steps: opt.EvalStepsOpt = None,
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also draw the memory breakdown to this PNG (needs matplotlib).")
@@ -103,6 +121,7 @@ def estimate_command(
     if trace:
         require_torch()
     check_packing(packing, dataset)
+    evaluation = eval_data(eval_dataset, eval_fraction, eval_steps)
     stats: DatasetStats | None = None
     dataset_notes: list[str] = []
     if dataset is not None:
@@ -124,17 +143,25 @@ def estimate_command(
     )
     spec, cluster, notes, workload = inputs.spec, inputs.cluster, dataset_notes + inputs.notes, inputs.workload
     stated = inputs.setting
+    eval_stats = None
+    if evaluation is not None and evaluation.eval_dataset is not None and workload.total_samples is not None:
+        eval_stats = eval_dataset_stats(model, evaluation.eval_dataset, tokenizer, dataset_format, max_rows, seq_len)
+    rows = stats.rows_total if stats is not None else None
+    evaluate = functools.partial(
+        evaluated_workload, evaluation=evaluation, eval_steps=eval_steps, dataset_rows=rows, eval_stats=eval_stats
+    )
     coefficients, _ = coefficients_from_option(calibration)
     topology_error = sharding_error(stated.sharding, cluster.world_size)
     if topology_error:
         raise InvalidRequestError(topology_error)
     if stats is not None:
         chosen, workload, estimate, layout_notes = estimate_dataset(
-            spec, cluster, workload, stated, coefficients, stats, packing
+            spec, cluster, workload, stated, coefficients, stats, packing, evaluate
         )
         stats = stats.model_copy(update={"packing": chosen})
         notes = layout_notes + notes
     else:
+        workload = evaluate(workload)
         estimate = estimate_setting(spec, cluster, workload, stated, coefficients)
     notes += host_memory_note(cluster, host_memory_gib, [stated])
     notes += lora_dropout_notes(spec, [stated])

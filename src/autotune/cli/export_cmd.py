@@ -1,4 +1,4 @@
-"""``autotune export RUN_DIR -o DIR [--merge] [--checkpoint NAME]``: a trained run as a model others load.
+"""``autotune export RUN_DIR -o DIR [--merge [--dtype D]] [--checkpoint NAME]``: a trained run as a model others load.
 
 The checks run here, before anything is written (one line, exit code 2 each): RUN_DIR is a run that ``autotune
 launch`` wrote (its ``plan.yaml``), its weights exist (``final/``, or ``checkpoints/NAME``), the output does not
@@ -18,10 +18,16 @@ import typer
 
 from autotune.cli.console import console, note
 from autotune.errors import InvalidRequestError
-from autotune.units import GIB
+from autotune.units import BYTES_PER_DTYPE, GIB
 
-MERGE_BYTES_PER_PARAM: Final[dict[str, int]] = {"bf16": 2, "bf16-mixed": 2, "fp16-mixed": 2, "fp32": 4}
-"""Bytes per parameter of a merged model in the plan's compute dtype (what ``--merge`` writes and holds in memory)."""
+EXPORT_DTYPES: Final = ("bf16", "fp16", "fp32")
+"""The dtypes ``--dtype`` names (a merged model's weights; each costs ``units.BYTES_PER_DTYPE`` on disk)."""
+
+PLAN_EXPORT_DTYPE: Final[dict[str, str]] = {"bf16": "bf16", "bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp32": "fp32"}
+"""A plan's precision → its compute dtype: a merged model's dtype when ``--dtype`` is not given."""
+
+MERGE_DTYPE: Final = "fp32"
+"""The dtype ``--merge`` loads the base in and merges in (then casts to ``--dtype``): what it holds in memory."""
 
 
 def export_command(
@@ -33,11 +39,19 @@ def export_command(
     checkpoint: Annotated[
         str | None, typer.Option("--checkpoint", help="Export checkpoints/NAME instead of final/.")
     ] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype",
+            help="With --merge: the merged weights' dtype, bf16|fp16|fp32 (the plan's compute "
+            "dtype by default; merged in fp32, then cast).",
+        ),
+    ] = None,
 ) -> None:
     """Export a run's adapter (or, with --merge, a merged model) with its tokenizer, loadable by transformers."""
-    weights = check_export(run_dir, output, merge, checkpoint)
+    weights, dtype_name = check_export(run_dir, output, merge, checkpoint, dtype)
     argv = [sys.executable, "-m", "autotune.trainer.export", "--run-dir", str(run_dir), "--weights", str(weights),
-            "--output", str(output)] + (["--merge"] if merge else [])  # fmt: skip
+            "--output", str(output), "--dtype", dtype_name] + (["--merge"] if merge else [])  # fmt: skip
     with console().status(f"exporting {weights} …"):
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
     lines = [line for line in (done.stderr + done.stdout).strip().splitlines() if line.strip()]
@@ -46,11 +60,18 @@ def export_command(
     console().print(lines[-1] if lines else f"wrote {output}", markup=False, soft_wrap=True)
 
 
-def check_export(run_dir: Path, output: Path, merge: bool, checkpoint: str | None) -> Path:
-    """The weights folder to export, after every check; nothing is written.
+def check_export(
+    run_dir: Path, output: Path, merge: bool, checkpoint: str | None, dtype: str | None = None
+) -> tuple[Path, str]:
+    """The weights folder to export and a merged model's dtype name, after every check; nothing is written.
+
+    The dtype is ``dtype`` (one of :data:`EXPORT_DTYPES`) or the plan's compute dtype (:data:`PLAN_EXPORT_DTYPE`).
+    Disk: parameters × the dtype's bytes for a merged model, the weights' size otherwise; memory (``--merge``):
+    parameters × the bytes of :data:`MERGE_DTYPE`.
 
     Raises:
-        InvalidRequestError: not a run directory, no weights, an existing output, too little disk or memory.
+        InvalidRequestError: not a run directory, no weights, an existing output, a ``--dtype`` that is not one of
+            the names or comes without ``--merge`` of an adapter run, too little disk or memory.
     """
     from autotune.costmodel.params import count_params
     from autotune.launcher.preflight import has_weights
@@ -65,10 +86,18 @@ def check_export(run_dir: Path, output: Path, merge: bool, checkpoint: str | Non
         raise InvalidRequestError(f"the run {run_dir} has no weights in {weights.name}/{hint}")
     if output.exists():
         raise InvalidRequestError(f"{output} exists: export writes a new folder (choose another -o)")
+    if dtype is not None and dtype not in EXPORT_DTYPES:
+        raise InvalidRequestError(f"--dtype {dtype}: choose one of {', '.join(EXPORT_DTYPES)}")
     plan = load_plan(run_dir / "plan.yaml")
     merged = merge and plan.setting.uses_adapters
+    if dtype is not None and not merged:
+        raise InvalidRequestError(
+            "--dtype sets a merged model's dtype: it needs --merge of a LoRA / QLoRA run (other exports keep the "
+            "weights as trained)"
+        )
+    dtype_name = dtype or PLAN_EXPORT_DTYPE[plan.setting.precision]
     params = count_params(plan.model).total_params
-    need_bytes = params * MERGE_BYTES_PER_PARAM.get(plan.setting.precision, 4) if merged else _size(weights)
+    need_bytes = int(params * BYTES_PER_DTYPE[dtype_name]) if merged else _size(weights)
     parent = next(p for p in [output.absolute(), *output.absolute().parents] if p.exists())
     free_bytes = shutil.disk_usage(parent).free
     if need_bytes > free_bytes:
@@ -76,12 +105,14 @@ def check_export(run_dir: Path, output: Path, merge: bool, checkpoint: str | Non
             f"export needs about {need_bytes / GIB:.1f} GiB on {parent}, which has {free_bytes / GIB:.1f} GiB free"
         )
     available_bytes = available_memory_bytes() if merged else None
-    if available_bytes is not None and need_bytes > available_bytes:
+    memory_bytes = int(params * BYTES_PER_DTYPE[MERGE_DTYPE])
+    if available_bytes is not None and memory_bytes > available_bytes:
         raise InvalidRequestError(
-            f"--merge holds the {params / 1e9:.2f} B-parameter base in memory (about {need_bytes / GIB:.1f} GiB), "
-            f"and {available_bytes / GIB:.1f} GiB is available: export the adapter alone (without --merge)"
+            f"--merge holds the {params / 1e9:.2f} B-parameter base in {MERGE_DTYPE} in memory (about "
+            f"{memory_bytes / GIB:.1f} GiB), and {available_bytes / GIB:.1f} GiB is available: export the adapter "
+            "alone (without --merge)"
         )
-    return weights
+    return weights, dtype_name
 
 
 def _size(folder: Path) -> int:

@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from autotune import run_lock
+from autotune.cli import options as opt
 from autotune.cli._shared import plan_estimator
 from autotune.cli.console import console, err_console, note, rule_width, warn
 from autotune.cli.plan_recheck import check_like_plan, recheck_plan_file, seq_len_warning
@@ -43,6 +44,7 @@ from autotune.planner.fit import fit_shortfall
 from autotune.quiet import quiet_third_party
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
+from autotune.schemas.trainer_options import option_flag
 from autotune.validation import format_validation_error
 
 _PLAN_SUFFIXES = (".yaml", ".yml")
@@ -109,9 +111,9 @@ def launch_command(
     warmup_ratio: Annotated[float | None, typer.Option("--warmup-ratio", help=_help("warmup_ratio"))] = None,
     seed: Annotated[int | None, typer.Option("--seed", help=_help("seed"))] = None,
     full_determinism: Annotated[bool, typer.Option("--full-determinism", help=_help("full_determinism"))] = False,
-    eval_dataset: Annotated[str | None, typer.Option("--eval-dataset", help=_help("eval_dataset"))] = None,
-    eval_fraction: Annotated[float | None, typer.Option("--eval-fraction", help=_help("eval_fraction"))] = None,
-    eval_steps: Annotated[int | None, typer.Option("--eval-steps", help=_help("eval_steps"))] = None,
+    eval_dataset: opt.EvalDatasetOpt = None,
+    eval_fraction: opt.EvalFractionOpt = None,
+    eval_steps: opt.EvalStepsOpt = None,
     report_to: Annotated[str | None, typer.Option("--report-to", help=_help("report_to"))] = None,
     calibration: Annotated[
         Path | None,
@@ -153,9 +155,13 @@ def launch_command(
         eval_steps=eval_steps,
         report_to=report_to,
     )
+    plan_args = list(ctx.args)
+    if not target.endswith(_PLAN_SUFFIXES):  # a MODEL is planned with launch's eval options priced
+        plan_args += eval_args(options)
     plan = resolve_plan(
-        target, list(ctx.args), plan_command=lambda: _plan_click_command(ctx), launch_flags=_flags(ctx.command)
+        target, plan_args, plan_command=lambda: _plan_click_command(ctx), launch_flags=_flags(ctx.command)
     )
+    options = with_plan_eval(options, plan)
     if sets:
         estimate, resolve_gpu = plan_estimator(plan, calibration)
         plan = override_plan(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
@@ -187,6 +193,27 @@ def launch_command(
         # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code from app(),
         # and the trainer's exit code must reach the shell.
         raise SystemExit(code)
+
+
+EVAL_OPTIONS = ("eval_dataset", "eval_fraction", "eval_steps")
+"""The launch options the plan's eval settings stand for (``PlanFile.eval_data``, ``Workload.eval_steps``)."""
+
+
+def eval_args(options: LaunchOptions) -> list[str]:
+    """The eval options given to launch, as ``autotune plan`` arguments (``launch MODEL`` prices them)."""
+    return [arg for name in EVAL_OPTIONS if name in options.model_fields_set
+            for arg in (option_flag(name), str(getattr(options, name)))]  # fmt: skip
+
+
+def with_plan_eval(options: LaunchOptions, plan: PlanFile) -> LaunchOptions:
+    """``options`` with the plan's eval data and ``eval_steps`` (``plan --eval-*``) unless launch gave its own.
+
+    Any eval option on the launch's command line replaces the plan's three.
+    """
+    if plan.eval_data is None or set(EVAL_OPTIONS) & options.model_fields_set:
+        return options
+    values = {**options.model_dump(exclude_unset=True), **plan.eval_data.model_dump(exclude_none=True)}
+    return _options(**values, eval_steps=plan.workload.eval_steps)
 
 
 def prepare_restart(out: Path, *, dry_run: bool) -> None:

@@ -1,5 +1,8 @@
 """Option types shared by ``plan``, ``estimate``, ``trace``, ``sweep`` and ``launch`` (help texts from the schemas).
 
+The eval options (``--eval-dataset``, ``--eval-fraction``, ``--eval-steps``) are launch's, declared here once:
+``launch`` runs them, ``plan`` and ``estimate`` price them (and ``plan -o`` records them for the launch).
+
 The setting options are declared in :class:`autotune.cli.setting_options.SettingOptions`.
 """
 
@@ -11,6 +14,7 @@ from typing import Annotated
 import typer
 
 from autotune.schemas.setting import DESCRIPTIONS
+from autotune.schemas.trainer_options import TrainerOptions
 
 # typer needs Optional[...] (not X | None) inside Annotated on Python 3.10.
 ModelArg = Annotated[
@@ -75,3 +79,13 @@ CalibrationOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
+
+
+def _eval_help(name: str) -> str:
+    """The eval option's help: the training core's description (:class:`TrainerOptions`), the one text."""
+    return TrainerOptions.model_fields[name].description or ""
+
+
+EvalDatasetOpt = Annotated[str | None, typer.Option("--eval-dataset", help=_eval_help("eval_dataset"))]
+EvalFractionOpt = Annotated[float | None, typer.Option("--eval-fraction", help=_eval_help("eval_fraction"))]
+EvalStepsOpt = Annotated[int | None, typer.Option("--eval-steps", help=_eval_help("eval_steps"))]

@@ -17,9 +17,11 @@ import typer
 from autotune.cli import options as opt
 from autotune.cli.console import console
 from autotune.cli.dataset_lengths import dataset_workload
+from autotune.cli.dataset_plan import with_eval_data
 from autotune.cli.gpu_grid import single_count, wants_grid
 from autotune.cli.planning import PlanOptions, plan_from_options
 from autotune.cli.render import print_json, render_plan
+from autotune.cli.resolve import eval_data
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.errors import InvalidRequestError
 from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
@@ -105,6 +107,9 @@ def plan_command(
     dataset_format: opt.PlanDatasetFormatOpt = "auto",
     max_rows: opt.MaxRowsOpt = DEFAULT_MAX_ROWS,
     packing: opt.PackingOpt = "auto",
+    eval_dataset: opt.EvalDatasetOpt = None,
+    eval_fraction: opt.EvalFractionOpt = None,
+    eval_steps: opt.EvalStepsOpt = None,
     calibration: opt.CalibrationOpt = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the plan YAML here.")] = None,
     plot: Annotated[
@@ -146,9 +151,14 @@ def plan_command(
         dataset_format=dataset_format,
         max_rows=max_rows,
         packing=packing,
+        eval_dataset=eval_dataset,
+        eval_fraction=eval_fraction,
+        eval_steps=eval_steps,
         setting=setting,
     )
+    eval_data(eval_dataset, eval_fraction, eval_steps)  # bad eval options refused before any tokenizing
     options, dataset_stats, dataset_notes = dataset_workload(options)
+    options = with_eval_data(options, dataset_stats)
     started = time.perf_counter()  # the search's time, not the tokenizing's (which prints its own)
     if wants_grid(gpu, num_gpus, objective, deadline, budget, price):
         if plot is not None or verify:

@@ -14,6 +14,7 @@ from typing import Any
 from autotune.cli._shared import coefficients_from_option, stack_note
 from autotune.cli.resolve import (
     build_request,
+    eval_data,
     host_memory_note,
     kernels_notes,
     lora_dropout_notes,
@@ -24,7 +25,7 @@ from autotune.errors import InvalidRequestError
 from autotune.planner.build import build_plan_file
 from autotune.planner.request import ADAPTER_ONLY_FIELDS, PlanRequest
 from autotune.planner.search import PlanResult, search
-from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, PaddedBatches
+from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats, PackedBatches, PaddedBatches
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
 
@@ -53,9 +54,18 @@ class PlanOptions:
     dataset_format: str = "auto"
     max_rows: int = DEFAULT_MAX_ROWS
     packing: str = "auto"
+    eval_dataset: str | None = None
+    eval_fraction: float | None = None
+    eval_steps: int | None = None
     setting: SettingOptions = field(default_factory=SettingOptions)
     padded: PaddedBatches | None = None
     """Padded batches of ``dataset`` (``dataset_lengths.dataset_workload``), not a command-line value."""
+    packed: PackedBatches | None = None
+    """Packed blocks of ``dataset`` (``dataset_lengths.with_packing``), not a command-line value."""
+    dataset_rows: int | None = None
+    """Rows of ``dataset`` (what ``--eval-fraction`` holds a share of), not a command-line value."""
+    eval_stats: DatasetStats | None = None
+    """``eval_dataset`` tokenized (``dataset_plan.eval_dataset_stats``), not a command-line value."""
 
     def with_method(self, method: str, seq_len: int) -> PlanOptions:
         """These options with ``method`` forced and ``seq_len`` (one cell of ``sweep``).
@@ -88,6 +98,11 @@ def request_from_options(options: PlanOptions) -> tuple[PlanRequest, list[str]]:
         dataset_tokens=options.dataset_tokens,
         epochs=options.epochs,
         padded=options.padded,
+        packed=options.packed,
+        evaluation=eval_data(options.eval_dataset, options.eval_fraction, options.eval_steps),
+        eval_steps=options.eval_steps,
+        dataset_rows=options.dataset_rows,
+        eval_stats=options.eval_stats,
         objective=options.objective,
         overrides=options.setting.overrides(),
         coefficients=coefficients,
@@ -99,7 +114,8 @@ def plan_from_options(options: PlanOptions) -> tuple[PlanFile, PlanResult, list[
     """Plan from ``plan``'s options: returns the plan file, the search result and notes for the user."""
     request, notes = request_from_options(options)
     result = search(request)
-    plan_file = build_plan_file(request, result)
+    evaluation = eval_data(options.eval_dataset, options.eval_fraction, options.eval_steps)
+    plan_file = build_plan_file(request, result).model_copy(update={"eval_data": evaluation})
     settings = [plan_file.setting, *(alt.setting for alt in plan_file.alternatives)]
     notes += host_memory_note(request.cluster, options.host_memory_gib, settings)
     notes += lora_dropout_notes(request.model, [plan_file.setting])
@@ -111,7 +127,10 @@ def plan_from_options(options: PlanOptions) -> tuple[PlanFile, PlanResult, list[
     return plan_file, result, notes
 
 
-PLAN_OPTION_NAMES = tuple(option.name for option in fields(PlanOptions) if option.name not in ("setting", "padded"))
+NOT_PLAN_PARAMS = frozenset({"setting", "padded", "packed", "dataset_rows", "eval_stats"})
+"""Fields of :class:`PlanOptions` that are not ``plan`` parameters (derived from them)."""
+
+PLAN_OPTION_NAMES = tuple(option.name for option in fields(PlanOptions) if option.name not in NOT_PLAN_PARAMS)
 """The fields of :class:`PlanOptions` that are ``plan`` parameters of the same name."""
 
 PLAN_OUTPUT_PARAMS = frozenset({"output", "json_", "plot", "verify"})

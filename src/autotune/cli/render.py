@@ -141,8 +141,13 @@ def time_table(estimate: Estimate) -> Table:
             table.add_row(f"  of the step: {name}", f"{seconds:.3f} s ({seconds / step:.1%})")
     if estimate.compile_time_s:
         table.add_row("compile (once)", human_duration(estimate.compile_time_s))
+    if estimate.eval_time_s is not None:
+        table.add_row("eval loss", f"{human_duration(estimate.eval_time_s)} ({estimate.num_evals} evals)")
     if estimate.total_time_s is not None:
-        table.add_row("whole run", f"{human_duration(estimate.total_time_s)} ({estimate.num_optimizer_steps} steps)")
+        evals = " + evals" if estimate.eval_time_s is not None else ""
+        table.add_row(
+            "whole run", f"{human_duration(estimate.total_time_s)} ({estimate.num_optimizer_steps} steps{evals})"
+        )
     return table
 
 

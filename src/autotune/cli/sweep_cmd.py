@@ -1,4 +1,9 @@
-"""``autotune sweep``: the feasibility / throughput map of each method over sequence lengths."""
+"""``autotune sweep``: the feasibility / throughput map of each method over sequence lengths.
+
+With ``--dataset`` each cell is priced on the data's workload at its ``seq_len``, by plan's path
+(:func:`autotune.cli.dataset_lengths.dataset_workload` and ``with_packing``; ``--packing auto`` keeps the layout
+with the faster whole run, :func:`autotune.planner.sweep.plan_layouts`).
+"""
 
 from __future__ import annotations
 
@@ -11,13 +16,15 @@ from rich.table import Table
 from autotune.cli import options as opt
 from autotune.cli._shared import calibration_file
 from autotune.cli.console import console
+from autotune.cli.dataset_lengths import check_packing, dataset_workload, packing_layouts, with_packing
 from autotune.cli.planning import PlanOptions, request_from_options
 from autotune.cli.render import print_json
 from autotune.cli.resolve import host_memory_note
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.errors import InvalidRequestError
 from autotune.planner.request import PlanRequest
-from autotune.planner.sweep import SweepCell, SweepResult, sweep
+from autotune.planner.sweep import CellRequest, SweepCell, SweepResult, sweep
+from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
 
 METHODS = ("full", "lora", "qlora")
 DEFAULT_SEQ_LENS = "512,1024,2048,4096,8192"
@@ -121,6 +128,11 @@ def sweep_command(
     num_samples: opt.NumSamplesOpt = None,
     dataset_tokens: opt.DatasetTokensOpt = None,
     epochs: opt.EpochsOpt = 1.0,
+    dataset: opt.PlanDatasetOpt = None,
+    tokenizer: opt.TokenizerOpt = None,
+    dataset_format: opt.PlanDatasetFormatOpt = "auto",
+    max_rows: opt.MaxRowsOpt = DEFAULT_MAX_ROWS,
+    packing: opt.PackingOpt = "auto",
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also draw tokens/s and peak memory vs seq_len to this PNG.")
@@ -150,16 +162,33 @@ def sweep_command(
         epochs=epochs,
         objective=objective,
         calibration=calibration_file(calibration),  # its note once, not once per cell
+        dataset=dataset,
+        tokenizer=tokenizer,
+        dataset_format=dataset_format,
+        max_rows=max_rows,
+        packing=packing,
         setting=setting,
     )
+    check_packing(packing, dataset)
     notes: list[str] = []
     last_request: list[PlanRequest] = []
 
-    def make_request(method: str, length: int) -> PlanRequest:
-        request, request_notes = request_from_options(options.with_method(method, length))
+    def request_for(cell_options: PlanOptions) -> PlanRequest:
+        request, request_notes = request_from_options(cell_options)
         notes.extend(note for note in request_notes if note not in notes)
         last_request[:] = [request]
         return request
+
+    def make_request(method: str, length: int) -> CellRequest:
+        cell_options = options.with_method(method, length)
+        if dataset is None:
+            return request_for(cell_options)
+        # plan --dataset's path at this seq_len: the data tokenized once (dataset_lengths caches it), its layouts
+        cell_options, stats, dataset_notes = dataset_workload(cell_options)
+        notes.extend(note for note in dataset_notes if note not in notes)
+        assert stats is not None
+        layouts = packing_layouts(packing)
+        return {layout: request_for(with_packing(cell_options, stats, layout)) for layout in layouts}
 
     result = sweep_with_progress(make_request, chosen, seq_lens)
     if last_request:

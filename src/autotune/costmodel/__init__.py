@@ -25,6 +25,7 @@ Modules:
   head_time       lm_head and the loss per micro-step
   model_flops     the FLOPs a method needs per micro-step (MFU's numerator: 6·N full, 4·N frozen base)
   step_time       step time of one setting as a sum of named terms (TimeTerms), composed from the terms
+  eval_time       the eval loss's time: forward-only micro batches over the held-out set, per eval
   estimate        estimate_setting: one Estimate (memory, time, fits) for one setting on one cluster
   calibration     the shipped coefficients and user calibration files (load, save); error bands
   priors          the stated priors no fit moves (each with its unit and source) and the rule for where a number

@@ -90,6 +90,7 @@ def layer_activation_bytes_per_token(
     flash_attention: bool,
     fused: FusedKernels = NO_FUSED_KERNELS,
     lora: LoraLayout | None = None,
+    masked_attention: bool = False,
 ) -> LayerActivationBytes:
     """Bytes one decoder layer saves for backward, per token (derivation in the module docstring).
 
@@ -101,6 +102,7 @@ def layer_activation_bytes_per_token(
         flash_attention: True when SDPA runs a flash / memory-efficient kernel.
         fused: the modules that run fused kernels (``SettingContext.fused``).
         lora: what peft builds for the adapters (``SettingContext.lora``; counted from ``setting`` when None).
+        masked_attention: SDPA gets an explicit mask (``SettingContext.masked_attention``).
     """
     h, q_dim = model.hidden_size, model.q_dim
     m_b = dtypes.compute_bytes
@@ -109,7 +111,7 @@ def layer_activation_bytes_per_token(
 
     norms = _layer_norm_bytes(model, dtypes, frozen, fused)
     clamp = legacy_clamp_bytes_per_score(setting, dtypes) if not flash_attention else 0.0
-    attention, scores = _attention_bytes(model, m_b, seq_len, flash_attention, clamp)
+    attention, scores = _attention_bytes(model, m_b, seq_len, flash_attention, clamp, masked_attention)
     # o_proj saves its input only when its weight is trained; after SDPA that input is a view of the saved
     # output (the kernels write (b, s, n, d)), after eager attention a contiguous copy.
     if not frozen and not flash_attention:
@@ -239,24 +241,31 @@ def autocast_input_casts(model: ModelSpec, dtypes: DtypeBytes) -> int:
     return attention_inputs + mlp_inputs
 
 
-def attention_mask_materialised(model: ModelSpec, seq_len: float) -> bool:
-    """True when transformers builds an explicit mask for SDPA: a sliding window the sequence reaches.
+def attention_mask_materialised(model: ModelSpec, seq_len: float, masked_attention: bool = False) -> bool:
+    """True when transformers builds an explicit mask for SDPA: a reached sliding window, or ``masked_attention``.
+
+    ``masked_attention``: packed rows of several examples or padded rows (``context.masked_attention_share``).
 
     See ``masking_utils._ignore_causal_mask_sdpa``: ``kv_length >= local_attention_size`` keeps the mask.
     """
-    return model.sliding_window is not None and seq_len >= model.sliding_window
+    return masked_attention or (model.sliding_window is not None and seq_len >= model.sliding_window)
 
 
 def mask_bytes(
-    model: ModelSpec, micro_batch_size: int, seq_len: float, flash_attention: bool, residual_bytes: float = 2.0
+    model: ModelSpec,
+    micro_batch_size: int,
+    seq_len: float,
+    flash_attention: bool,
+    residual_bytes: float = 2.0,
+    masked_attention: bool = False,
 ) -> float:
-    """The (b, 1, s, s) attention masks when built (eager always; SDPA with a reached sliding window).
+    """The (b, 1, s, s) attention masks when built (eager always; SDPA with a mask: ``attention_mask_materialised``).
 
     They are kept for backward by the attention ops or as inputs of the checkpointed layers: SDPA gets a boolean mask
     (``masking_utils.sdpa_mask``), eager a float one in the hidden states' dtype (``eager_mask``: 0 / the dtype's
     minimum); one per layer type (``ALTERNATING_MASK_MODEL_TYPES``).
     """
-    if flash_attention and not attention_mask_materialised(model, seq_len):
+    if flash_attention and not attention_mask_materialised(model, seq_len, masked_attention):
         return 0.0
     kinds = 2 if model.model_type in ALTERNATING_MASK_MODEL_TYPES and model.num_hidden_layers > 1 else 1
     element = MASK_BYTES if flash_attention else residual_bytes
@@ -292,7 +301,12 @@ def legacy_clamp_bytes_per_score(setting: TrainingSetting, dtypes: DtypeBytes) -
 
 
 def _attention_bytes(
-    model: ModelSpec, m_b: float, seq_len: float, flash_attention: bool, clamp_bytes: float = 0.0
+    model: ModelSpec,
+    m_b: float,
+    seq_len: float,
+    flash_attention: bool,
+    clamp_bytes: float = 0.0,
+    masked_attention: bool = False,
 ) -> tuple[float, float]:
     """Saved bytes per token of the attention core: (q/k/v/output part, s×s score part).
 
@@ -301,7 +315,10 @@ def _attention_bytes(
     (``eager_attention_forward``) repeats k and v to every query head (``repeat_kv``, a copy when heads are
     grouped), saves q and the repeated k and v for its two matmuls, the fp32 softmax output and its 16-bit
     copy (s per head each), and with Gemma 2's attention soft-capping also the tanh output. SDPA with a
-    materialised mask (sliding window reached) gets k and v repeated like eager. With fused qkv
+    materialised mask (sliding window reached, or ``masked_attention``) gets k and v repeated like eager, and saves
+    for backward the additive mask torch converts the boolean one into on every call (``attention.cpp``
+    ``convert_boolean_attn_mask``, in the query's dtype; ``_scaled_dot_product_efficient_attention`` keeps its
+    ``attn_bias`` for the backward): m·s bytes per token per layer. With fused qkv
     (Phi-3) v is a slice of the fused projection output, so saving v keeps the whole output alive.
     ``clamp_bytes``: per score, the masked scores that ``eager-legacy`` saves for its ``torch.max`` clamp
     (:func:`legacy_clamp_bytes_per_score`).
@@ -310,9 +327,12 @@ def _attention_bytes(
     fused_extra = m_b * (q_dim + kv_dim) if model.fused_qkv else 0.0
     grouped = model.num_key_value_heads < heads
     if flash_attention:
-        # with a materialised mask transformers cannot use enable_gqa: k and v are repeated per query head
-        kv_saved = q_dim if grouped and attention_mask_materialised(model, seq_len) else kv_dim
-        return m_b * (2 * q_dim + 2 * kv_saved) + FP32_BYTES * heads + fused_extra, 0.0
+        # with a materialised mask transformers cannot use enable_gqa: k and v are repeated per query head, and the
+        # mask's additive copy is kept for backward
+        materialised = attention_mask_materialised(model, seq_len, masked_attention)
+        kv_saved = q_dim if grouped and materialised else kv_dim
+        bias = m_b * seq_len if materialised else 0.0
+        return m_b * (2 * q_dim + 2 * kv_saved) + FP32_BYTES * heads + fused_extra + bias, 0.0
     attention = m_b * (q_dim + 2 * (q_dim if grouped else kv_dim)) + (0.0 if grouped else fused_extra)
     score_copies = FP32_BYTES + m_b + (m_b if model.attn_logit_softcapping is not None else 0.0) + clamp_bytes
     return attention, score_copies * heads * seq_len

@@ -5,12 +5,15 @@ builds for its adapters, the trainable parameters: each counted once here, so no
 the one decision both models used to make on their own — whether attention runs a flash / memory-efficient kernel
 (no s×s scores in memory, the causal half skipped in time) or the math path (scores materialised, every score
 computed). Memory and time take the answer from here, so they cannot disagree (issue 18: on the RX 7900 XTX the
-time model ran math attention while memory assumed flash).
+time model ran math attention while memory assumed flash). Likewise how often SDPA's call carries an explicit mask
+(:func:`masked_attention_share`: packed rows of several examples, padded micro batches) and what attention over
+flattened packed rows costs (:func:`flattened_attention_span_tokens`), issue 26.
 """
 
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass
 
 from autotune.costmodel.fused_kernels import FusedKernels, fused_kernels
@@ -28,6 +31,7 @@ from autotune.costmodel.precision import DtypeBytes, dtype_bytes
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.lora_targets import effective_lora_dropout
 from autotune.schemas.model import ModelSpec
+from autotune.schemas.packing import packed_layout
 from autotune.schemas.setting import SCORE_ATTENTION_IMPLS, TrainingSetting, Workload
 
 
@@ -39,6 +43,55 @@ def uses_flash_attention(setting: TrainingSetting, gpu: GpuSpec) -> bool:
     falls back to the math path, ``sdp_utils``' backend selection), materialises the n_q·s scores per token.
     """
     return setting.attention_impl not in SCORE_ATTENTION_IMPLS and gpu.supports_flash_attention
+
+
+def masked_attention_share(setting: TrainingSetting, gpu: GpuSpec, workload: Workload) -> float:
+    """Share of the micro batches whose SDPA call carries an explicit mask (the masked SDPA path), in 0..1.
+
+    Only ``attention_impl: sdpa`` on a GPU with a flash kernel (:func:`uses_flash_attention`) can lose that kernel;
+    eager and SDPA without one already run the math path. transformers 5.23 gives SDPA a 4D mask when a row of the
+    micro batch restarts its ``position_ids`` (``masking_utils.find_packed_sequence_indices``: packed blocks of
+    several examples, the ``row-per-block`` layout of ``schemas.packing.PACKED_LAYOUTS``) or when the padding mask
+    has a 0 (``_ignore_causal_mask_sdpa`` skips the mask only when ``padding_mask.all()``: a padded micro batch whose
+    rows differ in length); else it calls SDPA mask-free with ``is_causal`` and ``enable_gqa``. With a mask
+    (``integrations/sdpa_attention.py``) ``use_gqa_in_sdpa`` is False on CUDA, so k and v are repeated to every
+    query head (``repeat_kv``), and ``is_causal`` is False; torch's flash backend refuses any ``attn_mask``
+    (``sdp_utils.cpp`` ``check_for_attn_mask``), so the memory-efficient (cutlass) kernel runs over all s² scores.
+
+    The micro batch's rows are drawn independently (the Trainer's random sampler), b = the micro batch:
+
+    * padded batches (``Workload.padded_length_quantiles``): 1 − Σᵥ pᵥᵇ, pᵥ the share of the kept lengths equal to
+      v (the micro batch is mask-free only when its rows are equally long; 0 for micro batch 1);
+    * packed blocks (``Workload.packed_multi_example_block_share`` = m): 1 − (1 − m)ᵇ (mask-free only when every
+      block holds one example: the core pads rows by continuing positions, ``trainer.packed.PackedCollator``);
+    * anything else (filled sequences, the synthetic workload): 0.
+
+    Not modelled: under ``torch.compile`` transformers cannot read the mask's values and keeps it always.
+    """
+    if setting.attention_impl != "sdpa" or not uses_flash_attention(setting, gpu):
+        return 0.0
+    rows = setting.micro_batch_size
+    quantiles = workload.padded_length_quantiles
+    if quantiles is not None:
+        counts = Counter(quantiles).values()
+        return max(0.0, 1.0 - sum((count / len(quantiles)) ** rows for count in counts))
+    multi = workload.packed_multi_example_block_share
+    if multi is not None:
+        return 1.0 - (1.0 - multi) ** rows
+    return 0.0
+
+
+def flattened_attention_span_tokens(setting: TrainingSetting, workload: Workload) -> float | None:
+    """Keys per query token (before the causal half) when packed blocks run flattened, else None.
+
+    ``flash_attention_2`` lays a packed micro batch out as one row (``PACKED_LAYOUTS``: ``flattened``) and its varlen
+    kernel attends inside each example, Σ lᵢ² over the examples: per token Σ lᵢ² / Σ lᵢ
+    (``Workload.packed_attention_span_tokens``) instead of the block's seq_len. None without that statistic (not a
+    packed dataset, or a plan written before it) or for another layout.
+    """
+    if packed_layout(setting.attention_impl) != "flattened":
+        return None
+    return workload.packed_attention_span_tokens
 
 
 @dataclass(frozen=True)
@@ -53,6 +106,8 @@ class SettingContext:
         lora: what peft builds for the adapters (``params.lora_layout``; ``params.NO_LORA`` without adapters).
         trainable_params: parameters the optimizer updates: the adapters' (``params.lora_params``), else every one.
         flash_attention: :func:`uses_flash_attention`.
+        masked_attention_share: :func:`masked_attention_share` (0 = SDPA always mask-free).
+        attention_span_tokens: :func:`flattened_attention_span_tokens` (None: attention spans the sequence).
         seq_tokens: tokens computed per sequence, padding included (``Workload.computed_tokens_per_sequence``).
         tokens: tokens per micro batch (micro batch × ``seq_tokens``).
         peak_seq_tokens: tokens of the longest sequence a micro batch can hold (``Workload.peak_tokens_per_sequence``):
@@ -75,6 +130,8 @@ class SettingContext:
     lora: LoraLayout
     trainable_params: int
     flash_attention: bool
+    masked_attention_share: float
+    attention_span_tokens: float | None
     seq_tokens: float
     tokens: float
     peak_seq_tokens: float
@@ -87,6 +144,11 @@ class SettingContext:
     def gpu(self) -> GpuSpec:
         """The cluster's GPU."""
         return self.cluster.gpu
+
+    @property
+    def masked_attention(self) -> bool:
+        """True when some micro batch runs the masked SDPA path (memory is sized for the worst micro batch)."""
+        return self.masked_attention_share > 0
 
     @property
     def layers(self) -> int:
@@ -152,6 +214,8 @@ def setting_context(
         lora=facts.lora,
         trainable_params=facts.trainable_params,
         flash_attention=uses_flash_attention(setting, cluster.gpu),
+        masked_attention_share=masked_attention_share(setting, cluster.gpu, workload),
+        attention_span_tokens=flattened_attention_span_tokens(setting, workload),
         seq_tokens=seq,
         tokens=setting.micro_batch_size * seq,
         peak_seq_tokens=peak_seq,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from autotune.costmodel.calibration import default_coefficients, error_band
 from autotune.costmodel.context import setting_context
+from autotune.costmodel.eval_time import eval_time_s
 from autotune.costmodel.memory import MemoryPrediction, predict_memory_in
 from autotune.costmodel.priors import COMPILE_FIXED_S, COMPILE_PER_LAYER_S, CUDA_CONTEXT_BYTES
 from autotune.costmodel.step_time import predict_time_in
@@ -77,8 +78,9 @@ def estimate_setting(
         coefficients: fitted calibration (default: the shipped seed-table fit).
 
     Returns:
-        The Estimate; ``fits`` as :func:`memory_fit` (allocated, not reserved, must fit: the caching allocator
-        frees cached blocks and retries before it reports out-of-memory).
+        The Estimate; ``total_time_s`` counts every optimizer step, the compilation and the eval losses the
+        workload schedules (``costmodel.eval_time``); ``fits`` as :func:`memory_fit` (allocated, not reserved, must
+        fit: the caching allocator frees cached blocks and retries before it reports out-of-memory).
     """
     coefficients = coefficients or default_coefficients()
     context = setting_context(model, setting, cluster, workload)  # one set of derived facts for memory and time
@@ -94,7 +96,8 @@ def estimate_setting(
     mfu = timing.model_flops_per_micro_step * setting.grad_accum / timing.step_time_s / peak_flops
     compile_s = compile_time_s(model) if setting.compile else 0.0
     steps = workload.optimizer_steps(setting, cluster.world_size)
-    total_s = steps * timing.step_time_s + compile_s if steps is not None else None
+    evals, eval_s = eval_time_s(context, coefficients, steps) if steps is not None else (0, 0.0)
+    total_s = steps * timing.step_time_s + compile_s + eval_s if steps is not None else None
     return Estimate(
         peak_memory_gib=round(fit.peak_gib, 3),
         peak_reserved_gib=round(fit.reserved_gib, 3),
@@ -115,6 +118,8 @@ def estimate_setting(
         compile_time_s=compile_s,
         total_time_s=total_s,
         num_optimizer_steps=steps,
+        eval_time_s=eval_s if evals else None,
+        num_evals=evals if evals else None,
         time_breakdown_s={name: round(value, 6) for name, value in timing.breakdown_s.items()},
     )
 

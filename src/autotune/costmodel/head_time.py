@@ -35,18 +35,27 @@ def head_gemm_s(
     return seconds
 
 
+def head_gemm_device(context: SettingContext, device: DeviceContext) -> tuple[float, GemmDevice, float]:
+    """(bytes per element of lm_head's GEMMs, the GEMM device they run on, bytes per logit).
+
+    fp32 on CUDA cores when the logits are fp32 without autocast, else the compute dtype's tensor cores.
+    """
+    setting, dtypes = context.setting, context.dtypes
+    logit_bytes = act.logits_dtype_bytes(setting, dtypes)
+    fp32_head = logit_bytes == 4 and not dtypes.autocast
+    head_device = device.matmul[FP32_SIMT if fp32_head else dtypes.compute_dtype]
+    return (4 if fp32_head else dtypes.compute_bytes), head_device, logit_bytes
+
+
 def head_term(context: SettingContext, device: DeviceContext) -> TermWork:
     """lm_head + loss per micro-step: GPU seconds and kernels (module docstring)."""
     model, setting, dtypes, tokens = context.model, context.setting, context.dtypes, context.tokens
     bandwidth = device.dram_bytes_per_s
-    logit_bytes = act.logits_dtype_bytes(setting, dtypes)
-    fp32_head = logit_bytes == 4 and not dtypes.autocast
-    head_device = device.matmul[FP32_SIMT if fp32_head else dtypes.compute_dtype]
+    head_element, head_device, logit_bytes = head_gemm_device(context, device)
     if context.fused.linear_cross_entropy:
         work = liger_head_work(model, setting, dtypes, tokens, logit_bytes, head_device)
         kernels = HEAD_KERNELS_PER_MICRO_STEP + work.kernels
         return TermWork(work.gemm_s + work.elementwise_bytes / bandwidth + kernels * GPU_KERNEL_MIN_S, kernels)
-    head_element = 4 if fp32_head else dtypes.compute_bytes
     head_s = head_gemm_s(
         tokens, model.hidden_size, model.vocab_size, head_element, head_device,
         setting.loss_impl == "chunked", not setting.uses_adapters,

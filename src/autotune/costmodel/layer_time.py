@@ -11,12 +11,17 @@ term's GPU seconds include its kernels' ``priors.GPU_KERNEL_MIN_S`` (launch late
 * **attention** (:func:`attention_term`) — ``gemm.attention_flops_forward`` (causal saving only for flash /
   memory-efficient kernels), backward ``FLASH_BACKWARD_FLOPS_RATIO`` × (flash) or 2× (math), at the attention
   efficiency of the GPU's architecture; the Triton flash kernel of the 2023 MPT measurements (``flash-triton``)
-  takes ``priors.TRITON_FLASH_ATTENTION_TIME_RATIO`` × as long.
+  takes ``priors.TRITON_FLASH_ATTENTION_TIME_RATIO`` × as long. Micro batches that give SDPA an explicit mask
+  (``SettingContext.masked_attention_share``: packed rows of several examples, padded rows of different lengths) run
+  the memory-efficient kernel over all s² scores (no causal saving) at ``priors.MEM_EFFICIENT_ATTENTION_TIME_RATIO``
+  × flash's time; flash-attention-2 on flattened packed rows attends over Σ lᵢ² / Σ lᵢ keys per token
+  (``SettingContext.attention_span_tokens``) instead of seq_len.
 * **element-wise** (:func:`elementwise_term`) — the bytes the layer's non-GEMM kernels move, counted from the real
   module code (``dispatch.layer_ops``; bf16 basis, scaled by the residual dtype), at the achievable bandwidth;
   torch.compile removes ``compile_speedup`` of the traffic and kernels; fused kernels (``kernels: liger``) take
   the eager ops they replace out and add their own traffic (``fused_kernels``); the math attention path adds its
-  score traffic (``dispatch.eager_attention``, ``LEGACY_CLAMP``).
+  score traffic (``dispatch.eager_attention``, ``LEGACY_CLAMP``); the masked SDPA path adds its mask conversion and
+  k / v repeats (:func:`masked_sdpa_extras`).
 * **LoRA** (:func:`lora_term`) and **QLoRA** (:func:`dequant_term`) — counted from what peft and bitsandbytes run
   (``adapter_time``, ``param_adapters``); peft's Python per target (``lora_target_cpu_s``) and bitsandbytes'
   per Linear4bit (``qlora_linear_cpu_s``) are CPU seconds beyond the kernels.
@@ -42,8 +47,15 @@ from autotune.costmodel.fused_kernels import eager_replaced_traffic, liger_layer
 from autotune.costmodel.gemm import GemmDevice, attention_flops_forward, attention_time_s, linear_pass_time_s
 from autotune.costmodel.param_adapters import wrapped_gemm_s
 from autotune.costmodel.params import LinearModule
-from autotune.costmodel.priors import FLASH_BACKWARD_FLOPS_RATIO, GPU_KERNEL_MIN_S, TRITON_FLASH_ATTENTION_TIME_RATIO
+from autotune.costmodel.precision import DtypeBytes
+from autotune.costmodel.priors import (
+    FLASH_BACKWARD_FLOPS_RATIO,
+    GPU_KERNEL_MIN_S,
+    MEM_EFFICIENT_ATTENTION_TIME_RATIO,
+    TRITON_FLASH_ATTENTION_TIME_RATIO,
+)
 from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.model import ModelSpec
 
 MATH_ATTENTION_BACKWARD_FACTOR = 2.0
 """Math (eager) attention backward: two GEMMs per forward GEMM (input gradients of QKᵀ and PV)."""
@@ -161,19 +173,63 @@ def gemm_term(context: SettingContext, device: DeviceContext, ops: LayerOps) -> 
 
 
 def attention_term(context: SettingContext, device: DeviceContext, ops: LayerOps) -> PassWork:
-    """The attention kernel: flash (causal half skipped) or math, at the GPU's attention efficiency."""
+    """The attention kernel: flash (causal half skipped) or math, at the GPU's attention efficiency.
+
+    Flattened packed rows (flash-attention-2) attend over ``attention_span_tokens`` keys per token. The share of
+    micro batches that run the masked SDPA path (``masked_attention_share``) computes every one of the s² scores
+    (no causal skipping) on the memory-efficient kernel, ``MEM_EFFICIENT_ATTENTION_TIME_RATIO`` × flash's time for
+    the same FLOPs, forward and backward.
+    """
     model, flash, seq = context.model, context.flash_attention, context.seq_tokens
-    flops = attention_flops_forward(
-        context.tokens, seq, model.num_attention_heads, model.head_dim, causal_skipped=flash
-    )
-    fwd = attention_time_s(flops, seq, device.attention_device(context.dtypes))
+    heads, head_dim = model.num_attention_heads, model.head_dim
+    attention_device = device.attention_device(context.dtypes)
+    keys = context.attention_span_tokens if context.attention_span_tokens is not None else seq
+    flops = attention_flops_forward(context.tokens, keys, heads, head_dim, causal_skipped=flash)
+    fwd = attention_time_s(flops, keys, attention_device)
     if context.setting.attention_impl == "flash-triton":  # same FLOPs and causal saving, a slower kernel (fwd + bwd)
         fwd *= TRITON_FLASH_ATTENTION_TIME_RATIO
+    share = context.masked_attention_share
+    if share > 0:
+        masked_flops = attention_flops_forward(context.tokens, seq, heads, head_dim, causal_skipped=False)
+        masked = attention_time_s(masked_flops, seq, attention_device) * MEM_EFFICIENT_ATTENTION_TIME_RATIO
+        fwd = (1 - share) * fwd + share * masked
     bwd = fwd * (FLASH_BACKWARD_FLOPS_RATIO if flash else MATH_ATTENTION_BACKWARD_FACTOR)
     fwd_kernels, bwd_kernels = ops.forward_attention_kernels, ops.backward_attention_kernels
     return PassWork(
         TermWork(fwd + fwd_kernels * GPU_KERNEL_MIN_S, fwd_kernels),
         TermWork(bwd + bwd_kernels * GPU_KERNEL_MIN_S, bwd_kernels),
+    )
+
+
+class MaskedSdpaExtras(NamedTuple):
+    """What the masked SDPA path adds to a layer's element-wise work: bytes per token and kernels, per pass."""
+
+    forward_bytes_per_token: float
+    backward_bytes_per_token: float
+    forward_kernels: int
+    backward_kernels: int
+
+
+def masked_sdpa_extras(model: ModelSpec, dtypes: DtypeBytes, seq_tokens: float) -> MaskedSdpaExtras:
+    """Element-wise work of one layer's SDPA call with an explicit mask, beyond the mask-free call.
+
+    * The mask: torch's ``scaled_dot_product_attention`` converts the boolean (b, 1, s, s) mask into an additive
+      one in the query's dtype on every call (``attention.cpp`` ``convert_boolean_attn_mask``:
+      ``at::where(mask, 0, -inf)``), one kernel reading 1 byte and writing m bytes per score of one head:
+      (1 + m)·s bytes per token.
+    * The k / v repeats (grouped heads only): transformers repeats k and v to every query head (``repeat_kv``,
+      ``expand`` + ``reshape``: a copy reading n_kv·d and writing n_q·d elements per token, two kernels); the
+      backward sums the repeated gradients back (``expand``'s backward, the same bytes, two kernels).
+    """
+    m = dtypes.compute_bytes
+    grouped = model.num_key_value_heads < model.num_attention_heads
+    repeat_bytes = 2 * (model.q_dim + model.kv_dim) * m if grouped else 0.0
+    repeat_kernels = 2 if grouped else 0
+    return MaskedSdpaExtras(
+        forward_bytes_per_token=(1 + m) * seq_tokens + repeat_bytes,
+        backward_bytes_per_token=repeat_bytes,
+        forward_kernels=1 + repeat_kernels,
+        backward_kernels=repeat_kernels,
     )
 
 
@@ -202,6 +258,13 @@ def elementwise_term(context: SettingContext, device: DeviceContext, ops: LayerO
             bwd += extra.backward_bytes_per_score * scores
             fwd_kernels += extra.forward_kernels * compile_keep
             bwd_kernels += extra.backward_kernels * compile_keep
+    share = context.masked_attention_share
+    if share > 0:  # the masked SDPA path: the mask's conversion and the k / v repeats, in that share of micro batches
+        masked = masked_sdpa_extras(model, dtypes, context.seq_tokens)
+        fwd += share * masked.forward_bytes_per_token * tokens * compile_keep / bandwidth
+        bwd += share * masked.backward_bytes_per_token * tokens * compile_keep / bandwidth
+        fwd_kernels += share * masked.forward_kernels * compile_keep
+        bwd_kernels += share * masked.backward_kernels * compile_keep
     return PassWork(
         TermWork(fwd + fwd_kernels * GPU_KERNEL_MIN_S, fwd_kernels),
         TermWork(bwd + bwd_kernels * GPU_KERNEL_MIN_S, bwd_kernels),

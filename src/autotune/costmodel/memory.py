@@ -316,11 +316,12 @@ def activation_terms(context: SettingContext) -> ActivationTerms:
         context.fused,
         context.lora,
     )
-    layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash, fused, lora)
+    masked = context.masked_attention
+    layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash, fused, lora, masked)
     stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes, fused) * tokens
     working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash, fused, lora)
     working *= tokens
-    masks = act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash, dtypes.residual_bytes)
+    masks = act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash, dtypes.residual_bytes, masked)
     # LoRA folded into an MoE's expert weights keeps each layer's merged weights for backward; checkpointing
     # holds one recomputed layer's (autotune.costmodel.param_adapters)
     merged = merged_weight_bytes_per_layer(model, setting, dtypes, lora)

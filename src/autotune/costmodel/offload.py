@@ -62,6 +62,44 @@ def streamed_exposed_s(first_copy_s: float, copy_s: float, compute_s: float, uni
     return first_copy_s + units * max(0.0, copy_s - compute_s)
 
 
+class _UnitCopies(NamedTuple):
+    """One micro-step's copy seconds per unit under CPU offload (:func:`_unit_copies`)."""
+
+    first_s: float  # the root unit's weights + the first decoder layer's: the copy nothing hides
+    weight_layer_s: float  # one decoder layer's weights
+    grad_layer_s: float  # one decoder layer's gradients
+    root_grad_s: float  # the root unit's gradients (0 for adapters: theirs sit in the layers)
+
+
+def _unit_copies(context: SettingContext, coefficients: CostCoefficients) -> _UnitCopies:
+    """Seconds each unit's weights and gradients take over the achievable host link, on one rank."""
+    counts, layers = context.counts, context.layers
+    bandwidth = host_link_bytes_per_s(context.gpu, coefficients)
+    ranks = context.world_size
+    weight_s = base_weight_bytes(context.model, counts, context.setting, context.dtypes) / ranks / bandwidth
+    grad_s = context.trainable_params * context.dtypes.grad_bytes / ranks / bandwidth
+    layer_share = (counts.attention_params_per_layer + counts.mlp_params_per_layer) / max(1, counts.total_params)
+    root_share = max(0.0, 1 - layers * layer_share)
+    weight_layer_s, grad_layer_s = weight_s * layer_share, grad_s * layer_share
+    if context.setting.uses_adapters:  # the adapters sit in the decoder layers: their gradients are spread over them
+        grad_layer_s, root_grad_s = grad_s / layers, 0.0
+    else:
+        root_grad_s = grad_s * root_share
+    return _UnitCopies(weight_s * root_share + weight_layer_s, weight_layer_s, grad_layer_s, root_grad_s)
+
+
+def forward_streaming_s(context: SettingContext, coefficients: CostCoefficients, layer_fwd_s: float) -> float:
+    """Exposed host→device weight-copy seconds of one forward pass under CPU offload; 0 without offload.
+
+    A forward-only pass (an eval batch under ``torch.no_grad``) copies every unit in once, by the overlap rule of the
+    module docstring; the training micro-step's forward is the same pass (:func:`offload_streaming`).
+    """
+    if not context.setting.offloads_to_cpu:
+        return 0.0
+    copies = _unit_copies(context, coefficients)
+    return streamed_exposed_s(copies.first_s, copies.weight_layer_s, layer_fwd_s, context.layers - 1)
+
+
 def offload_streaming(
     context: SettingContext, coefficients: CostCoefficients, layer_fwd_s: float, layer_bwd_s: float
 ) -> OffloadStreaming:
@@ -77,24 +115,14 @@ def offload_streaming(
     Returns:
         The exposed seconds per micro-step by direction (:class:`OffloadStreaming`).
     """
-    setting, counts, layers = context.setting, context.counts, context.layers
-    if not setting.offloads_to_cpu:
+    if not context.setting.offloads_to_cpu:
         return OffloadStreaming()
-    bandwidth = host_link_bytes_per_s(context.gpu, coefficients)
-    ranks = context.world_size
-    weight_s = base_weight_bytes(context.model, counts, setting, context.dtypes) / ranks / bandwidth
-    grad_s = context.trainable_params * context.dtypes.grad_bytes / ranks / bandwidth
-    layer_share = (counts.attention_params_per_layer + counts.mlp_params_per_layer) / max(1, counts.total_params)
-    root_share = max(0.0, 1 - layers * layer_share)
-    weight_layer_s, grad_layer_s = weight_s * layer_share, grad_s * layer_share
-    if setting.uses_adapters:  # the adapters sit in the decoder layers: their gradients are spread over them
-        grad_layer_s, root_grad_s = grad_s / layers, 0.0
-    else:
-        root_grad_s = grad_s * root_share
+    layers = context.layers
+    copies = _unit_copies(context, coefficients)
+    first_s, weight_layer_s, grad_layer_s = copies.first_s, copies.weight_layer_s, copies.grad_layer_s
     backward_compute_s = layer_bwd_s + (context.forward_passes - 1) * layer_fwd_s
-    first_s = weight_s * root_share + weight_layer_s
-    forward_s = streamed_exposed_s(first_s, weight_layer_s, layer_fwd_s, layers - 1)
+    forward_s = forward_streaming_s(context, coefficients, layer_fwd_s)
     backward_s = streamed_exposed_s(first_s, weight_layer_s, backward_compute_s, layers - 1)
     both_s = (layers - 1) * max(0.0, max(weight_layer_s, grad_layer_s) - backward_compute_s)
-    grads_s = both_s - (backward_s - first_s) + grad_layer_s + root_grad_s
+    grads_s = both_s - (backward_s - first_s) + grad_layer_s + copies.root_grad_s
     return OffloadStreaming(weights_s=forward_s + backward_s, grads_s=grads_s)

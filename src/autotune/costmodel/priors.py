@@ -67,6 +67,14 @@ impl ``flash-triton``). Dao 2023, "FlashAttention-2" (arXiv:2307.08691), section
 sequence 512-16k). 1.8 is the geometric middle of that range (sqrt(1.3 x 2.5)), chosen before it was compared with
 any measurement and not fitted; the range bounds it. No figure is published for H100: the same ratio is assumed."""
 
+MEM_EFFICIENT_ATTENTION_TIME_RATIO = 2.0
+"""Forward + backward time of PyTorch SDPA's memory-efficient backend (xformers' cutlass kernel) over FlashAttention-2
+on the same FLOPs: the masked SDPA path (``context.masked_attention_share``), where an explicit ``attn_mask`` rules
+the flash backend out. Dao 2023, "FlashAttention-2" (arXiv:2307.08691), §4.1 (figs. 4–6, A100, head dim 64 / 128,
+sequence 512–16k): "FlashAttention-2 is around 2× faster than FlashAttention and FlashAttention in xformers (the
+'cutlass' implementation)", against 1.7–3.0× over FlashAttention over the whole benchmark (§4): 2.0 as stated,
+1.7–3.0 its range. Not fitted; no H100 figure is published for the cutlass kernel: the same ratio is assumed."""
+
 # --- memory -------------------------------------------------------------------------------------------------
 
 CUDA_CONTEXT_BYTES = 0.5 * 2**30

@@ -151,6 +151,29 @@ def pass_time_s(one: LayerPass, coefficients: CostCoefficients) -> tuple[float, 
     return gpu_s, exposed_dispatch_s(one.kernels() * coefficients.kernel_launch_s + one.python_cpu_s(), gpu_s)
 
 
+def gathered_weight_bytes(context: SettingContext) -> float:
+    """Bytes of every weight as an all-gather moves them: as stored, or in the compute dtype under autocast."""
+    counts, dtypes = context.counts, context.dtypes
+    if dtypes.autocast:
+        return counts.total_params * dtypes.compute_bytes
+    return base_weight_bytes(context.model, counts, context.setting, dtypes)
+
+
+def parameter_gathers_s(context: SettingContext, coefficients: CostCoefficients) -> tuple[float, float]:
+    """(root unit's, one decoder layer's) all-gather seconds when parameters are sharded (FSDP / ZeRO-3).
+
+    A layer's share of the weights is its attention + MLP parameters over all; the root unit (embedding, final
+    norm, output projection) holds the rest.
+    """
+    counts, cluster, layers = context.counts, context.cluster, context.layers
+    gathered_bytes = gathered_weight_bytes(context)
+    layer_share = (counts.attention_params_per_layer + counts.mlp_params_per_layer) / max(1, counts.total_params)
+    root_share = max(0.0, 1 - layers * layer_share)
+    gather = collective_time_s("all-gather", gathered_bytes * layer_share, cluster, coefficients)
+    root = collective_time_s("all-gather", gathered_bytes * root_share, cluster, coefficients)
+    return root, gather
+
+
 def communication_term(
     context: SettingContext, coefficients: CostCoefficients, layer_fwd_s: float, layer_bwd_s: float
 ) -> Communication:
@@ -160,15 +183,12 @@ def communication_term(
     )  # fmt: skip
     if cluster.world_size == 1:
         return Communication()
-    full_weight_bytes = base_weight_bytes(context.model, counts, setting, dtypes)
-    gathered_bytes = full_weight_bytes if not dtypes.autocast else counts.total_params * dtypes.compute_bytes
+    gathered_bytes = gathered_weight_bytes(context)
     grad_bytes = context.trainable_params * dtypes.grad_bytes
     if setting.shards_parameters:
         layer_share = (counts.attention_params_per_layer + counts.mlp_params_per_layer) / max(1, counts.total_params)
-        root_share = max(0.0, 1 - layers * layer_share)
-        gather = collective_time_s("all-gather", gathered_bytes * layer_share, cluster, coefficients)
+        root, gather = parameter_gathers_s(context, coefficients)
         scatter = collective_time_s("reduce-scatter", grad_bytes * layer_share, cluster, coefficients)
-        root = collective_time_s("all-gather", gathered_bytes * root_share, cluster, coefficients)
         backward_compute = layer_bwd_s + (context.forward_passes - 1) * layer_fwd_s
         # grad_sync last-micro-step (FSDP under no_sync): only the last micro-step of a step reduce-scatters.
         synced = 1.0 / setting.grad_accum if setting.uses_fsdp and setting.grad_sync == "last-micro-step" else 1.0

@@ -9,6 +9,7 @@ Modules:
   sweep     plan over a grid of sequence lengths / methods
   grid      plan every GPU type × count, choose by time or cost under a deadline / budget
   packing   a dataset's layout, packed or padded: the faster whole run
+  evaluation  the eval set in the workload: held out of the training set, priced per eval
 """
 
 from autotune.planner.build import build_plan_file, plan

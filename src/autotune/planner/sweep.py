@@ -10,20 +10,25 @@ that ``Estimate.fits`` compares with the GPU's memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from autotune.errors import InfeasibleError, InvalidRequestError
+from autotune.planner.packing import choose_packing
 from autotune.planner.request import PlanRequest
-from autotune.planner.search import evaluate_candidates, overshoot, search
+from autotune.planner.search import evaluate_candidates, overshoot, run_time_s, search
+from autotune.schemas.dataset_stats import Packing
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.setting import TrainingSetting
 
 CellStatus = Literal["fits", "infeasible", "unsupported"]
 
-RequestFactory = Callable[[str, int], PlanRequest]
-"""Builds the validated request for (method, seq_len); user errors (bad values) propagate."""
+CellRequest = PlanRequest | Mapping[Packing, PlanRequest]
+"""One cell's request, or one per dataset layout (``sweep --dataset --packing auto``: the faster whole run is kept)."""
+
+RequestFactory = Callable[[str, int], CellRequest]
+"""Builds the validated request(s) for (method, seq_len); user errors (bad values) propagate."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,8 @@ class SweepCell:
     closest_setting: TrainingSetting | None = None
     closest_need_gib: float | None = None
     closest_short_of: tuple[str, ...] = ()
+    packing: Packing | None = None
+    """The dataset layout of the cell (``sweep --dataset``); None without a dataset."""
 
     @property
     def fits(self) -> bool:
@@ -73,6 +80,8 @@ class SweepCell:
             "closest_setting_short": None if self.closest_setting is None else self.closest_setting.short(),
             "closest_need_gib": self.closest_need_gib,
             "closest_short_of": list(self.closest_short_of),
+            "packing": self.packing,
+            "total_time_s": None if e is None else e.total_time_s,
         }
 
 
@@ -170,6 +179,21 @@ def plan_cell(request: PlanRequest, method: str) -> SweepCell:
     return SweepCell(method, seq_len, "fits", setting=result.best.setting, estimate=result.best.estimate)
 
 
+def plan_layouts(requests: CellRequest, method: str) -> SweepCell:
+    """:func:`plan_cell` of one request, or of each layout's with the faster whole run kept.
+
+    The choice is :func:`autotune.planner.packing.choose_packing`'s (plan's rule); when no layout fits, the cell of
+    the first layout asked for (its closest candidate and reason).
+    """
+    if isinstance(requests, PlanRequest):
+        return plan_cell(requests, method)
+    cells = {layout: replace(plan_cell(request, method), packing=layout) for layout, request in requests.items()}
+    times = {layout: run_time_s(c.estimate) if c.fits and c.estimate else None for layout, c in cells.items()}
+    if all(time_s is None for time_s in times.values()):
+        return next(iter(cells.values()))
+    return cells[choose_packing(times)]
+
+
 def _first_clause(message: str) -> str:
     return message.split(";")[0].strip()
 
@@ -183,7 +207,8 @@ def sweep(
     """Plan every (method, seq_len) pair with the method forced.
 
     Args:
-        make_request: builds the validated request for (method, seq_len); it fixes everything else.
+        make_request: builds the validated request for (method, seq_len), or one per dataset layout
+            (:data:`CellRequest`); it fixes everything else.
         methods: methods to force, e.g. ('full', 'lora', 'qlora'); must not be empty.
         seq_lens: sequence lengths in tokens, must not be empty; reported in increasing order.
         on_cell: called after each planned cell (progress display).
@@ -199,11 +224,12 @@ def sweep(
     cells_list = []
     for m in ordered_methods:
         for s in ordered_lens:
-            cells_list.append(plan_cell(requests[(m, s)], m))
+            cells_list.append(plan_layouts(requests[(m, s)], m))
             if on_cell is not None:
                 on_cell()
     cells = tuple(cells_list)
-    first = next(iter(requests.values()))
+    first_asked = next(iter(requests.values()))
+    first = first_asked if isinstance(first_asked, PlanRequest) else next(iter(first_asked.values()))
     cluster = first.cluster
     return SweepResult(
         model=first.model.key,

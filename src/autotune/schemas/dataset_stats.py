@@ -8,6 +8,8 @@ the plan uses and records:
   truncated to ``seq_len``, dropped when nothing is left to learn), total and learned tokens, p50 / p90 / p99 / max
   length, the examples and tokens ``seq_len`` truncates, and the blocks that best-fit-decreasing packing gives
   (:func:`autotune.schemas.packing.best_fit_decreasing`, the core's packing) with their efficiency;
+- :func:`padded_batches` / :func:`packed_batches` — the workload fields of either layout (for packed blocks also
+  Σ lᵢ² / Σ lᵢ and the share of blocks holding more than one example: what attention over them costs, issue 26);
 - :func:`fingerprint` — path, size and a hash of the first bytes, so that ``autotune launch`` can tell other data
   from the data the plan was made for;
 - :func:`seq_len_notes` — when ``seq_len`` truncates more than 1 % of the examples, or is more than twice the p99
@@ -108,6 +110,19 @@ class DatasetStats(StrictModel):
         description="Kept examples' lengths after truncation, one per 0.5 % of them (:func:`length_bins`): what "
         "padded batches are priced from (empty in plans written before it).",
     )
+    attention_span_tokens: float = Field(
+        default=0.0,
+        ge=0,
+        description="Σ lᵢ² / Σ lᵢ over the kept examples' lengths after truncation, in tokens: the keys an average "
+        "token's example holds, what attention costs per token when it stays inside each example (flash-attn's "
+        "varlen kernels on flattened packed rows). 0 in plans written before it.",
+    )
+    single_example_blocks: int = Field(
+        default=-1,
+        ge=-1,
+        description="Packed blocks that hold one example only (their row needs no block-diagonal mask); -1 in plans "
+        "written before it.",
+    )
     packing: Packing = Field(
         default="packed",
         description="How the plan batches the examples: whole examples packed into blocks of seq_len, or one example "
@@ -142,6 +157,32 @@ class PaddedBatches(StrictModel):
     tokens_per_sample: float = Field(gt=0, description="Mean real tokens of a kept example after truncation.")
     padded_length_quantiles: tuple[int, ...] = Field(description="The kept lengths by equal shares (length_bins).")
     padded_longest_tokens: int = Field(ge=1, description="The longest kept example after truncation.")
+
+
+class PackedBatches(StrictModel):
+    """What a packed-block workload adds to ``Workload`` (its fields of the same names), from a dataset's statistics."""
+
+    num_samples: int = Field(ge=1, description="Packed blocks over the whole dataset: one sequence each.")
+    packed_attention_span_tokens: float | None = Field(
+        default=None, gt=0, description="DatasetStats.attention_span_tokens (None for plans written before it)."
+    )
+    packed_multi_example_block_share: float | None = Field(
+        default=None, ge=0, le=1, description="Share of the blocks holding more than one example (None: unknown)."
+    )
+
+
+def packed_batches(stats: DatasetStats) -> PackedBatches:
+    """The packed-block workload of ``stats`` (its blocks of ``seq_len``, with what attention over them costs).
+
+    The attention statistics are left None for statistics written before them (the workload is then priced as
+    full blocks of one example each, as before issue 26).
+    """
+    known = stats.attention_span_tokens > 0 and stats.single_example_blocks >= 0 and stats.blocks > 0
+    return PackedBatches(
+        num_samples=max(1, stats.blocks_total),
+        packed_attention_span_tokens=stats.attention_span_tokens if known else None,
+        packed_multi_example_block_share=1 - stats.single_example_blocks / stats.blocks if known else None,
+    )
 
 
 def padded_batches(stats: DatasetStats) -> PaddedBatches:
@@ -191,6 +232,7 @@ def summarize(lengths: ExampleLengths, seq_len: int, fingerprint_: DatasetFinger
     ordered = sorted(lengths.lengths)
     bins = best_fit_decreasing(kept, seq_len) if kept else []
     total = sum(kept)
+    span = sum(length * length for length in kept) / total if total else 0.0
     return DatasetStats(
         fingerprint=fingerprint_,
         format=lengths.format,
@@ -210,6 +252,8 @@ def summarize(lengths: ExampleLengths, seq_len: int, fingerprint_: DatasetFinger
         blocks=len(bins),
         packing_efficiency=total / (len(bins) * seq_len) if bins else 0.0,
         length_quantiles=length_bins(kept),
+        attention_span_tokens=span,
+        single_example_blocks=sum(1 for members in bins if len(members) == 1),
     )
 
 

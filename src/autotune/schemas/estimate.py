@@ -58,8 +58,18 @@ class Estimate(FrozenModel):
     )
     time_uncertainty_fraction: float = Field(description="± relative band on times from measured residuals.")
     compile_time_s: float = Field(default=0.0, description="One-off torch.compile time, seconds.")
-    total_time_s: float | None = Field(default=None, description="Whole run (dataset × epochs), seconds.")
+    total_time_s: float | None = Field(
+        default=None, description="Whole run (dataset × epochs), seconds: the steps, compilation and eval_time_s."
+    )
     num_optimizer_steps: int | None = Field(default=None, description="Optimizer steps in the whole run.")
+    eval_time_s: float | None = Field(
+        default=None,
+        description="Of total_time_s, the eval losses (--eval-fraction / --eval-dataset): num_evals forward-only "
+        "passes over the held-out set, seconds. None = no eval.",
+    )
+    num_evals: int | None = Field(
+        default=None, description="Eval losses in the whole run: every --eval-steps and at the end. None = no eval."
+    )
     time_breakdown_s: dict[str, float] = Field(
         default_factory=dict,
         description="The time terms of one optimizer step on one GPU, s (costmodel.step_time.TimeTerms: gemm, "

@@ -18,6 +18,7 @@ from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.recipe import TrainingRecipe, default_recipe
 from autotune.schemas.setting import TrainingSetting, Workload, with_adapter_dtype_recorded
+from autotune.schemas.trainer_options import EvalData
 
 PLAN_SCHEMA_VERSION: Literal[2] = 2
 
@@ -90,6 +91,11 @@ class PlanFile(StrictModel):
     dataset: DatasetStats | None = Field(
         default=None,
         description="The dataset the plan was made for (plan --dataset): fingerprint, lengths, packed blocks.",
+    )
+    eval_data: EvalData | None = Field(
+        default=None,
+        description="Where the eval loss comes from (plan --eval-dataset / --eval-fraction): autotune launch "
+        "evaluates on it every workload.eval_steps unless the launch gives eval options of its own.",
     )
     alternatives: list[Alternative] = Field(
         default_factory=list, description="Runner-ups: the best setting of each other method and sharding."

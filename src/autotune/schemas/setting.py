@@ -373,6 +373,34 @@ class Workload(FrozenModel):
         "micro batch).",
     )
 
+    packed_attention_span_tokens: float | None = Field(
+        default=None,
+        gt=0,
+        description="Packed blocks of a dataset (``plan --dataset --packing packed``): Σ lᵢ² / Σ lᵢ over its kept "
+        "examples' lengths lᵢ after truncation, in tokens (``DatasetStats.attention_span_tokens``): attention that "
+        "stays inside each example costs this many keys per token instead of the block's seq_len (flash-attn's "
+        "varlen kernels on a flattened micro batch). None = not packed from a dataset (or a plan written before it).",
+    )
+    packed_multi_example_block_share: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="With packed_attention_span_tokens: the share of the packed blocks that hold more than one "
+        "example (their row gets a block-diagonal attention mask under sdpa / eager).",
+    )
+
+    eval_samples: int | None = Field(
+        default=None,
+        ge=1,
+        description="Held-out sequences each eval loss runs over (plan --eval-fraction / --eval-dataset), counted as "
+        "sequences of this workload (the eval set's tokens ÷ tokens_per_sequence). None = no eval priced.",
+    )
+    eval_steps: int | None = Field(
+        default=None,
+        ge=1,
+        description="An eval every N optimizer steps as well as at the end (--eval-steps); None = at the end only.",
+    )
+
     @model_validator(mode="after")
     def _one_size(self) -> Workload:
         if self.num_samples is not None and self.dataset_tokens is not None:
@@ -387,6 +415,11 @@ class Workload(FrozenModel):
             longest = self.padded_longest_tokens
             if longest is None or not quantiles[-1] <= longest <= self.seq_len:
                 raise ValueError("padded_longest_tokens must be given, at least the last quantile, at most seq_len")
+        span = self.packed_attention_span_tokens
+        if (span is None) != (self.packed_multi_example_block_share is None):
+            raise ValueError("packed_attention_span_tokens and packed_multi_example_block_share go together")
+        if span is not None and (quantiles is not None or span > self.seq_len):
+            raise ValueError("packed_attention_span_tokens is at most seq_len, for packed (not padded) batches only")
         return self
 
     @property
@@ -434,6 +467,19 @@ class Workload(FrozenModel):
             return math.ceil(self.epochs * per_epoch)
         samples = self.total_samples
         return max(1, math.ceil(samples / setting.sequences_per_step(world_size))) if samples is not None else None
+
+    def num_evals(self, optimizer_steps: int) -> int:
+        """Eval losses a run of ``optimizer_steps`` computes: 0 without ``eval_samples``.
+
+        transformers 5.23 ``DefaultFlowCallback.on_step_end`` evaluates when ``global_step % eval_steps == 0`` and at
+        the last step when it is not a multiple, and the core adds the final eval when there is no ``eval_steps``
+        (``trainer.train._run``, unless the last step was just evaluated): ⌈steps / eval_steps⌉, else 1.
+        """
+        if self.eval_samples is None:
+            return 0
+        if self.eval_steps is None:
+            return 1
+        return math.ceil(optimizer_steps / self.eval_steps)
 
     @property
     def total_samples(self) -> float | None:

@@ -8,7 +8,7 @@ flag), so a default, a bound or a help text exists once.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -21,6 +21,85 @@ Tracker = Literal["none", "tensorboard", "wandb", "mlflow", "trackio"]
 TRACKER_PACKAGES: dict[str, str] = {name: name for name in ("tensorboard", "wandb", "mlflow", "trackio")}
 """``--report-to`` value → the package transformers' integration imports (``transformers.integrations``), which is
 also the name of this project's optional extra (``pip install -e ".[tensorboard]"``)."""
+
+
+EvalDatasetField = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        description="Held-out data for the eval loss (the formats of --dataset), evaluated at the end and every "
+        "--eval-steps.",
+    ),
+]
+"""``--eval-dataset`` (launch, plan, estimate): one declaration for :class:`TrainerOptions` and :class:`EvalData`."""
+
+EvalFractionField = Annotated[
+    float | None,
+    Field(
+        gt=0,
+        lt=0.5,
+        description="Hold out this fraction of --dataset's rows for the eval loss (a split seeded by --seed).",
+    ),
+]
+"""``--eval-fraction``: its bounds are the one rule launch, plan and estimate refuse by."""
+
+EvalStepsField = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        description="Eval loss every N optimizer steps as well as at the end (needs --eval-dataset or "
+        "--eval-fraction).",
+    ),
+]
+"""``--eval-steps``."""
+
+
+def check_eval_options(eval_dataset: str | None, eval_fraction: float | None, eval_steps: int | None) -> None:
+    """The eval options' combination rule (launch's, plan's and estimate's).
+
+    Raises:
+        ValueError: both held-out sources, or ``eval_steps`` without one.
+    """
+    if eval_dataset is not None and eval_fraction is not None:
+        raise ValueError("give --eval-dataset or --eval-fraction, not both")
+    if eval_steps is not None and eval_dataset is None and eval_fraction is None:
+        raise ValueError("--eval-steps needs held-out data: add --eval-dataset FILE or --eval-fraction F")
+
+
+def held_out_rows(rows: int, eval_fraction: float) -> int:
+    """Rows ``--eval-fraction`` holds out of ``rows``: ``round(rows × eval_fraction)`` (the core's seeded split).
+
+    The training core splits with ``datasets.Dataset.train_test_split(test_size=held_out_rows(...))``
+    (``trainer.train``); the planner prices the same split.
+
+    Raises:
+        ValueError: the split leaves no row on one side (one line naming ``--eval-fraction``).
+    """
+    held_out = round(rows * eval_fraction)
+    if held_out < 1 or held_out >= rows:
+        raise ValueError(
+            f"--eval-fraction {eval_fraction:g} of {rows} rows holds out {held_out}: choose a fraction that leaves "
+            "rows on both sides"
+        )
+    return held_out
+
+
+class EvalData(FrozenModel):
+    """Where a plan's eval loss comes from (``plan --eval-dataset`` / ``--eval-fraction``): one of the two.
+
+    ``autotune launch PLAN`` evaluates on it unless the launch gives eval options of its own; the eval schedule
+    (``--eval-steps``) is the plan workload's ``eval_steps``.
+    """
+
+    eval_dataset: EvalDatasetField = None
+    eval_fraction: EvalFractionField = None
+
+    @model_validator(mode="after")
+    def _one_eval_source(self) -> EvalData:
+        check_eval_options(self.eval_dataset, self.eval_fraction, None)
+        if self.eval_dataset is None and self.eval_fraction is None:
+            raise ValueError("eval data needs eval_dataset or eval_fraction")
+        return self
 
 
 class TrainerOptions(FrozenModel):
@@ -67,24 +146,9 @@ class TrainerOptions(FrozenModel):
         default=False,
         description="Also make kernels deterministic (transformers.enable_full_determinism; slower).",
     )
-    eval_dataset: str | None = Field(
-        default=None,
-        min_length=1,
-        description="Held-out data for the eval loss (the formats of --dataset), evaluated at the end and every "
-        "--eval-steps.",
-    )
-    eval_fraction: float | None = Field(
-        default=None,
-        gt=0,
-        lt=0.5,
-        description="Hold out this fraction of --dataset's rows for the eval loss (a split seeded by --seed).",
-    )
-    eval_steps: int | None = Field(
-        default=None,
-        ge=1,
-        description="Eval loss every N optimizer steps as well as at the end (needs --eval-dataset or "
-        "--eval-fraction).",
-    )
+    eval_dataset: EvalDatasetField = None
+    eval_fraction: EvalFractionField = None
+    eval_steps: EvalStepsField = None
 
     report_to: Tracker = Field(
         default="none",
@@ -95,16 +159,8 @@ class TrainerOptions(FrozenModel):
 
     @model_validator(mode="after")
     def _one_eval_source(self) -> TrainerOptions:
-        if self.eval_dataset is not None and self.eval_fraction is not None:
-            raise ValueError("give --eval-dataset or --eval-fraction, not both")
-        if self.eval_steps is not None and not self.evaluates:
-            raise ValueError("--eval-steps needs held-out data: add --eval-dataset FILE or --eval-fraction F")
+        check_eval_options(self.eval_dataset, self.eval_fraction, self.eval_steps)
         return self
-
-    @property
-    def evaluates(self) -> bool:
-        """True when the run computes an eval loss (``eval_dataset`` or ``eval_fraction`` given)."""
-        return self.eval_dataset is not None or self.eval_fraction is not None
 
 
 def option_flag(name: str) -> str:

@@ -1,10 +1,14 @@
 """Export a run's weights as a model others load: ``python -m autotune.trainer.export`` (run by ``autotune export``).
 
 - A LoRA / QLoRA run: the adapter as trained (peft's ``adapter_config.json`` + ``adapter_model.safetensors``), or
-  with ``--merge`` a full model: the base loaded unquantized in the plan's compute dtype (bf16 / fp16, fp32 for an
-  fp32 plan; a QLoRA base is the original weights, not their 4-bit copy), the adapter merged into it with peft's
-  ``merge_and_unload`` (W + B·A·alpha/r), saved with ``save_pretrained`` so that
-  ``AutoModelForCausalLM.from_pretrained(DIR)`` loads it.
+  with ``--merge`` a full model: the base loaded unquantized in fp32 (a QLoRA base is the original weights, not
+  their 4-bit copy; a .gguf dequantized), the adapter merged into it with peft's ``merge_and_unload``
+  (W + B·A·alpha/r computed in fp32), then cast once to ``--dtype`` (the CLI passes the plan's compute dtype unless
+  told otherwise) and saved with ``save_pretrained`` so that ``AutoModelForCausalLM.from_pretrained(DIR)`` loads
+  it. Merging in fp32 rounds W + ΔW once: a base loaded in bf16 would be rounded before ΔW is added and again
+  after (peft adds its fp32 ΔW to a bf16 weight in place), which on a .gguf base (weights not bf16 numbers) put
+  the merged model farther from the fp32 adapter model than peft's own bf16 forward is
+  (``benchmarks/export_merge_error.py``; docs/usage.md "Export a run").
 - A full fine-tuning run: its weights as they are (``--merge`` changes nothing).
 - Always the tokenizer with its chat template (``save_pretrained``).
 
@@ -21,9 +25,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+"""``--dtype`` names → the torch dtypes of a merged model's weights (the CLI's ``export_cmd.EXPORT_DTYPES``)."""
 
-def export(run_dir: Path, weights: Path, output: Path, merge: bool) -> str:
+
+def export(run_dir: Path, weights: Path, output: Path, merge: bool, dtype_name: str) -> str:
     """Write the model of ``weights`` (a run's ``final/`` or a checkpoint) to ``output``; returns what was written.
+
+    ``dtype_name`` (a key of :data:`TORCH_DTYPES`) is the dtype of a merged model's weights; other exports keep
+    the weights as trained.
 
     Raises:
         ConfigError: the run's plan, its weights or its base model cannot be loaded.
@@ -56,14 +66,14 @@ def export(run_dir: Path, weights: Path, output: Path, merge: bool) -> str:
 
             from autotune.trainer.model import PrecisionChoice, load_model
 
-            compute = {"bf16": torch.bfloat16, "bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}
-            dtype = compute.get(setting.precision, torch.float32)  # the plan's compute dtype (fp32 plans: fp32)
+            dtype = getattr(torch, TORCH_DTYPES[dtype_name])
             # The training core's loader (a .gguf dequantized and made an ordinary model), unquantized (a QLoRA
-            # plan's base too: method lora), in the compute dtype.
+            # plan's base too: method lora), in fp32: W + ΔW is computed in fp32 and rounded once, by the cast.
             unquantized = setting.model_copy(update={"method": "lora"})
-            base = load_model(source, unquantized, PrecisionChoice(load_dtype=dtype, bf16=False, fp16=False), None)
+            fp32 = PrecisionChoice(load_dtype=torch.float32, bf16=False, fp16=False)
+            base = load_model(source, unquantized, fp32, None)
             try:
-                merged = PeftModel.from_pretrained(base, str(weights)).merge_and_unload()
+                merged = PeftModel.from_pretrained(base, str(weights)).merge_and_unload().to(dtype)
                 merged.config.use_cache = True  # a model to generate with (the core trains without the cache)
                 merged.save_pretrained(str(work))
             except (OSError, ValueError) as error:
@@ -93,11 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--weights", type=Path, required=True)
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument("--merge", action="store_true")
+    parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES), required=True, help="a merged model's weights")
     args = parser.parse_args(argv)
     from autotune.errors import AutotuneError
 
     try:
-        what = export(args.run_dir, args.weights, args.output, args.merge)
+        what = export(args.run_dir, args.weights, args.output, args.merge, args.dtype)
     except AutotuneError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -22,6 +22,7 @@ from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.schemas.run_report import RunStatus
 from autotune.schemas.setting import attention_run_error
+from autotune.schemas.trainer_options import held_out_rows
 from autotune.schemas.training_stack import (
     ALLOW_UNTESTED_ENV,
     installed_versions,
@@ -316,12 +317,10 @@ def _eval_split(raw: Any, fmt: str, args: TrainerArgs) -> tuple[Any, Any | None]
         return raw, eval_raw
     if args.eval_fraction is None:
         return raw, None
-    held_out = round(len(raw) * args.eval_fraction)
-    if held_out < 1 or held_out >= len(raw):
-        raise ConfigError(
-            f"--eval-fraction {args.eval_fraction:g} of {len(raw)} rows holds out {held_out}: choose a fraction that "
-            "leaves rows on both sides"
-        )
+    try:
+        held_out = held_out_rows(len(raw), args.eval_fraction)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     split = raw.train_test_split(test_size=held_out, seed=args.seed, shuffle=True)
     logger.info("held out %d of %d rows of %s for the eval loss (seed %d)", held_out, len(raw), args.dataset, args.seed)
     return split["train"], split["test"]

@@ -41,7 +41,7 @@ def _run_dir(tmp_path: Path, final: tuple[str, ...] = (), checkpoint: tuple[str,
 )
 def test_weights_are_found_by_the_launch_pre_flight_rule(tmp_path: Path, files: tuple[str, ...]) -> None:
     run_dir = _run_dir(tmp_path, final=files)
-    assert check_export(run_dir, tmp_path / "out", merge=False, checkpoint=None) == run_dir / "final"
+    assert check_export(run_dir, tmp_path / "out", merge=False, checkpoint=None)[0] == run_dir / "final"
 
 
 def test_a_checkpoint_of_optimizer_state_alone_has_no_weights(tmp_path: Path) -> None:
@@ -66,3 +66,36 @@ def test_without_psutil_the_merge_is_not_checked_against_memory_and_says_so(
     monkeypatch.setitem(sys.modules, "psutil", None)  # import psutil raises ImportError
     assert export_cmd.available_memory_bytes() is None
     assert "memory not checked before the merge: psutil is not installed" in capsys.readouterr().err
+
+
+def test_a_merged_models_dtype_is_the_plans_compute_dtype_or_dtype_and_priced_on_disk_by_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autotune.costmodel.params import count_params
+    from autotune.schemas.plan_io import load_plan
+
+    run_dir = _run_dir(tmp_path, final=("adapter_model.safetensors",))
+    monkeypatch.setattr(export_cmd, "available_memory_bytes", lambda: None)
+    assert check_export(run_dir, tmp_path / "out", merge=True, checkpoint=None)[1] == "bf16"  # make_plan: bf16
+    assert check_export(run_dir, tmp_path / "out", merge=True, checkpoint=None, dtype="fp32")[1] == "fp32"
+    params = count_params(load_plan(run_dir / "plan.yaml").model).total_params
+    monkeypatch.setattr(shutil, "disk_usage", lambda _path: SimpleNamespace(free=params * 3))  # bf16 fits, fp32 not
+    check_export(run_dir, tmp_path / "out", merge=True, checkpoint=None, dtype="bf16")
+    with pytest.raises(InvalidRequestError, match=r"export needs about [\d.]+ GiB"):
+        check_export(run_dir, tmp_path / "out", merge=True, checkpoint=None, dtype="fp32")
+
+
+@pytest.mark.parametrize(
+    ("dtype", "merge", "message"),
+    [("float8", True, "--dtype float8: choose one of bf16, fp16, fp32"), ("fp32", False, "--dtype sets a merged")],
+)
+def test_a_bad_dtype_is_refused(tmp_path: Path, dtype: str, merge: bool, message: str) -> None:
+    run_dir = _run_dir(tmp_path, final=("adapter_model.safetensors",))
+    with pytest.raises(InvalidRequestError, match=message):
+        check_export(run_dir, tmp_path / "out", merge=merge, checkpoint=None, dtype=dtype)
+
+
+def test_the_cli_offers_the_dtypes_the_export_writes() -> None:
+    from autotune.trainer.export import TORCH_DTYPES
+
+    assert set(export_cmd.EXPORT_DTYPES) == set(TORCH_DTYPES) == set(export_cmd.PLAN_EXPORT_DTYPE.values())

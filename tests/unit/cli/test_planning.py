@@ -53,20 +53,24 @@ def test_a_calibration_of_your_own_runs_has_no_such_line(capsys: pytest.CaptureF
 @pytest.mark.parametrize(
     ("args", "noted"),
     [
-        (("--gpu", "3090", "--method", "lora", "--sharding", "fsdp-offload"), True),
-        (("--gpu", "3090", "--method", "lora", "--sharding", "none"), False),
-        (("--gpu", "a100-80gb", "--num-gpus", "2", "--method", "full", "--sharding", "fsdp-offload"), False),
+        (("--gpu", "3090", "--method", "lora", "--sharding", "fsdp-offload"), "one run of the core"),
+        (
+            ("--gpu", "3090", "--method", "full", "--sharding", "fsdp-offload", "--host-memory-gib", "256"),
+            "likely optimistic",
+        ),
+        (("--gpu", "3090", "--method", "lora", "--sharding", "none"), None),
+        (("--gpu", "a100-80gb", "--num-gpus", "2", "--method", "full", "--sharding", "fsdp-offload"), None),
     ],
 )
-def test_cpu_offload_on_one_gpu_says_its_time_is_likely_optimistic(
-    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], noted: bool
+def test_cpu_offload_on_one_gpu_says_what_its_time_rests_on(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], noted: str | None
 ) -> None:
-    """The core's single-GPU offload runs took 1.7–2.3× the predicted time (docs/cost-model.md §7.7): plan says so
-    where it chose CPU offload on one GPU, and estimate does for the setting it was given; not on several GPUs."""
+    """One GPU with CPU offload rests on the core's H200 runs (docs/cost-model.md §7.7): LoRA's host link was set from
+    one run, full fine-tuning still ran 1.5× slower than predicted; plan and estimate say so, not on several GPUs."""
     for command in ("plan", "estimate"):
         code, out, err = run(capsys, command, "llama3-8b", *args, "--json")
         assert code == 0, err
-        notes = [note for note in json.loads(out)["notes"] if "likely optimistic" in note]
-        assert len(notes) == noted, (command, args)
+        notes = [note for note in json.loads(out)["notes"] if "on one GPU" in note and "§7.7" in note]
+        assert len(notes) == (noted is not None), (command, args)
         if noted:
-            assert "fsdp-offload on one GPU" in notes[0] and "1.7–2.3×" in notes[0] and "§7.7" in notes[0]
+            assert "fsdp-offload on one GPU" in notes[0] and noted in notes[0]

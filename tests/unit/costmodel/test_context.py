@@ -51,12 +51,14 @@ def test_a_gpu_without_flash_attention_runs_math_attention_in_memory_and_time_al
 
 def test_padded_batches_are_timed_at_the_expected_longest_and_sized_for_the_longest() -> None:
     """A padded dataset workload: time at E[longest of the micro batch] (as a filled workload of that many tokens),
-    activation memory at the longest example (as a filled workload of that length): the worst micro batch."""
+    activation memory at the longest example (as a filled workload of that length): the worst micro batch. Eager
+    attention masks both alike; under sdpa the padded rows would also take the masked path
+    (tests/unit/costmodel/test_masked_attention.py)."""
     from autotune.schemas.setting import expected_longest
 
     gpu = resolve_gpu("rtx-4090")[0]
     cluster = ClusterSpec(gpu=gpu, num_gpus_per_node=1)
-    setting = TrainingSetting(method="lora", grad_ckpt=False, micro_batch_size=4)
+    setting = TrainingSetting(method="lora", grad_ckpt=False, micro_batch_size=4, attention_impl="eager")
     quantiles = (100, 200, 400, 900)
     padded = Workload(
         seq_len=2048, tokens_per_sample=250.0, padded_length_quantiles=quantiles, padded_longest_tokens=1500

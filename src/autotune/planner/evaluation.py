@@ -1,0 +1,69 @@
+"""The eval loss in the planned workload: the held-out set priced per eval, the training set without it.
+
+``--eval-fraction F`` holds out :func:`autotune.schemas.trainer_options.held_out_rows` of the training file's rows
+(``round(rows × F)``, the core's seeded ``train_test_split``), so the training set the steps count shrinks by them:
+its sequences (packed blocks or padded examples) shrink by the held-out rows' share, ``round(N × held / rows)``, the
+rest train. Without a file (``--num-samples N``) a row is a sequence; with ``--dataset-tokens T`` the held-out share
+is ``T × F`` tokens. ``--eval-dataset`` adds its tokens (tokenized as the launch would) and trains on everything.
+The held-out set is counted in the workload's sequences (``Workload.eval_samples``: its tokens ÷
+``tokens_per_sequence``, rounded up), which ``costmodel.eval_time`` prices as forward-only micro batches at every
+eval ``Workload.num_evals`` schedules.
+"""
+
+from __future__ import annotations
+
+import math
+
+from autotune.errors import InvalidRequestError
+from autotune.schemas.setting import Workload
+from autotune.schemas.trainer_options import held_out_rows
+
+
+def with_eval(
+    workload: Workload,
+    *,
+    eval_steps: int | None,
+    eval_fraction: float | None = None,
+    rows: int | None = None,
+    eval_tokens: float | None = None,
+) -> Workload:
+    """``workload`` with its eval set (module docstring) and ``eval_steps``; unchanged without an eval source.
+
+    Args:
+        workload: the training workload over the whole file.
+        eval_steps: an eval every N optimizer steps (None: at the end only).
+        eval_fraction: ``--eval-fraction`` (held out of the training file).
+        rows: the training file's rows (``--dataset``; None: a sequence is a row).
+        eval_tokens: the ``--eval-dataset``'s tokens as the layout computes them (blocks × seq_len, or the padded
+            examples' real tokens).
+
+    Without a size (no ``num_samples`` nor ``dataset_tokens``) only ``eval_steps`` is recorded: nothing is priced.
+
+    Raises:
+        InvalidRequestError: the fraction holds out no row or every row (one line naming ``--eval-fraction``).
+    """
+    update: dict[str, object] = {"eval_steps": eval_steps}
+    per_sequence = workload.tokens_per_sequence
+    if eval_fraction is not None and workload.num_samples is not None:
+        samples = workload.num_samples
+        total_rows = rows if rows is not None else samples
+        try:
+            held = held_out_rows(total_rows, eval_fraction)
+        except ValueError as error:
+            raise InvalidRequestError(str(error)) from None
+        eval_samples = max(1, round(samples * held / total_rows))
+        if eval_samples >= samples:
+            raise InvalidRequestError(
+                f"--eval-fraction {eval_fraction:g} holds out {held} of {total_rows} rows: every one of the "
+                f"{samples} sequences they make; choose a smaller fraction"
+            )
+        update.update(num_samples=samples - eval_samples, eval_samples=eval_samples)
+    elif eval_fraction is not None and workload.dataset_tokens is not None:
+        held_tokens = workload.dataset_tokens * eval_fraction
+        update.update(
+            dataset_tokens=max(1, round(workload.dataset_tokens - held_tokens)),
+            eval_samples=max(1, math.ceil(held_tokens / per_sequence)),
+        )
+    elif eval_tokens is not None and workload.total_samples is not None:
+        update["eval_samples"] = max(1, math.ceil(eval_tokens / per_sequence))
+    return Workload.model_validate({**workload.model_dump(), **update})
