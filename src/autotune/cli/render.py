@@ -142,7 +142,8 @@ def time_table(estimate: Estimate) -> Table:
     if estimate.compile_time_s:
         table.add_row("compile (once)", human_duration(estimate.compile_time_s))
     if estimate.eval_time_s is not None:
-        table.add_row("eval loss", f"{human_duration(estimate.eval_time_s)} ({estimate.num_evals} evals)")
+        evals = f"{estimate.num_evals} eval{'s' if estimate.num_evals != 1 else ''}"
+        table.add_row("eval loss", f"{human_duration(estimate.eval_time_s)} ({evals})")
     if estimate.total_time_s is not None:
         evals = " + evals" if estimate.eval_time_s is not None else ""
         table.add_row(
