@@ -92,9 +92,10 @@ def test_launch_warns_when_given_other_data(
 ) -> None:
     data = write_jsonl(tmp_path / "d.jsonl", _rows("instruction"))
     plan = tmp_path / "plan.yaml"
-    code, _, err = run(capsys, "plan", str(tiny_model_dir), "--gpu", "4090", "--dataset", str(data),
-                       "--seq-len", str(SEQ_LEN), "-o", str(plan))  # fmt: skip
+    code, out, err = run(capsys, "plan", str(tiny_model_dir), "--gpu", "4090", "--dataset", str(data),
+                         "--seq-len", str(SEQ_LEN), "-o", str(plan))  # fmt: skip
     assert code == 0, err
+    assert f"autotune launch {plan} --dataset {data.absolute()} --output-dir RUN" in out  # the data it was made for
     other = write_jsonl(tmp_path / "other.jsonl", _rows("instruction", 30))
     for dataset, warned in ((data, False), (other, True)):
         code, _, err = run(capsys, "launch", str(plan), "--dataset", str(dataset), "--output-dir",
