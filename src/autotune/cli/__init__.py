@@ -16,6 +16,7 @@ Modules:
   _shared        which calibration to use (``--calibration``, the user's, the shipped) and a plan's estimator
   options        typer option types whose help comes from the schemas' field descriptions
   resolve        model / GPU / cluster names → schemas, CLI values → validated schemas
+  attention_note  the note that sdpa runs its masked path on the user's data and what flash_attention_2 would take
   render         rich tables of estimates and plans; JSON output
   console        the two rich consoles (stdout, stderr), created on first use
   plot_data      the numbers each ``--plot`` picture draws (pure, no matplotlib)

@@ -11,6 +11,7 @@ import typer
 
 from autotune.cli import options as opt
 from autotune.cli._shared import coefficients_from_option
+from autotune.cli.attention_note import masked_attention_notes
 from autotune.cli.console import console
 from autotune.cli.dataset_lengths import (
     check_packing,
@@ -167,6 +168,7 @@ def estimate_command(
     notes += lora_dropout_notes(spec, [stated])
     notes += kernels_notes([stated])
     notes += offload_time_notes(cluster, stated)
+    notes += masked_attention_notes(spec, cluster, workload, stated, coefficients)
     if not estimate.fits:
         notes.append(_nearest_note(spec, cluster, workload, estimate, stated.method, coefficients))
     traced = run_trace(inputs) if trace else None

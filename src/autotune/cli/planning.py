@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.cli._shared import coefficients_from_option, stack_note
+from autotune.cli.attention_note import masked_attention_notes
 from autotune.cli.resolve import (
     build_request,
     eval_data,
@@ -21,6 +22,7 @@ from autotune.cli.resolve import (
     offload_time_notes,
 )
 from autotune.cli.setting_options import SETTING_OPTION_NAMES, SettingOptions
+from autotune.costmodel.calibration import default_coefficients
 from autotune.errors import InvalidRequestError
 from autotune.planner.build import build_plan_file
 from autotune.planner.request import ADAPTER_ONLY_FIELDS, PlanRequest
@@ -121,6 +123,8 @@ def plan_from_options(options: PlanOptions) -> tuple[PlanFile, PlanResult, list[
     notes += lora_dropout_notes(request.model, [plan_file.setting])
     notes += kernels_notes([plan_file.setting])
     notes += offload_time_notes(request.cluster, plan_file.setting)
+    coefficients = request.coefficients or default_coefficients()
+    notes += masked_attention_notes(request.model, request.cluster, plan_file.workload, plan_file.setting, coefficients)
     speed = stack_note(request.coefficients)
     if speed is not None:
         notes.append(speed)
