@@ -10,7 +10,7 @@ is a separate CUDA package the user installs), so where the data makes the diffe
 
 from __future__ import annotations
 
-from autotune.costmodel.context import masked_attention_share
+from autotune.costmodel.context import has_flash_attention_2, masked_attention_share
 from autotune.costmodel.estimate import estimate_setting
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
@@ -31,11 +31,12 @@ def masked_attention_notes(
     """``[note]`` when ``setting`` runs sdpa's masked path on some micro batches and flash_attention_2 is ≥ 5 % faster.
 
     Both figures are the cost model's step times for the same setting and workload, only ``attention_impl`` changed
-    (:func:`~autotune.costmodel.estimate.estimate_setting`); empty for other implementations, GPUs without a flash
-    kernel, or workloads without masks (the synthetic one: every sequence full, one per row).
+    (:func:`~autotune.costmodel.estimate.estimate_setting`); empty for other implementations, GPUs without
+    FlashAttention-2 (``costmodel.context.has_flash_attention_2``: before Ampere flash-attn 2 does not run), or
+    workloads without masks (the synthetic one: every sequence full, one per row).
     """
     share = masked_attention_share(setting, cluster.gpu, workload)
-    if share <= 0:
+    if share <= 0 or not has_flash_attention_2(cluster.gpu):  # flash-attn 2 needs Ampere or newer
         return []
     current = estimate_setting(model, cluster, workload, setting, coefficients)
     flash = setting.model_copy(update={"attention_impl": "flash_attention_2"})

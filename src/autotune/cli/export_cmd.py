@@ -23,9 +23,6 @@ from autotune.units import BYTES_PER_DTYPE, GIB
 EXPORT_DTYPES: Final = ("bf16", "fp16", "fp32")
 """The dtypes ``--dtype`` names (a merged model's weights; each costs ``units.BYTES_PER_DTYPE`` on disk)."""
 
-PLAN_EXPORT_DTYPE: Final[dict[str, str]] = {"bf16": "bf16", "bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp32": "fp32"}
-"""A plan's precision → its compute dtype: a merged model's dtype when ``--dtype`` is not given."""
-
 MERGE_DTYPE: Final = "fp32"
 """The dtype ``--merge`` loads the base in and merges in (then casts to ``--dtype``): what it holds in memory."""
 
@@ -65,7 +62,8 @@ def check_export(
 ) -> tuple[Path, str]:
     """The weights folder to export and a merged model's dtype name, after every check; nothing is written.
 
-    The dtype is ``dtype`` (one of :data:`EXPORT_DTYPES`) or the plan's compute dtype (:data:`PLAN_EXPORT_DTYPE`).
+    The dtype is ``dtype`` (one of :data:`EXPORT_DTYPES`) or the plan's compute dtype (the cost model's rule,
+    ``costmodel.precision.dtype_bytes``: bf16 plans compute in fp16 on a card without bf16).
     Disk: parameters × the dtype's bytes for a merged model, the weights' size otherwise; memory (``--merge``):
     parameters × the bytes of :data:`MERGE_DTYPE`.
 
@@ -74,7 +72,9 @@ def check_export(
             the names or comes without ``--merge`` of an adapter run, too little disk or memory.
     """
     from autotune.costmodel.params import count_params
+    from autotune.costmodel.precision import dtype_bytes
     from autotune.launcher.preflight import has_weights
+    from autotune.profiles.catalog import resolve_gpu
     from autotune.schemas.plan_io import load_plan
 
     if not (run_dir / "plan.yaml").is_file():
@@ -95,7 +95,7 @@ def check_export(
             "--dtype sets a merged model's dtype: it needs --merge of a LoRA / QLoRA run (other exports keep the "
             "weights as trained)"
         )
-    dtype_name = dtype or PLAN_EXPORT_DTYPE[plan.setting.precision]
+    dtype_name = dtype or dtype_bytes(plan.setting, resolve_gpu(plan.cluster.gpu)[0]).compute_dtype
     params = count_params(plan.model).total_params
     need_bytes = int(params * BYTES_PER_DTYPE[dtype_name]) if merged else _size(weights)
     parent = next(p for p in [output.absolute(), *output.absolute().parents] if p.exists())

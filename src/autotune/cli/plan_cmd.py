@@ -217,9 +217,9 @@ def plan_command(
         import shlex
 
         console().print(f"[green]wrote[/] {output}; run it with:")
-        data = shlex.quote(plan_file.dataset.fingerprint.path) if plan_file.dataset is not None else "DATA"
+        data_arg = shlex.quote(plan_file.dataset.fingerprint.path) if plan_file.dataset is not None else "DATA"
         console().print(
-            f"  autotune launch {shlex.quote(str(output))} --dataset {data} --output-dir RUN",
+            f"  autotune launch {shlex.quote(str(output))} --dataset {data_arg} --output-dir RUN",
             soft_wrap=True,
             markup=False,
         )

@@ -45,6 +45,22 @@ def uses_flash_attention(setting: TrainingSetting, gpu: GpuSpec) -> bool:
     return setting.attention_impl not in SCORE_ATTENTION_IMPLS and gpu.supports_flash_attention
 
 
+PRE_FLASH_ATTENTION_2_GENERATIONS = frozenset({"turing", "volta"})
+"""GPU generations with a memory-efficient attention kernel but no FlashAttention-2: flash-attn 2 needs compute
+capability 8.0+ ("FlashAttention only supports Ampere GPUs or newer", Dao-AILab/flash-attention README), and torch
+SDPA's flash backend checks sm80+ (``sdp_utils.cpp`` ``check_sm_version``); on these cards SDPA's mask-free call
+already runs the memory-efficient kernel."""
+
+
+def has_flash_attention_2(gpu: GpuSpec) -> bool:
+    """True when ``gpu`` runs FlashAttention-2 (torch SDPA's flash backend, the flash-attn package).
+
+    A GPU with a flash / memory-efficient kernel (``GpuSpec.supports_flash_attention``) of a generation newer than
+    :data:`PRE_FLASH_ATTENTION_2_GENERATIONS`.
+    """
+    return gpu.supports_flash_attention and gpu.generation not in PRE_FLASH_ATTENTION_2_GENERATIONS
+
+
 def masked_attention_share(setting: TrainingSetting, gpu: GpuSpec, workload: Workload) -> float:
     """Share of the micro batches whose SDPA call carries an explicit mask (the masked SDPA path), in 0..1.
 

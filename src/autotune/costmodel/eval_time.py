@@ -12,8 +12,9 @@ priced from the training step's own forward terms, not a constant:
   head's kernels (``HEAD_KERNELS_PER_MICRO_STEP``, which also counts the backward's: an upper bound of a few µs).
   Liger's fused linear cross-entropy runs in training only (its ``lce_forward`` materialises the logits when
   ``self.training`` is false), so the eval head is the unfused one;
-* sharded parameters (FSDP / ZeRO-3): the forward all-gathers, root unit + first layer exposed and each further
-  layer's beyond the previous layer's forward (``step_time.parameter_gathers_s``, the training forward's rule);
+* sharded parameters (FSDP / ZeRO-3): the forward all-gathers, root unit + first layer exposed plus, per layer, the
+  gather's excess over a layer's forward (``step_time.parameter_gathers_s``; the training forward's rule in
+  ``step_time.communication_term``, which counts that excess for every layer);
 * CPU offload: every unit's weights copied in once, the forward's copies of the training step
   (``offload.forward_streaming_s``: the first unit exposed, each further one beyond the previous layer's forward);
 * the trainer's per-micro-step Python (``micro_step_overhead_s``); all × ``time_scale`` like the training terms.

@@ -40,7 +40,7 @@ from autotune.costmodel.adapter_time import (
     lora_ops,
     targets_per_layer,
 )
-from autotune.costmodel.context import SettingContext
+from autotune.costmodel.context import SettingContext, has_flash_attention_2
 from autotune.costmodel.device import FP32_SIMT, DeviceContext
 from autotune.costmodel.dispatch import LEGACY_CLAMP, LayerOps, eager_attention, layer_ops
 from autotune.costmodel.fused_kernels import eager_replaced_traffic, liger_layer_traffic
@@ -178,7 +178,8 @@ def attention_term(context: SettingContext, device: DeviceContext, ops: LayerOps
     Flattened packed rows (flash-attention-2) attend over ``attention_span_tokens`` keys per token. The share of
     micro batches that run the masked SDPA path (``masked_attention_share``) computes every one of the s² scores
     (no causal skipping) on the memory-efficient kernel, ``MEM_EFFICIENT_ATTENTION_TIME_RATIO`` × flash's time for
-    the same FLOPs, forward and backward.
+    the same FLOPs, forward and backward, on GPUs with FlashAttention-2 (``context.has_flash_attention_2``; on
+    Turing / Volta the mask-free call runs the memory-efficient kernel too, so only the causal saving is lost).
     """
     model, flash, seq = context.model, context.flash_attention, context.seq_tokens
     heads, head_dim = model.num_attention_heads, model.head_dim
@@ -191,7 +192,9 @@ def attention_term(context: SettingContext, device: DeviceContext, ops: LayerOps
     share = context.masked_attention_share
     if share > 0:
         masked_flops = attention_flops_forward(context.tokens, seq, heads, head_dim, causal_skipped=False)
-        masked = attention_time_s(masked_flops, seq, attention_device) * MEM_EFFICIENT_ATTENTION_TIME_RATIO
+        masked = attention_time_s(masked_flops, seq, attention_device)
+        if has_flash_attention_2(context.gpu):  # the mask costs the flash kernel; before Ampere there was none to lose
+            masked *= MEM_EFFICIENT_ATTENTION_TIME_RATIO
         fwd = (1 - share) * fwd + share * masked
     bwd = fwd * (FLASH_BACKWARD_FLOPS_RATIO if flash else MATH_ATTENTION_BACKWARD_FACTOR)
     fwd_kernels, bwd_kernels = ops.forward_attention_kernels, ops.backward_attention_kernels

@@ -52,12 +52,9 @@ def with_eval(
         except ValueError as error:
             raise InvalidRequestError(str(error)) from None
         eval_samples = max(1, round(samples * held / total_rows))
-        if eval_samples >= samples:
-            raise InvalidRequestError(
-                f"--eval-fraction {eval_fraction:g} holds out {held} of {total_rows} rows: every one of the "
-                f"{samples} sequences they make; choose a smaller fraction"
-            )
-        update.update(num_samples=samples - eval_samples, eval_samples=eval_samples)
+        # the core splits the rows first and packs each side, so both keep at least one sequence (held_out_rows
+        # leaves rows on both sides) even where the share rounds to all of a few blocks
+        update.update(num_samples=max(1, samples - eval_samples), eval_samples=eval_samples)
     elif eval_fraction is not None and workload.dataset_tokens is not None:
         held_tokens = workload.dataset_tokens * eval_fraction
         update.update(

@@ -164,7 +164,10 @@ class PackedBatches(StrictModel):
 
     num_samples: int = Field(ge=1, description="Packed blocks over the whole dataset: one sequence each.")
     packed_attention_span_tokens: float | None = Field(
-        default=None, gt=0, description="DatasetStats.attention_span_tokens (None for plans written before it)."
+        default=None,
+        gt=0,
+        description="DatasetStats.attention_span_tokens × packing_efficiency: Σ lᵢ² / (blocks × seq_len), keys per "
+        "block token (None for plans written before it).",
     )
     packed_multi_example_block_share: float | None = Field(
         default=None, ge=0, le=1, description="Share of the blocks holding more than one example (None: unknown)."
@@ -180,7 +183,9 @@ def packed_batches(stats: DatasetStats) -> PackedBatches:
     known = stats.attention_span_tokens > 0 and stats.single_example_blocks >= 0 and stats.blocks > 0
     return PackedBatches(
         num_samples=max(1, stats.blocks_total),
-        packed_attention_span_tokens=stats.attention_span_tokens if known else None,
+        # keys per block token: Σ lᵢ² / (blocks × seq_len), so block tokens × it is Σ lᵢ² (a flattened micro batch
+        # carries no block padding: the real tokens are the packing efficiency's share of the blocks')
+        packed_attention_span_tokens=stats.attention_span_tokens * stats.packing_efficiency if known else None,
         packed_multi_example_block_share=1 - stats.single_example_blocks / stats.blocks if known else None,
     )
 

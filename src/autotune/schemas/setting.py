@@ -376,10 +376,11 @@ class Workload(FrozenModel):
     packed_attention_span_tokens: float | None = Field(
         default=None,
         gt=0,
-        description="Packed blocks of a dataset (``plan --dataset --packing packed``): Σ lᵢ² / Σ lᵢ over its kept "
-        "examples' lengths lᵢ after truncation, in tokens (``DatasetStats.attention_span_tokens``): attention that "
-        "stays inside each example costs this many keys per token instead of the block's seq_len (flash-attn's "
-        "varlen kernels on a flattened micro batch). None = not packed from a dataset (or a plan written before it).",
+        description="Packed blocks of a dataset (``plan --dataset --packing packed``): Σ lᵢ² / (blocks × seq_len) "
+        "over its kept examples' lengths lᵢ after truncation, in tokens (``DatasetStats.attention_span_tokens`` × "
+        "its packing efficiency): attention that stays inside each example costs this many keys per block token "
+        "instead of the block's seq_len, Σ lᵢ² in all (flash-attn's varlen kernels on a flattened micro batch, "
+        "which carries no block padding). None = not packed from a dataset (or a plan written before it).",
     )
     packed_multi_example_block_share: float | None = Field(
         default=None,

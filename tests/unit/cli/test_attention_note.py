@@ -42,6 +42,8 @@ def test_packed_sdpa_blocks_are_noted_with_both_step_times() -> None:
         ("flash_attention_2", PACKED, "h100"),  # already the flash kernel
         ("eager", PACKED, "h100"),  # scores materialised either way
         ("sdpa", PACKED, "rx-7900-xtx"),  # no flash kernel to lose
+        ("sdpa", PACKED, "t4"),  # memory-efficient kernel either way; flash-attn 2 needs Ampere or newer
+        ("sdpa", PACKED, "v100-32gb"),
     ],
 )
 def test_no_note_where_no_mask_costs_a_flash_kernel(attention_impl: str, workload: Workload, gpu: str) -> None:

@@ -78,6 +78,10 @@ def test_a_merged_models_dtype_is_the_plans_compute_dtype_or_dtype_and_priced_on
     monkeypatch.setattr(export_cmd, "available_memory_bytes", lambda: None)
     assert check_export(run_dir, tmp_path / "out", merge=True, checkpoint=None)[1] == "bf16"  # make_plan: bf16
     assert check_export(run_dir, tmp_path / "out", merge=True, checkpoint=None, dtype="fp32")[1] == "fp32"
+    t4_run = tmp_path / "t4"  # a card without bf16 computes a bf16 plan in fp16 (costmodel.precision)
+    shutil.copytree(run_dir, t4_run)
+    save_plan(make_plan(method="lora", gpu="t4"), t4_run / "plan.yaml", overwrite=True)
+    assert check_export(t4_run, tmp_path / "out", merge=True, checkpoint=None)[1] == "fp16"
     params = count_params(load_plan(run_dir / "plan.yaml").model).total_params
     monkeypatch.setattr(shutil, "disk_usage", lambda _path: SimpleNamespace(free=params * 3))  # bf16 fits, fp32 not
     check_export(run_dir, tmp_path / "out", merge=True, checkpoint=None, dtype="bf16")
@@ -98,4 +102,4 @@ def test_a_bad_dtype_is_refused(tmp_path: Path, dtype: str, merge: bool, message
 def test_the_cli_offers_the_dtypes_the_export_writes() -> None:
     from autotune.trainer.export import TORCH_DTYPES
 
-    assert set(export_cmd.EXPORT_DTYPES) == set(TORCH_DTYPES) == set(export_cmd.PLAN_EXPORT_DTYPE.values())
+    assert set(export_cmd.EXPORT_DTYPES) == set(TORCH_DTYPES)

@@ -20,6 +20,7 @@ H100, _ = resolve_gpu("h100-80gb")
 def trainer_eval_steps(max_steps: int, eval_steps: int | None) -> list[int]:
     """The global steps the core evaluates at: transformers' DefaultFlowCallback run step by step, then the core's
     final eval (``trainer.train._run``: unless the last step was just evaluated)."""
+    pytest.importorskip("transformers")  # the train extra
     from transformers.trainer_callback import DefaultFlowCallback, TrainerControl, TrainerState
     from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 

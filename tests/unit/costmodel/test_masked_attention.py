@@ -90,8 +90,9 @@ def test_masked_attention_takes_the_kernel_ratio_times_two(grad_ckpt: bool) -> N
 
 
 def test_flash_attention_2_on_flattened_packed_rows_costs_the_examples_own_lengths() -> None:
-    """Per layer forward: 4 · Σ lᵢ² / 2 · heads · head_dim FLOPs (the causal half of each example skipped)."""
-    lengths = [512, 256, 256, 128, 384]  # three blocks of 512 exactly: [512], [256, 256], [384, 128]
+    """Per layer forward: 4 · Σ lᵢ² / 2 · heads · head_dim FLOPs (the causal half of each example skipped), whatever
+    padding the blocks would carry (a flattened micro batch has none)."""
+    lengths = [500, 250, 240, 128, 300]  # three blocks of 512: [500], [250, 240], [300, 128], 1,418 of 1,536 tokens
     example_lengths = ExampleLengths(
         format="text", rows_total=5, rows_read=5, lengths=lengths, first_learned=[1] * 5, learned=lengths
     )
@@ -103,12 +104,14 @@ def test_flash_attention_2_on_flattened_packed_rows_costs_the_examples_own_lengt
     workload = Workload(seq_len=512, global_batch_size=3, **packed.model_dump())
     setting = TrainingSetting(method="lora", micro_batch_size=3, grad_accum=1, attention_impl="flash_attention_2")
     context = setting_context(LLAMA, setting, H100, workload)
-    assert context.tokens == sum(lengths) and context.masked_attention_share == 0.0
+    assert context.tokens == 3 * 512 and context.masked_attention_share == 0.0
     device = device_context(H100.gpu, default_coefficients())
     ops = layer_ops(LLAMA, trainable=False)
     forward = attention_term(context, device, ops).forward
     flops = 4 * sum(n * n for n in lengths) / 2 * LLAMA.num_attention_heads * LLAMA.head_dim
-    expected = attention_time_s(flops, stats.attention_span_tokens, device.attention_device(context.dtypes))
+    span = workload.packed_attention_span_tokens
+    assert span is not None
+    expected = attention_time_s(flops, span, device.attention_device(context.dtypes))
     assert forward.gpu_s - ops.forward_attention_kernels * GPU_KERNEL_MIN_S == pytest.approx(expected, rel=1e-12)
     # sdpa on the same blocks: one row per block, attention over the whole block (and masked)
     sdpa = setting_context(LLAMA, setting.model_copy(update={"attention_impl": "sdpa"}), H100, workload)
@@ -148,3 +151,24 @@ def test_statistics_written_before_them_price_packed_blocks_as_before() -> None:
     old = stats.model_copy(update={"attention_span_tokens": 0.0, "single_example_blocks": -1})
     packed = packed_batches(old)
     assert packed.packed_attention_span_tokens is None and packed.packed_multi_example_block_share is None
+
+
+def test_before_ampere_the_mask_costs_the_causal_saving_not_a_flash_kernel() -> None:
+    """T4 / V100 have no FlashAttention-2: the mask-free call already runs the memory-efficient kernel, so the masked
+    micro batches cost the causal half only (2×), not also the kernel ratio."""
+    from autotune.costmodel.context import has_flash_attention_2
+
+    t4 = ClusterSpec(gpu=resolve_gpu("t4")[0])
+    assert not has_flash_attention_2(t4.gpu) and has_flash_attention_2(H100.gpu)
+    setting = TrainingSetting(
+        method="lora", micro_batch_size=2, grad_accum=1, attention_impl="sdpa", precision="fp16-mixed"
+    )
+    packed = SYNTHETIC.model_copy(
+        update={"packed_attention_span_tokens": 300.0, "packed_multi_example_block_share": 1.0}
+    )
+    device = device_context(t4.gpu, default_coefficients())
+    ops = layer_ops(LLAMA, trainable=False)
+    masked = attention_term(setting_context(LLAMA, setting, t4, packed), device, ops).forward.gpu_s
+    clear = attention_term(setting_context(LLAMA, setting, t4, SYNTHETIC), device, ops).forward.gpu_s
+    tails = ops.forward_attention_kernels * GPU_KERNEL_MIN_S
+    assert masked - tails == pytest.approx(2 * (clear - tails), rel=1e-9)

@@ -26,6 +26,13 @@ def test_a_dataset_s_sequences_shrink_by_the_held_out_rows_share() -> None:
     assert (workload.num_samples, workload.eval_samples) == (18, 2)
 
 
+def test_a_dataset_of_one_block_keeps_a_block_on_each_side() -> None:
+    """10 short rows packed into 1 block, 2 held out: the core splits the rows first and packs each side, so the
+    plan prices one block trained and one evaluated (not a refusal)."""
+    workload = with_eval(Workload(num_samples=1), eval_steps=None, eval_fraction=0.2, rows=10)
+    assert (workload.num_samples, workload.eval_samples) == (1, 1)
+
+
 def test_dataset_tokens_lose_the_fraction() -> None:
     workload = with_eval(Workload(seq_len=1000, dataset_tokens=100_000), eval_steps=None, eval_fraction=0.2)
     assert (workload.dataset_tokens, workload.eval_samples) == (80_000, 20)
