@@ -9,7 +9,7 @@ at a time — we keep two units live (the current one and the prefetched next, F
 and optimizer states to host RAM. DDP keeps a second copy of the gradients in its communication buckets
 (PyTorch DDP, Li et al. 2020, section 4.2; ``gradient_as_bucket_view=False``).
 
-The peak is the largest of three phases:
+The peak is the largest of these phases:
   A. start of backward: resident states + persistent gradients (only with accumulation > 1) + all stored
      activations + the logits/cross-entropy peak;
   B0. early backward (activation checkpointing): resident states + every layer's checkpointed input + the
@@ -19,6 +19,9 @@ The peak is the largest of three phases:
   D. end of a compiled backward (torch.compile, one GPU): resident states + the gradients accumulated by earlier
      micro-steps + every trainable parameter's new gradient at once + inductor's fp32 embedding-gradient buffer
      (``compiled_backward_extra_bytes``).
+  E. eval forward (only when the workload prices an eval loss): resident states (gradients are freed by the
+     optimizer step's ``zero_grad(set_to_none=True)``) + one layer's working set + the eval's logits and loss
+     (:func:`eval_logits_bytes`: the full logits under Liger, whose fused loss runs in training only).
 FSDP with gradient accumulation (``grad_sync`` last-micro-step): the HF Trainer runs every micro-step but the last
 under ``no_sync``
 (``transformers.Trainer`` training loop → ``Accelerator.no_sync`` → FSDP1 ``no_sync()`` / FSDP2
@@ -387,6 +390,12 @@ def memory_phases(
             "optimizer step buffers": states.optimizer_temp,
         },
     }
+    if context.workload.eval_samples is not None:
+        phases["eval forward"] = {
+            **resident,
+            "activations": acts.working,
+            "logits + loss": eval_logits_bytes(context, acts),
+        }
     new_gradients, embedding_buffer = compiled_backward_extra_bytes(model, setting, dtypes, states.gradients)
     if new_gradients:
         phases["end of compiled backward"] = {
@@ -397,6 +406,20 @@ def memory_phases(
             "embedding gradient buffer": embedding_buffer,
         }
     return phases
+
+
+def eval_logits_bytes(context: SettingContext, acts: ActivationTerms) -> float:
+    """The logits and loss of one eval micro batch (``plan --eval-*``), bytes.
+
+    The training path's, except under Liger's fused linear cross-entropy, which runs in training only (its
+    ``lce_forward`` computes the full logits and transformers' loss when ``self.training`` is false), so eval holds
+    the unfused fp32-upcast loss's logits (``activations.logits_peak_bytes`` without fused kernels). The chunked
+    loss also runs in eval (the core's ``compute_loss``).
+    """
+    if not context.fused.linear_cross_entropy:
+        return acts.logits
+    unfused = context.setting.model_copy(update={"loss_impl": "fp32-upcast"})
+    return act.logits_peak_bytes(context.model, unfused, context.dtypes, context.peak_tokens)
 
 
 def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -> MemoryPrediction:

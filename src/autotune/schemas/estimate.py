@@ -27,8 +27,9 @@ class Estimate(FrozenModel):
     )
     peak_phase: str = Field(
         description="When the peak happens: 'forward/backward' (start of backward: stored activations, logits + "
-        "loss), 'early backward', 'late backward', 'optimizer step' or 'end of compiled backward' (torch.compile: "
-        "every new gradient beside the accumulated ones)."
+        "loss), 'early backward', 'late backward', 'optimizer step', 'end of compiled backward' (torch.compile: "
+        "every new gradient beside the accumulated ones) or 'eval forward' (an eval loss's micro batch: the full "
+        "logits under Liger, whose fused loss runs in training only)."
     )
     cuda_context_gib: float = Field(description="CUDA/ROCm context and kernels, outside the allocator, GiB.")
     memory_uncertainty_gib: float = Field(

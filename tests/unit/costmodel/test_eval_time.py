@@ -118,3 +118,26 @@ def test_an_offloaded_eval_batch_is_never_shorter_than_its_weights_over_the_host
         unloaded = setting_context(LLAMA3_8B, setting.model_copy(update={"sharding": "none"}), ClusterSpec(gpu=gpu),
                                    Workload(seq_len=seq_len))  # fmt: skip
         assert eval_micro_batch_s(context, PRIOR) > eval_micro_batch_s(unloaded, PRIOR) + 0.5 * floor_s
+
+
+def test_an_eval_under_liger_holds_the_full_logits_that_training_never_does() -> None:
+    """Liger's fused loss runs in training only: an eval micro batch materialises b·s·V logits and the fp32 loss, a
+    phase of its own that can set the peak; without Liger the eval holds no more than the training step."""
+    from autotune.costmodel.memory import predict_memory_in
+
+    setting = TrainingSetting(method="lora", micro_batch_size=4, grad_accum=2, kernels="liger")
+    cluster = ClusterSpec(gpu=H100)
+    plain = Workload(seq_len=4096, global_batch_size=8, num_samples=800)
+    evaluated = plain.model_copy(update={"eval_samples": 40})
+    liger = predict_memory_in(setting_context(LLAMA3_8B, setting, cluster, evaluated), PRIOR)
+    assert liger.peak_phase == "eval forward"
+    assert (
+        liger.peak_allocated_bytes
+        > predict_memory_in(setting_context(LLAMA3_8B, setting, cluster, plain), PRIOR).peak_allocated_bytes
+    )
+    logits = 4 * 4096 * LLAMA3_8B.vocab_size  # b·s·V
+    assert liger.breakdown_bytes["logits + loss"] >= 8 * logits  # at least the fp32 copy and the log-softmax
+    unfused = setting.model_copy(update={"kernels": "none"})
+    with_eval = predict_memory_in(setting_context(LLAMA3_8B, unfused, cluster, evaluated), PRIOR)
+    without = predict_memory_in(setting_context(LLAMA3_8B, unfused, cluster, plain), PRIOR)
+    assert with_eval.peak_allocated_bytes == without.peak_allocated_bytes and with_eval.peak_phase != "eval forward"
