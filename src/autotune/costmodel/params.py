@@ -111,6 +111,15 @@ class ParamCounts:
     """Weights one token's forward multiplies by: block linears with k of E experts, plus the V·h
     output projection even when tied; the embedding lookup is excluded. Forward FLOPs ≈ 2× this."""
 
+    @property
+    def layer_share(self) -> float:
+        """One decoder layer's share of every parameter (its attention + MLP; norms neglected), 0..1.
+
+        The fraction of the weights (and gradients) one FSDP / ZeRO-3 unit gathers, offloads or reduces; the rest,
+        ``1 − layers × layer_share``, is the root unit's (embeddings, output projection, norms).
+        """
+        return (self.attention_params_per_layer + self.mlp_params_per_layer) / max(1, self.total_params)
+
 
 @functools.lru_cache(maxsize=512)
 def linear_modules(model: ModelSpec) -> tuple[LinearModule, ...]:

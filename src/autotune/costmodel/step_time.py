@@ -167,7 +167,7 @@ def parameter_gathers_s(context: SettingContext, coefficients: CostCoefficients)
     """
     counts, cluster, layers = context.counts, context.cluster, context.layers
     gathered_bytes = gathered_weight_bytes(context)
-    layer_share = (counts.attention_params_per_layer + counts.mlp_params_per_layer) / max(1, counts.total_params)
+    layer_share = counts.layer_share
     root_share = max(0.0, 1 - layers * layer_share)
     gather = collective_time_s("all-gather", gathered_bytes * layer_share, cluster, coefficients)
     root = collective_time_s("all-gather", gathered_bytes * root_share, cluster, coefficients)
@@ -186,7 +186,7 @@ def communication_term(
     gathered_bytes = gathered_weight_bytes(context)
     grad_bytes = context.trainable_params * dtypes.grad_bytes
     if setting.shards_parameters:
-        layer_share = (counts.attention_params_per_layer + counts.mlp_params_per_layer) / max(1, counts.total_params)
+        layer_share = counts.layer_share
         root, gather = parameter_gathers_s(context, coefficients)
         scatter = collective_time_s("reduce-scatter", grad_bytes * layer_share, cluster, coefficients)
         backward_compute = layer_bwd_s + (context.forward_passes - 1) * layer_fwd_s
