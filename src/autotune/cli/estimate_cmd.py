@@ -66,8 +66,8 @@ def estimate_dataset(
     (``resolve.evaluated_workload``). Returns the layout, its workload, its estimate and notes (the
     layout's workload, and with ``auto`` both runs' times). With ``auto`` and neither layout fitting: packed.
     """
-    padded = Workload.model_validate({**packed.model_dump(), **padded_batches(stats).model_dump()})
-    packed = Workload.model_validate({**packed.model_dump(), **packed_batches(stats).model_dump()})
+    padded = packed.with_batches(padded_batches(stats))
+    packed = packed.with_batches(packed_batches(stats))
     workloads: dict[Packing, Workload] = {"packed": packed, "padded": padded}
     if evaluate is not None:
         workloads = {layout: evaluate(workload) for layout, workload in workloads.items()}

@@ -287,10 +287,17 @@ def build_request(
     cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
     notes += shapes_note(spec, source)
     notes += [approximation_note(spec.key, text) for text in spec.approximations]
-    sizes: dict[str, Any] = {"num_samples": num_samples, "dataset_tokens": dataset_tokens}
-    sizes.update(padded.model_dump() if padded is not None else {})
-    sizes.update(packed.model_dump() if packed is not None else {})
-    workload = validated(Workload, seq_len=seq_len, global_batch_size=global_batch_size, epochs=epochs, **sizes)
+    workload = validated(
+        Workload,
+        seq_len=seq_len,
+        global_batch_size=global_batch_size,
+        num_samples=num_samples,
+        dataset_tokens=dataset_tokens,
+        epochs=epochs,
+    )
+    batches = padded if padded is not None else packed
+    if batches is not None:
+        workload = workload.with_batches(batches)
     workload = evaluated_workload(workload, evaluation, eval_steps, dataset_rows, eval_stats)
     notes += [note for note in [seq_len_note(spec, seq_len)] if note]
     request = validated(

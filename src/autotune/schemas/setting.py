@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from autotune.schemas._base import FrozenModel
 
@@ -451,6 +451,16 @@ class Workload(FrozenModel):
         """
         longest = self.padded_longest_tokens
         return float(longest) if longest is not None else self.tokens_per_sequence
+
+    def with_batches(self, batches: BaseModel) -> Workload:
+        """This workload with a dataset's batching in place of its size, validated together.
+
+        ``batches``: ``dataset_stats.PaddedBatches`` / ``PackedBatches``; its fields replace those of the same names.
+
+        Raises:
+            pydantic.ValidationError: the merged fields contradict each other (a bug of the caller, not user input).
+        """
+        return Workload.model_validate({**self.model_dump(), **batches.model_dump()})
 
     def optimizer_steps(self, setting: TrainingSetting, world_size: int) -> int | None:
         """Optimizer steps of the whole run, as the HF Trainer counts them; None without a dataset size.
