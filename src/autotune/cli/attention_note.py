@@ -27,26 +27,27 @@ def masked_attention_notes(
     workload: Workload,
     setting: TrainingSetting,
     coefficients: CostCoefficients,
+    step_time_s: float,
 ) -> list[str]:
     """``[note]`` when ``setting`` runs sdpa's masked path on some micro batches and flash_attention_2 is ≥ 5 % faster.
 
-    Both figures are the cost model's step times for the same setting and workload, only ``attention_impl`` changed
-    (:func:`~autotune.costmodel.estimate.estimate_setting`); empty for other implementations, GPUs without
+    ``step_time_s``: the setting's own predicted step (the caller's estimate, seconds); the other figure is the cost
+    model's for the same setting and workload with only ``attention_impl`` changed
+    (:func:`~autotune.costmodel.estimate.estimate_setting`). Empty for other implementations, GPUs without
     FlashAttention-2 (``costmodel.context.has_flash_attention_2``: before Ampere flash-attn 2 does not run), or
     workloads without masks (the synthetic one: every sequence full, one per row).
     """
     share = masked_attention_share(setting, cluster.gpu, workload)
     if share <= 0 or not has_flash_attention_2(cluster.gpu):  # flash-attn 2 needs Ampere or newer
         return []
-    current = estimate_setting(model, cluster, workload, setting, coefficients)
     flash = setting.model_copy(update={"attention_impl": "flash_attention_2"})
     faster = estimate_setting(model, cluster, workload, flash, coefficients)
-    saving = 1 - faster.step_time_s / current.step_time_s
+    saving = 1 - faster.step_time_s / step_time_s
     if saving < NOTED_SPEEDUP:
         return []
     return [
         f"attention: {share:.0%} of the micro batches give sdpa a mask (packed blocks of several examples or padded "
         "rows of unequal length), so it runs the memory-efficient kernel over every score; --attention-impl "
-        f"flash_attention_2 (the flash-attn package, CUDA) keeps a flash kernel: step {current.step_time_s:.3g} s → "
+        f"flash_attention_2 (the flash-attn package, CUDA) keeps a flash kernel: step {step_time_s:.3g} s → "
         f"{faster.step_time_s:.3g} s ({saving:.0%} less)"
     ]

@@ -168,7 +168,7 @@ def estimate_command(
     notes += lora_dropout_notes(spec, [stated])
     notes += kernels_notes([stated])
     notes += offload_time_notes(cluster, stated)
-    notes += masked_attention_notes(spec, cluster, workload, stated, coefficients)
+    notes += masked_attention_notes(spec, cluster, workload, stated, coefficients, estimate.step_time_s)
     if not estimate.fits:
         notes.append(_nearest_note(spec, cluster, workload, estimate, stated.method, coefficients))
     traced = run_trace(inputs) if trace else None

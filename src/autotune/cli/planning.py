@@ -124,7 +124,14 @@ def plan_from_options(options: PlanOptions) -> tuple[PlanFile, PlanResult, list[
     notes += kernels_notes([plan_file.setting])
     notes += offload_time_notes(request.cluster, plan_file.setting)
     coefficients = request.coefficients or default_coefficients()
-    notes += masked_attention_notes(request.model, request.cluster, plan_file.workload, plan_file.setting, coefficients)
+    notes += masked_attention_notes(
+        request.model,
+        request.cluster,
+        plan_file.workload,
+        plan_file.setting,
+        coefficients,
+        plan_file.prediction.step_time_s,
+    )
     speed = stack_note(request.coefficients)
     if speed is not None:
         notes.append(speed)

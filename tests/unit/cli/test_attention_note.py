@@ -19,7 +19,8 @@ PACKED = SYNTHETIC.model_copy(update={"packed_attention_span_tokens": 600.0, "pa
 
 def _notes(setting: TrainingSetting, workload: Workload, gpu: str = "h100") -> list[str]:
     cluster = ClusterSpec(gpu=resolve_gpu(gpu)[0])
-    return masked_attention_notes(MODEL, cluster, workload, setting, COEFFICIENTS)
+    own = estimate_setting(MODEL, cluster, workload, setting, COEFFICIENTS)
+    return masked_attention_notes(MODEL, cluster, workload, setting, COEFFICIENTS, own.step_time_s)
 
 
 def test_packed_sdpa_blocks_are_noted_with_both_step_times() -> None:
