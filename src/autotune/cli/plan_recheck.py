@@ -46,6 +46,7 @@ def check_like_plan(plan: PlanFile, resolve_gpu: GpuResolver, *, prefix: str = "
             loss_impl=setting.loss_impl,
             micro_batch_size=setting.micro_batch_size,
             grad_accum=setting.grad_accum,
+            grad_sync=setting.grad_sync,
         )
         request = validated(
             PlanRequest,

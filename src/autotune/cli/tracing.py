@@ -19,7 +19,7 @@ from autotune.cli.console import console
 from autotune.cli.resolve import resolve_cluster, resolve_model, validated
 from autotune.cli.setting_options import SettingOptions
 from autotune.errors import ConfigError, InvalidRequestError
-from autotune.planner.space import grad_sync_error
+from autotune.planner.space import grad_sync_error, offload_accumulation_error
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding
@@ -85,9 +85,11 @@ def setting_inputs(
         "precision": default_precision(cluster.gpu.supports_bf16),
     }
     setting = validated(TrainingSetting, **{**defaults, **given})
-    grad_sync_problem = grad_sync_error(setting.grad_sync, setting.sharding, cluster.world_size)
-    if grad_sync_problem:
-        raise InvalidRequestError(grad_sync_problem)
+    problem = grad_sync_error(setting.grad_sync, setting.sharding, cluster.world_size) or (
+        offload_accumulation_error(setting.sharding, setting.grad_accum, setting.grad_sync, cluster.world_size)
+    )
+    if problem:
+        raise InvalidRequestError(problem)
     workload = validated(
         Workload,
         seq_len=seq_len,

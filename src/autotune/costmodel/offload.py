@@ -20,8 +20,11 @@ layer) plus, for every further unit, max(0, copy − the previous unit's compute
 backward hides max(weights in, gradients out), the excess over the weights' own excess is the gradient term, and
 the last unit's gradients (layer 0 and the root unit) are exposed. The per-layer rule also stands for ZeRO-3's
 prefetch bucket, which is finer than a layer (a Llama-3-8B layer holds 218 M parameters): evenly spread copies
-leave the same excess. The bytes move at the host link × ``host_link_efficiency`` (a stated prior, not fitted; 0.34,
-from the core's own FSDP-offload run on an H200, where one large pinned copy reaches ~0.8: the schema field says how).
+leave the same excess. One exception: FSDP CPU offload on one GPU copies each unit's gradients synchronously
+(:func:`blocks_on_gradient_copies`), so there a layer's backward takes its compute plus its gradient copy, and hides
+only the next layer's weights. The bytes move at the host link × ``host_link_efficiency`` (a stated prior, not
+fitted; 0.34, from the core's own FSDP-offload run on an H200, where one large pinned copy reaches ~0.8: the schema
+field says how).
 A consequence the tests check: a micro-step is never shorter than the bytes streamed in / that bandwidth.
 """
 
@@ -100,6 +103,20 @@ def forward_streaming_s(context: SettingContext, coefficients: CostCoefficients,
     return streamed_exposed_s(copies.first_s, copies.weight_layer_s, layer_fwd_s, context.layers - 1)
 
 
+def blocks_on_gradient_copies(context: SettingContext) -> bool:
+    """Whether each unit's gradient copy to the host stops the backward until it is done (FSDP offload, one GPU).
+
+    FSDP1 runs NO_SHARD at world size 1 (``fsdp/_init_utils.py``), and for NO_SHARD the gradient offload is a
+    synchronous copy: ``_runtime_utils._offload_grad`` passes ``non_blocking=handle.uses_sharded_strategy and not
+    handle._has_optim_in_backward`` ("Investigate why NO_SHARD breaks correctness when using non_blocking=True").
+    The CPU waits in each unit's post-backward hook, so the next unit's backward is issued only after the copy: per
+    unit the backward and the gradient copy run one after the other, and the next unit's weight copy (prefetched at
+    this unit's pre-backward, the other direction of the link) hides behind both. FULL_SHARD on several GPUs and
+    DeepSpeed copy without blocking (the overlap rule of the module docstring).
+    """
+    return context.setting.sharding == "fsdp-offload" and context.world_size == 1
+
+
 def offload_streaming(
     context: SettingContext, coefficients: CostCoefficients, layer_fwd_s: float, layer_bwd_s: float
 ) -> OffloadStreaming:
@@ -123,6 +140,9 @@ def offload_streaming(
     backward_compute_s = layer_bwd_s + (context.forward_passes - 1) * layer_fwd_s
     forward_s = forward_streaming_s(context, coefficients, layer_fwd_s)
     backward_s = streamed_exposed_s(first_s, weight_layer_s, backward_compute_s, layers - 1)
-    both_s = (layers - 1) * max(0.0, max(weight_layer_s, grad_layer_s) - backward_compute_s)
+    if blocks_on_gradient_copies(context):  # a unit's backward + its gradients' copy, the next unit's weights behind
+        both_s = (layers - 1) * max(0.0, weight_layer_s - backward_compute_s, grad_layer_s)
+    else:
+        both_s = (layers - 1) * max(0.0, max(weight_layer_s, grad_layer_s) - backward_compute_s)
     grads_s = both_s - (backward_s - first_s) + grad_layer_s + copies.root_grad_s
     return OffloadStreaming(weights_s=forward_s + backward_s, grads_s=grads_s)

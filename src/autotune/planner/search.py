@@ -317,8 +317,19 @@ def _rejections(request: PlanRequest, scored: list[Scored]) -> list[tuple[str, s
                 continue
             host = request.cluster.host_memory_gib_per_node
             closest = min(members, key=lambda m: overshoot(m, host))
-            lines.append((label, _why_not(label, closest, host)))
+            clause = _one_micro_step_clause(request) if label == "fsdp-offload" else ""
+            lines.append((label, _why_not(label, closest, host) + clause))
     return lines
+
+
+def _one_micro_step_clause(request: PlanRequest) -> str:
+    """Why FSDP CPU offload on one GPU was tried with one micro-step only (``offload_accumulation_error``), or ''."""
+    if request.cluster.world_size != 1:
+        return ""
+    return (
+        " (fsdp-offload on one GPU runs the whole global batch as one micro batch: torch FSDP with CPU offload "
+        "cannot accumulate gradients there; zero3-offload can)"
+    )
 
 
 def _infeasible_message(request: PlanRequest, scored: list[Scored]) -> str:
@@ -331,6 +342,8 @@ def _infeasible_message(request: PlanRequest, scored: list[Scored]) -> str:
         + (" with " + ", ".join(f"{k}={v}" for k, v in forced.items()) if forced else "")
         + f": {_why_not('', closest, host).split(': ', 1)[1]}"
     )
+    if request.overrides.sharding == "fsdp-offload":
+        head += _one_micro_step_clause(request)
     if not forced:
         return head + "; try more GPUs, a shorter --seq-len or a larger GPU"
     relaxed = request.model_copy(update={"overrides": Overrides()})

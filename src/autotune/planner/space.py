@@ -106,6 +106,12 @@ def check_overrides_supported(request: PlanRequest) -> None:
     error = grad_sync_error(o.grad_sync, o.sharding, request.cluster.world_size)
     if error:
         raise InvalidRequestError(error)
+    forced_accum = _forced_grad_accum(request)
+    if forced_accum is not None:
+        grad_sync = o.grad_sync or "last-micro-step"
+        error = offload_accumulation_error(o.sharding, forced_accum, grad_sync, request.cluster.world_size)
+        if error:
+            raise InvalidRequestError(error)
     if o.loss_impl == "native":
         raise InvalidRequestError(
             "--loss-impl native describes other trainers; autotune's core runs fp32-upcast or chunked"
@@ -143,6 +149,56 @@ def grad_sync_error(grad_sync: str | None, sharding: str | None, world_size: int
             "--grad-sync every-micro-step applies to FSDP on several GPUs (--sharding fsdp or fsdp-offload, "
             "--num-gpus > 1); other shardings synchronise as their library does"
         )
+    return None
+
+
+def offload_accumulation_error(sharding: str | None, grad_accum: int, grad_sync: str, world_size: int) -> str | None:
+    """Why FSDP CPU offload with ``grad_accum`` micro-steps would not train what was asked, or None.
+
+    torch FSDP "does not support gradient accumulation outside ``no_sync()`` when using CPU offloading ... FSDP uses
+    the newly-reduced gradient instead of accumulating with any existing gradient" (``FullyShardedDataParallel``
+    docstring, Limitations; the TODO in ``_flat_param.py`` ``prepare_gradient_for_backward``; pytorch/pytorch#73784):
+    each micro-step's offload copies its own gradient over the one on the host, so the optimizer steps on the last
+    micro-batch's gradient only. The Trainer runs the other micro-steps under ``Accelerator.no_sync``, which applies
+    only with several processes (accelerate ``Accelerator.no_sync``: ``if self.use_distributed``) and not at all with
+    ``grad_sync`` every-micro-step (``sync_each_batch``). So FSDP CPU offload accumulates correctly on several GPUs
+    with ``last-micro-step`` only; elsewhere it needs one micro-step per optimizer step. DeepSpeed ZeRO-Offload
+    accumulates on the host itself (``zero3-offload``). One rule for ``plan``, ``estimate`` and ``launch``.
+
+    Args:
+        sharding: the sharding (None: the planner chooses, nothing to refuse).
+        grad_accum: micro-steps per optimizer step.
+        grad_sync: ``last-micro-step`` or ``every-micro-step``.
+        world_size: GPUs in all.
+    """
+    if sharding != "fsdp-offload" or grad_accum <= 1:
+        return None
+    if world_size == 1:
+        return (
+            f"--sharding fsdp-offload on one GPU cannot accumulate gradients ({grad_accum} micro-steps per "
+            "optimizer step): torch FSDP with CPU offload keeps only the last micro-batch's gradient outside "
+            "no_sync(), which accelerate uses only with several processes; use one micro-step per step "
+            "(--micro-batch-size = --global-batch-size) or --sharding zero3-offload"
+        )
+    if grad_sync == "every-micro-step":
+        return (
+            "--grad-sync every-micro-step with --sharding fsdp-offload would keep only the last micro-batch's "
+            "gradient (torch FSDP with CPU offload does not accumulate outside no_sync()); use --grad-sync "
+            "last-micro-step"
+        )
+    return None
+
+
+def _forced_grad_accum(request: PlanRequest) -> int | None:
+    """The micro-steps per optimizer step that the forced options fix, or None when the planner still chooses."""
+    o = request.overrides
+    if o.grad_accum is not None:
+        return o.grad_accum
+    per_rank = request.workload.global_batch_size // request.cluster.world_size
+    if o.micro_batch_size is not None:
+        return max(1, per_rank // o.micro_batch_size)
+    if per_rank > _MAX_MICRO_BATCH:  # no micro batch holds the whole per-GPU batch: it must accumulate
+        return -(-per_rank // _MAX_MICRO_BATCH)
     return None
 
 
@@ -230,6 +286,8 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
                                 if loss_impl == "chunked" and sharding in PARAMETER_SHARDINGS:
                                     continue  # the chunked loss reads the whole lm_head weight (trainer/hf_args.py)
                                 for grad_sync in grad_syncs(request, sharding, per_rank // micro):
+                                    if offload_accumulation_error(sharding, per_rank // micro, grad_sync, world):
+                                        continue  # FSDP CPU offload would drop all but the last micro-batch
                                     yield TrainingSetting(
                                         method=method,
                                         micro_batch_size=micro,

@@ -43,7 +43,7 @@ def _plan_notes(capsys, *args: str) -> list[str]:
 
 def test_host_ram_note_only_when_a_setting_offloads(capsys) -> None:
     assert not any("host RAM" in note for note in _plan_notes(capsys, "--sharding", "none"))
-    assert any("host RAM" in note for note in _plan_notes(capsys, "--sharding", "fsdp-offload"))
+    assert any("host RAM" in note for note in _plan_notes(capsys, "--sharding", "zero3-offload"))
     assert not any("host RAM" in note for note in _plan_notes(capsys, "--host-memory-gib", "256"))
     code, out, _ = run(capsys, "estimate", "llama3-8b", "--gpu", "4090", "--json")
     assert code == 0 and not any("host RAM" in note for note in json.loads(out)["notes"])
@@ -200,5 +200,23 @@ def test_set_sharding_fsdp_on_one_gpu_is_refused_like_plan(
     code, err = _launch(capsys, plan_file, tmp_path, "--set", "sharding=fsdp")
     assert code == 2 and "--set:" in err and "needs more than one GPU" in err
     assert len(err.strip().splitlines()) == 1
-    code, _ = _launch(capsys, plan_file, tmp_path, "--set", "sharding=fsdp-offload")
+    code, _ = _launch(capsys, plan_file, tmp_path, "--set", "sharding=zero3-offload")
     assert code == 0
+
+
+def test_set_fsdp_offload_that_would_accumulate_on_one_gpu_is_refused_like_plan(
+    capsys, plan_file: Path, tmp_path: Path, gpu_visible: None
+) -> None:
+    """torch FSDP with CPU offload keeps only the last micro-batch's gradient outside no_sync(), which accelerate
+    enters only with several processes: plan, estimate and launch refuse it on one GPU, before writing anything."""
+    plan_args = ("--gpu", "4090", "--sharding", "fsdp-offload", "--micro-batch-size", "1", "--global-batch-size", "4")
+    code, _, plan_err = run(capsys, "plan", "llama3-8b", *plan_args)
+    assert code == 2 and "cannot accumulate gradients (4 micro-steps" in plan_err
+    assert len(plan_err.strip().splitlines()) == 1
+    code, _, estimate_err = run(
+        capsys, "estimate", "llama3-8b", "--gpu", "4090", "--sharding", "fsdp-offload", "--grad-accum", "2"
+    )
+    assert code == 2 and "cannot accumulate gradients (2 micro-steps" in estimate_err
+    code, err = _launch(capsys, plan_file, tmp_path, "--set", "sharding=fsdp-offload")
+    assert code == 2 and "--set:" in err and "zero3-offload" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()

@@ -11,6 +11,7 @@ from autotune.costmodel.context import setting_context
 from autotune.costmodel.memory import base_weight_bytes
 from autotune.costmodel.offload import streamed_exposed_s
 from autotune.costmodel.optimizer_step import host_link_bytes_per_s
+from autotune.costmodel.params import count_params
 from autotune.costmodel.step_time import predict_time, predict_time_in
 from autotune.profiles.catalog import list_gpus, resolve_gpu, resolve_model_profile
 from autotune.schemas.calibration import CostCoefficients
@@ -51,6 +52,21 @@ def test_full_fine_tuning_streams_gradients_out_lora_almost_none() -> None:
     full_grads = _terms("llama3.2-1b", "4090", full)[GRADS]
     assert full_grads > 100 * _terms("llama3.2-1b", "4090", lora)[GRADS]
     assert _terms("llama3.2-1b", "4090", full, link_gb_per_s=8.0)[GRADS] > full_grads
+
+
+def test_fsdp_offload_on_one_gpu_waits_for_every_gradient_copy() -> None:
+    """FSDP1's NO_SHARD (one GPU) offloads gradients with a blocking copy (``_runtime_utils._offload_grad``:
+    ``non_blocking=handle.uses_sharded_strategy ...``): at a micro batch whose backward could hide every copy, the
+    whole gradient copy is still exposed on one GPU, while FULL_SHARD on two GPUs (non-blocking) hides all but the
+    last unit's."""
+    model, gpu = resolve_model_profile("llama3.2-1b"), resolve_gpu("h200")[0]
+    full = TrainingSetting(method="full", sharding="fsdp-offload", precision="bf16", micro_batch_size=16, grad_accum=1)
+    grads_over_link_s = count_params(model).total_params * 2.0 / host_link_bytes_per_s(gpu, PRIORS)
+    one = predict_time(model, full, ClusterSpec(gpu=gpu), Workload(seq_len=2048, global_batch_size=16), PRIORS)
+    assert one.breakdown_s[GRADS] == pytest.approx(grads_over_link_s, rel=1e-6)
+    two_gpus = ClusterSpec(gpu=gpu, num_gpus_per_node=2)
+    two = predict_time(model, full, two_gpus, Workload(seq_len=2048, global_batch_size=32), PRIORS)
+    assert two.breakdown_s[GRADS] < 0.5 * grads_over_link_s / 2  # its shard: the root unit's and last layer's
 
 
 def test_the_first_unit_of_each_pass_is_exposed_even_where_compute_could_hide_the_whole_copy() -> None:

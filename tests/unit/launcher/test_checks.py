@@ -53,7 +53,7 @@ def _bad_plan(launch: Launch, _: pytest.MonkeyPatch) -> None:
 
 
 def _bad_plan_and_options(launch: Launch, _: pytest.MonkeyPatch) -> None:
-    launch.plan.update(sharding="fsdp-offload")
+    launch.plan.update(sharding="fsdp-offload", grad_accum=1)  # one micro-step: FSDP offload on one GPU
     launch.extra.append("--cpu")
 
 

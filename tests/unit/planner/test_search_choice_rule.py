@@ -102,21 +102,25 @@ def test_each_runner_up_says_why_it_lost_8192() -> None:
 
 
 def test_within_the_tie_band_and_slower_are_told_apart() -> None:
-    # Gemma-2-9B LoRA on an A10G at seq 512: a CPU-offload runner-up 3.6 % faster (inside its 3.8 % band), another
-    # one slower (Mistral-7B on a 3090 had one inside until the host link's efficiency came from the core's H200 run)
-    result = plan(model="gemma2-9b", gpu="a10g", seq_len=512)
-    best = result.best
-    same_method = [a for a in result.alternatives if a.setting.method == best.setting.method]
-    assert same_method
-    for alternative in same_method:
-        if alternative.scored.run_time_s < best.run_time_s:
-            # faster, yet its extra moving parts cost more than it gains
-            assert complexity(alternative.setting) > complexity(best.setting)
-            assert adjusted_run_time_s(alternative.scored) > adjusted_run_time_s(best)
-            assert alternative.why.startswith("within the tie band")
-        else:
-            assert alternative.why.startswith("slower: the run takes ")
-    assert {a.why.split(":")[0] for a in same_method} == {"within the tie band", "slower"}
+    # Gemma-2-9B LoRA on an A10G at seq 512: a CPU-offload runner-up 3.6 % faster (inside its 3.8 % band); Mistral-7B
+    # on a 3090 at seq 512: offload runners-up that are slower (one plan had both until FSDP CPU offload on one GPU
+    # lost its accumulating settings: planner/space.offload_accumulation_error)
+    kinds: set[str] = set()
+    for model, gpu in (("gemma2-9b", "a10g"), ("mistral-7b", "3090")):
+        result = plan(model=model, gpu=gpu, seq_len=512)
+        best = result.best
+        same_method = [a for a in result.alternatives if a.setting.method == best.setting.method]
+        assert same_method
+        for alternative in same_method:
+            if alternative.scored.run_time_s < best.run_time_s:
+                # faster, yet its extra moving parts cost more than it gains
+                assert complexity(alternative.setting) > complexity(best.setting)
+                assert adjusted_run_time_s(alternative.scored) > adjusted_run_time_s(best)
+                assert alternative.why.startswith("within the tie band")
+            else:
+                assert alternative.why.startswith("slower: the run takes ")
+        kinds |= {a.why.split(":")[0] for a in same_method}
+    assert kinds == {"within the tie band", "slower"}
 
 
 def test_a_faster_setting_with_more_parts_wins_outside_the_band() -> None:
