@@ -35,7 +35,12 @@ The offload entries (issue 27 item 4: what a one-GPU machine can check of the of
 goal rows: full fine-tuning of Llama-3.2-1B with FSDP CPU offload and with ZeRO-3 CPU offload at world size 1, and
 LoRA of the 8B model with FSDP CPU offload; ``--only`` runs just them. The FSDP offload entries run one micro-step
 per optimizer step: on one GPU torch FSDP with CPU offload cannot accumulate gradients, and the planner refuses it
-(``planner.space.offload_accumulation_error``). ``--dry-run`` prints each entry's prediction
+(``planner.space.offload_accumulation_error``).
+
+The packing entries (issue 26: the packed / padded ratio of real tokens/s, predicted against measured) train LoRA
+on the 1B kit model at micro batch 8 over the same long-tailed instruction rows (``dataset_plan.write_rows``, 2,000
+rows, the kit's byte-level tokenizer), packed whole and padded: ``--only packed-1b-long,padded-1b-long``; the ratio
+of their measured tokens/s against the ratio of their plans' (``--dry-run`` prints both predictions). ``--dry-run`` prints each entry's prediction
 (``autotune plan`` of the kit model's catalog profile on the named GPU: tokens/s, peak GiB, MFU, the PCIe streaming
 terms).
 """
@@ -50,10 +55,15 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from dataset_plan import write_rows
 
 KIT = Path(__file__).resolve().parent / "gpu_kit"
 AUTOTUNE = [sys.executable, "-c", "import sys; from autotune.cli.app import main; sys.argv[0] = 'autotune'; main()"]
@@ -81,6 +91,9 @@ class Entry:
     """Import names the entry needs (skipped, with the reason, where one is missing)."""
     model: str | None = None
     """The kit model (``gpu_kit/configs/MODEL.json``, also a catalog key) this entry trains; None = ``--model``."""
+    data: str = "random"
+    """``random``: the random-word text of :func:`write_data`; ``long-tailed``: the instruction rows of
+    ``dataset_plan.write_rows`` (``LONG_TAILED_ROWS``), whose path replaces :data:`LONG_TAILED` in the plan flags."""
 
 
 def _setting_plan(method: str, mbs: int, global_batch: int, ckpt: bool, sharding: str | None = None) -> tuple[str, ...]:
@@ -105,6 +118,14 @@ def _setting_plan(method: str, mbs: int, global_batch: int, ckpt: bool, sharding
 OFFLOAD_FULL_MODEL = "llama3.2-1b"
 """The model of the full fine-tuning offload entries: 1.2 B parameters, whose AdamW states fit a one-GPU host."""
 
+LONG_TAILED = "{long-tailed}"
+"""Placeholder in an entry's plan flags for the long-tailed dataset's path (written at the start of a run)."""
+LONG_TAILED_ROWS = 2000
+"""Rows of the long-tailed instruction dataset (``dataset_plan.write_rows``, seed 0): the packing entries' data."""
+PACKING_ENTRIES = ("packed-1b-long", "padded-1b-long")
+"""Issue 26's packed vs padded ratio measured on a GPU: the same long-tailed data, LoRA on the 1B kit model at micro
+batch 8 (compute-bound on an H100), packed whole and padded; the ratio of their real tokens/s against the plans'."""
+
 OFFLOAD_ENTRIES = ("full-1b-fsdp-offload", "full-1b-zero3-offload", "lora-8b-fsdp-offload")
 """The entries that check the CPU offload time terms on one GPU (issue 27 item 4)."""
 
@@ -128,6 +149,17 @@ SETTINGS: tuple[Entry, ...] = (
         model=OFFLOAD_FULL_MODEL,
     ),
     Entry("lora-8b-fsdp-offload", _setting_plan("lora", 1, 1, False, "fsdp-offload"), FAST, steps=6, model="llama3-8b"),
+    *(
+        Entry(
+            f"{layout}-1b-long",
+            (*_setting_plan("lora", 8, 8, False), "--dataset", LONG_TAILED, "--packing", layout),
+            FAST,
+            steps=8,
+            model=OFFLOAD_FULL_MODEL,
+            data="long-tailed",
+        )
+        for layout in ("packed", "padded")
+    ),
     Entry("planner-default", ("--seq-len", str(SEQ_LEN)), steps=3, timeout_s=330),
 )
 """The fixed list, in the order it runs (see the module docstring)."""
@@ -149,9 +181,24 @@ def write_data(path: Path, rows: int = DATA_ROWS, chars: int = DATA_CHARS, seed:
     return path
 
 
-def plan_argv(entry: Entry, model_dir: str, gpu: str, plan_path: str) -> list[str]:
-    """``autotune plan`` for ``entry``."""
-    return [*AUTOTUNE, "plan", model_dir, "--gpu", gpu, *entry.plan, "-o", plan_path, "--json"]
+def plan_argv(entry: Entry, model_dir: str, gpu: str, plan_path: str, long_tailed: str = LONG_TAILED) -> list[str]:
+    """``autotune plan`` for ``entry``; ``long_tailed``: the long-tailed dataset's path (:data:`LONG_TAILED`)."""
+    return [*AUTOTUNE, "plan", model_dir, "--gpu", gpu, *plan_flags(entry, long_tailed), "-o", plan_path, "--json"]
+
+
+def plan_flags(entry: Entry, long_tailed: str) -> list[str]:
+    """``entry.plan`` with the long-tailed dataset's path in place of :data:`LONG_TAILED`.
+
+    An entry that plans a dataset also names the kit's byte-level tokenizer (the kit model's own, so that a catalog
+    profile plans the same tokens).
+    """
+    flags = [long_tailed if flag == LONG_TAILED else flag for flag in entry.plan]
+    return [*flags, "--tokenizer", str(KIT / "tok")] if "--dataset" in flags else flags
+
+
+def entry_dataset(entry: Entry, random_words: str, long_tailed: str) -> str:
+    """The dataset ``entry`` trains on: the random-word text or the long-tailed instruction rows."""
+    return long_tailed if entry.data == "long-tailed" else random_words
 
 
 def launch_argv(entry: Entry, plan_path: str, dataset: str, run_dir: str) -> list[str]:
@@ -332,13 +379,13 @@ def selected(only: str | None) -> tuple[Entry, ...]:
     return tuple(by_name[name] for name in names)
 
 
-def predict(entry: Entry, model: str, gpu: str) -> str:
+def predict(entry: Entry, model: str, gpu: str, long_tailed: str = LONG_TAILED) -> str:
     """One line: ``entry``'s prediction on ``gpu`` for the catalog profile ``model`` (``autotune plan --json``).
 
     tokens/s, peak allocated GiB, MFU and, under CPU offload, the PCIe streaming terms in seconds per step; or why
     the plan failed (its last line of output).
     """
-    argv = [*AUTOTUNE, "plan", model, "--gpu", gpu, *entry.plan, "--json"]
+    argv = [*AUTOTUNE, "plan", model, "--gpu", gpu, *plan_flags(entry, long_tailed), "--json"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
@@ -358,21 +405,27 @@ def dry_run(args: argparse.Namespace) -> int:
     """Print every command the sweep would run, with placeholders for the machine's paths, and each prediction."""
     gpu = args.gpu or "h100"
     entries = selected(args.only)
-    dataset = f"{args.work}/data.jsonl"
+    dataset, long_tailed = f"{args.work}/data.jsonl", f"{args.work}/long-tailed.jsonl"
     print(f"gpu_sweep (dry run): {len(entries)} settings on {gpu} (the GPU found when run), model {args.model}")
     models = sorted({entry.model or args.model for entry in entries})
     setup = [f"python {KIT / 'make_model.py'} {KIT / 'configs' / f'{m}.json'} {args.work}/models/{m}" for m in models]
-    print(f"set-up: write {dataset}; " + "; ".join(setup))
+    long_rows = f"{long_tailed} ({LONG_TAILED_ROWS} rows); " if any(e.data == "long-tailed" for e in entries) else ""
+    print(f"set-up: write {dataset}; {long_rows}" + "; ".join(setup))
+    with tempfile.TemporaryDirectory() as scratch:  # the predictions plan the long-tailed rows themselves
+        predicted_data = str(write_rows(Path(scratch) / "long-tailed.jsonl", LONG_TAILED_ROWS))
+        predictions = {entry.name: predict(entry, entry.model or args.model, gpu, predicted_data) for entry in entries}
     for entry in entries:
         model = entry.model or args.model
         model_dir = f"{args.work}/models/{model}"
         plan_path = f"{args.work}/{entry.name}.yaml"
         need = f" (needs {', '.join(entry.needs)}; skipped where missing)" if entry.needs else ""
         print(f"\n[{entry.name}] {model}, {entry.steps} steps, timeout {entry.timeout_s:.0f} s{need}")
-        print("  " + predict(entry, model, gpu))
-        print("  " + shlex.join(["autotune", *plan_argv(entry, model_dir, gpu, plan_path)[len(AUTOTUNE) :]]))
+        print("  " + predictions[entry.name])
+        planned = plan_argv(entry, model_dir, gpu, plan_path, long_tailed)
+        print("  " + shlex.join(["autotune", *planned[len(AUTOTUNE) :]]))
         run_dir = f"{args.results}/{entry.name}"
-        print("  " + shlex.join(["autotune", *launch_argv(entry, plan_path, dataset, run_dir)[len(AUTOTUNE) :]]))
+        data = entry_dataset(entry, dataset, long_tailed)
+        print("  " + shlex.join(["autotune", *launch_argv(entry, plan_path, data, run_dir)[len(AUTOTUNE) :]]))
         if entry.baseline is not None:
             print("  baseline: " + shlex.join(["python", *baseline_argv(entry, model_dir, dataset)[1:]]))
     print(f"\nbudget {args.budget_s:.0f} s from the start, set-up included; results in {args.results}")
@@ -403,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     results.mkdir(parents=True, exist_ok=True)
     dataset = str(write_data(work / "data.jsonl"))
+    long_tailed = str(write_rows(work / "long-tailed.jsonl", LONG_TAILED_ROWS))
     link = probe_host_link()
     print(f"host link: {json.dumps({k: v for k, v in link.items() if k != 'error'})}", flush=True)
     with (results / "results.jsonl").open("a", encoding="utf-8") as handle:
@@ -423,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             timeout_s = min(entry.timeout_s, left_s - 10.0)
             row = (
-                _run_autotune(entry, gpu, str(model_dir), dataset, work, results, timeout_s)
+                _run_autotune(entry, gpu, str(model_dir), (dataset, long_tailed), work, results, timeout_s)
                 if kind == "autotune"
                 else (_run_baseline(entry, str(model_dir), dataset, timeout_s))
             )
@@ -458,14 +512,16 @@ def _row_name(entry: Entry, kind: str) -> str:
 
 
 def _run_autotune(
-    entry: Entry, gpu: str, model_dir: str, dataset: str, work: Path, results: Path, timeout_s: float
+    entry: Entry, gpu: str, model_dir: str, datasets: tuple[str, str], work: Path, results: Path, timeout_s: float
 ) -> dict[str, Any]:
     plan_path = str(work / f"{entry.name}.yaml")
     Path(plan_path).unlink(missing_ok=True)
-    code, out, err, plan_s = _run(plan_argv(entry, model_dir, gpu, plan_path), 120)
+    random_words, long_tailed = datasets
+    code, out, err, plan_s = _run(plan_argv(entry, model_dir, gpu, plan_path, long_tailed), 120)
     if code != 0:
         return {"name": entry.name, "status": f"plan failed ({code})", "error": (err or out)[-2000:]}
     run_dir = results / entry.name
+    dataset = entry_dataset(entry, random_words, long_tailed)
     code, out, err, wall_s = _run(launch_argv(entry, plan_path, dataset, str(run_dir)), timeout_s - plan_s)
     for bulky in ("final", "checkpoints"):  # weights are not measurements: keep the report and the plan
         shutil.rmtree(run_dir / bulky, ignore_errors=True)

@@ -83,11 +83,15 @@ def test_only_refuses_an_unknown_entry() -> None:
 @pytest.mark.parametrize("entry", gpu_sweep.SETTINGS, ids=lambda entry: entry.name)
 def test_each_entry_plans_what_it_says(entry: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plan_path = tmp_path / "plan.yaml"
-    argv = gpu_sweep.plan_argv(entry, str(FIXTURE_MODEL), "h100", str(plan_path))[len(gpu_sweep.AUTOTUNE) :]
-    code, out, err = run(capsys, *argv)
+    long_tailed = str(gpu_sweep.write_rows(tmp_path / "long-tailed.jsonl", 300))
+    model = FIXTURE_MODEL.parent / entry.model if entry.model else FIXTURE_MODEL  # type: ignore[attr-defined]
+    argv = gpu_sweep.plan_argv(entry, str(model), "h100", str(plan_path), long_tailed)
+    code, out, err = run(capsys, *argv[len(gpu_sweep.AUTOTUNE) :])
     assert code == 0, err
     setting = json.loads(out)["plan"]["setting"]
     flags = list(entry.plan)  # type: ignore[attr-defined]
+    if "--packing" in flags:  # the packing entries plan the long-tailed rows, laid out as they say
+        assert json.loads(out)["plan_file"]["dataset"]["packing"] == flags[flags.index("--packing") + 1]
     if "--method" in flags:
         assert setting["method"] == flags[flags.index("--method") + 1]
         assert setting["micro_batch_size"] == int(flags[flags.index("--micro-batch-size") + 1])
@@ -153,3 +157,12 @@ def test_the_host_link_probe_runs_and_says_why_it_skipped_without_a_gpu() -> Non
     pytest.importorskip("torch")
     row = gpu_sweep.probe_host_link()
     assert row["name"] == "host-link probe" and row["status"] == "skipped: no CUDA device", row
+
+
+def test_the_packing_entries_differ_only_in_the_layout() -> None:
+    """Issue 26's packed vs padded ratio on a GPU: the same long-tailed rows, model, setting and steps; only
+    ``--packing`` differs, so their tokens/s ratio is the one the two plans predict."""
+    packed, padded = (next(e for e in gpu_sweep.SETTINGS if e.name == name) for name in gpu_sweep.PACKING_ENTRIES)
+    assert packed.data == padded.data == "long-tailed"
+    assert (packed.model, packed.sets, packed.steps) == (padded.model, padded.sets, padded.steps)
+    assert [(a, b) for a, b in zip(packed.plan, padded.plan, strict=True) if a != b] == [("packed", "padded")]
