@@ -35,14 +35,13 @@ The offload entries (issue 27 item 4: what a one-GPU machine can check of the of
 goal rows: full fine-tuning of Llama-3.2-1B with FSDP CPU offload and with ZeRO-3 CPU offload at world size 1, and
 LoRA of the 8B model with FSDP CPU offload; ``--only`` runs just them. The FSDP offload entries run one micro-step
 per optimizer step: on one GPU torch FSDP with CPU offload cannot accumulate gradients, and the planner refuses it
-(``planner.space.offload_accumulation_error``).
+(``planner.space.offload_accumulation_error``). ``--dry-run`` prints each entry's prediction (``autotune plan`` of
+the kit model's catalog profile on the named GPU: tokens/s, peak GiB, MFU, the PCIe streaming terms).
 
 The packing entries (issue 26: the packed / padded ratio of real tokens/s, predicted against measured) train LoRA
 on the 1B kit model at micro batch 8 over the same long-tailed instruction rows (``dataset_plan.write_rows``, 2,000
 rows, the kit's byte-level tokenizer), packed whole and padded: ``--only packed-1b-long,padded-1b-long``; the ratio
-of their measured tokens/s against the ratio of their plans' (``--dry-run`` prints both predictions). ``--dry-run`` prints each entry's prediction
-(``autotune plan`` of the kit model's catalog profile on the named GPU: tokens/s, peak GiB, MFU, the PCIe streaming
-terms).
+of their measured tokens/s against the ratio of their plans'.
 """
 
 from __future__ import annotations
