@@ -108,10 +108,10 @@ def check_overrides_supported(request: PlanRequest) -> None:
     error = grad_sync_error(o.grad_sync, o.sharding, request.cluster.world_size)
     if error:
         raise InvalidRequestError(error)
-    forced_accum = _forced_grad_accum(request)
-    if forced_accum is not None:
+    fewest_accum = _fewest_grad_accum(request)
+    if fewest_accum is not None:
         grad_sync = o.grad_sync or "last-micro-step"
-        error = offload_accumulation_error(o.sharding, forced_accum, grad_sync, request.cluster.world_size)
+        error = offload_accumulation_error(o.sharding, fewest_accum, grad_sync, request.cluster.world_size)
         if error:
             raise InvalidRequestError(error)
     if o.loss_impl == "native":
@@ -191,17 +191,11 @@ def offload_accumulation_error(sharding: str | None, grad_accum: int, grad_sync:
     return None
 
 
-def _forced_grad_accum(request: PlanRequest) -> int | None:
-    """The micro-steps per optimizer step that the forced options fix, or None when the planner still chooses."""
-    o = request.overrides
-    if o.grad_accum is not None:
-        return o.grad_accum
+def _fewest_grad_accum(request: PlanRequest) -> int | None:
+    """The fewest micro-steps per optimizer step the planner can try (:func:`micro_batch_sizes`), or None for none."""
     per_rank = request.workload.global_batch_size // request.cluster.world_size
-    if o.micro_batch_size is not None:
-        return max(1, per_rank // o.micro_batch_size)
-    if per_rank > _MAX_MICRO_BATCH:  # no micro batch holds the whole per-GPU batch: it must accumulate
-        return -(-per_rank // _MAX_MICRO_BATCH)
-    return None
+    accumulations = [per_rank // micro for micro in micro_batch_sizes(request)]
+    return min(accumulations) if accumulations else None
 
 
 def micro_batch_sizes(request: PlanRequest) -> list[int]:
