@@ -90,9 +90,15 @@ class Entry:
     """Import names the entry needs (skipped, with the reason, where one is missing)."""
     model: str | None = None
     """The kit model (``gpu_kit/configs/MODEL.json``, also a catalog key) this entry trains; None = ``--model``."""
-    data: str = "random"
-    """``random``: the random-word text of :func:`write_data`; ``long-tailed``: the instruction rows of
-    ``dataset_plan.write_rows`` (``LONG_TAILED_ROWS``), whose path replaces :data:`LONG_TAILED` in the plan flags."""
+
+    @property
+    def data(self) -> str:
+        """The dataset the entry trains on: ``long-tailed`` or ``random``.
+
+        ``long-tailed`` when the plan flags name :data:`LONG_TAILED` (the instruction rows of
+        ``dataset_plan.write_rows``, ``LONG_TAILED_ROWS``), else ``random`` (the text of :func:`write_data`).
+        """
+        return "long-tailed" if LONG_TAILED in self.plan else "random"
 
 
 def _setting_plan(method: str, mbs: int, global_batch: int, ckpt: bool, sharding: str | None = None) -> tuple[str, ...]:
@@ -155,7 +161,6 @@ SETTINGS: tuple[Entry, ...] = (
             FAST,
             steps=8,
             model=OFFLOAD_FULL_MODEL,
-            data="long-tailed",
         )
         for layout in ("packed", "padded")
     ),
