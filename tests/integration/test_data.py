@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import logging
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer_helpers import WORDS, build_tokenizer, instruction_rows, pattern_text, text_rows
+from trainer_helpers import WORDS, PlanWriter, build_tokenizer, instruction_rows, pattern_text, text_rows
 
 from autotune.errors import ConfigError
 from autotune.trainer.data import IGNORE_INDEX, build_collator, build_train_dataset, tokenize_instruction
@@ -139,3 +140,47 @@ def test_batched_tokenization_gives_the_ids_of_row_by_row(tokenizer: Any, fmt: s
         rows = text_rows(40)
     batch = {column: [row[column] for row in rows] for column in rows[0]}
     assert tokenize_rows(batch, fmt, tokenizer) == [TOKENIZERS[fmt](row, tokenizer) for row in rows]
+
+
+@pytest.mark.parametrize("layout", ["flattened", "row-per-block"])
+def test_the_packed_count_keeps_each_eos_where_the_pad_token_is_the_eos(layout: str) -> None:
+    # the tiny tokenizer with its pad token set to its eos, as SmolLM2 ships and load_tokenizer falls back to
+    tokenizer = build_tokenizer()
+    tokenizer.pad_token = tokenizer.eos_token
+    eos = tokenizer.eos_token_id
+    block = {
+        "input_ids": [5, 6, eos, 8, eos],
+        "labels": [IGNORE_INDEX, 6, eos, 8, eos],
+        "position_ids": [0, 1, 2, 0, 1],
+    }
+    short = {"input_ids": [10, eos], "labels": [10, eos], "position_ids": [0, 1]}
+    collator = build_collator(tokenizer, layout)
+    batch = collator([block, short])
+    assert int(collator.real_tokens(batch)) == 7  # 5 + 2 real tokens, the three eos among them
+    trainer_count = int((batch["input_ids"] != tokenizer.pad_token_id).sum())  # the Trainer's own rule
+    assert trainer_count == 4  # it dropped them: why the core counts packed batches itself
+
+
+def test_the_core_trainer_counts_a_packed_batch_with_its_eos(write_plan: PlanWriter, tiny_model_dir: Path) -> None:
+    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+    from autotune.schemas.plan_io import load_plan
+    from autotune.trainer.staged_save import staged_trainer_class
+
+    tokenizer = build_tokenizer()
+    tokenizer.pad_token = tokenizer.eos_token
+    eos = tokenizer.eos_token_id
+    block = {"input_ids": [5, 6, eos], "labels": [IGNORE_INDEX, 6, eos], "position_ids": [0, 1, 2]}
+    short = {"input_ids": [10, eos], "labels": [10, eos], "position_ids": [0, 1]}
+    collator = build_collator(tokenizer, "row-per-block")
+    trainer_class = staged_trainer_class(Trainer, load_plan(write_plan()))
+    trainer = trainer_class(
+        model=AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+        args=TrainingArguments(
+            output_dir=str(tiny_model_dir / "unused"), include_num_input_tokens_seen="non_padding", use_cpu=True
+        ),
+        data_collator=collator,
+        processing_class=tokenizer,
+    )
+    trainer._track_num_input_tokens(collator([block, short]))
+    assert trainer.state.num_input_tokens_seen == 5  # 3 + 2: both eos counted, the padding row tail not

@@ -25,6 +25,7 @@ Modules:
   checkpoints    checkpoint manifests: publish a finished save, resume from the newest intact one
   staged_save    the Trainer mixin that writes a checkpoint under a temporary name, then publishes it
   resume_load    the Trainer mixin that reloads a checkpoint's adapters in the plan's dtype
+  token_count    the Trainer mixin that counts a packed batch's tokens without its padding (tokens/s)
   consistency    the plan agrees with the loaded model and with the plan a checkpoint was trained with
   data_checks    dataset rows checked against their format before tokenizing
   distributed_run  torchrun / accelerate launch wrappers: a failed worker ends in one line

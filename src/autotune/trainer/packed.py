@@ -103,3 +103,21 @@ class PackedCollator:
                 tail = torch.arange(last, last + pad) if key == "position_ids" else torch.full((pad,), fill[key])
                 values.append(torch.cat([row[key][0], tail.to(torch.int64)]))
         return {key: torch.stack(values) for key, values in batch.items()}
+
+    def real_tokens(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The examples' tokens in a batch this collator made, padding left out: an int64 scalar on the batch's device.
+
+        The Trainer's own "non_padding" count compares ``input_ids`` with the pad token when there is no
+        ``attention_mask`` (``Trainer._track_num_input_tokens``), so where the pad token is the eos token (SmolLM2,
+        and the core's fallback when a tokenizer has none: ``trainer.model.load_tokenizer``) it drops every
+        example's eos, about one token in a mean length. Here: ``flattened`` rows hold no padding (every token
+        counts); a ``row-per-block`` row's padding is its tail of pad tokens with label -100, which the collator
+        appends, so an example's learned eos before it counts. An example whose own last tokens are the pad token
+        *and* not learned (a conversation ending on a user turn, a truncated prompt) loses them from the count.
+        """
+        ids = batch["input_ids"]
+        if self.layout == "flattened":
+            return torch.tensor(ids.numel(), dtype=torch.int64, device=ids.device)
+        filler = (ids == self.pad_token_id) & (batch["labels"] == IGNORE_INDEX)
+        tail = torch.cumprod(filler.flip(-1).to(torch.int64), dim=-1).sum()
+        return torch.tensor(ids.numel(), dtype=torch.int64, device=ids.device) - tail

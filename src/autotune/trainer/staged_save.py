@@ -19,6 +19,7 @@ from transformers.trainer_utils import rotate_checkpoints
 from autotune.schemas.plan import PlanFile
 from autotune.trainer.checkpoints import STAGING_DIR, publish_checkpoint, set_aside_leftover
 from autotune.trainer.resume_load import PlanDtypeResumeMixin
+from autotune.trainer.token_count import RealTokenCountMixin
 
 
 def _barrier() -> None:
@@ -61,6 +62,9 @@ def staged_trainer_class(base: type[Trainer], plan: PlanFile) -> type[Trainer]:
     """``base`` with staged checkpoint saves for ``plan`` (the plan is recorded in each manifest).
 
     It also reloads a checkpoint's adapters in the dtype the plan made them
-    (:class:`autotune.trainer.resume_load.PlanDtypeResumeMixin`), so that a resumed run continues the same run.
+    (:class:`autotune.trainer.resume_load.PlanDtypeResumeMixin`), so that a resumed run continues the same run, and
+    counts the tokens of packed batches without their padding
+    (:class:`autotune.trainer.token_count.RealTokenCountMixin`).
     """
-    return type(f"Staged{base.__name__}", (StagedSaveMixin, PlanDtypeResumeMixin, base), {"autotune_plan": plan})
+    bases = (StagedSaveMixin, PlanDtypeResumeMixin, RealTokenCountMixin, base)
+    return type(f"Staged{base.__name__}", bases, {"autotune_plan": plan})
