@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InfeasibleError
 from autotune.planner.request import Objective, Overrides, PlanRequest
-from autotune.planner.space import candidates, check_overrides_supported, unsupported_reasons
+from autotune.planner.space import (
+    ONE_GPU_OFFLOAD_ACCUMULATION,
+    candidates,
+    check_overrides_supported,
+    unsupported_reasons,
+)
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.memory_parts import MODEL_STATE_PARTS
 from autotune.schemas.setting import TrainingSetting
@@ -327,8 +332,8 @@ def _one_micro_step_clause(request: PlanRequest) -> str:
     if request.cluster.world_size != 1:
         return ""
     return (
-        " (fsdp-offload on one GPU runs the whole global batch as one micro batch: torch FSDP with CPU offload "
-        "cannot accumulate gradients there; zero3-offload can)"
+        f" (fsdp-offload on one GPU runs the whole global batch as one micro batch: {ONE_GPU_OFFLOAD_ACCUMULATION}; "
+        "zero3-offload accumulates on the host)"
     )
 
 

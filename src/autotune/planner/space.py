@@ -154,6 +154,14 @@ def grad_sync_error(grad_sync: str | None, sharding: str | None, world_size: int
     return None
 
 
+ONE_GPU_OFFLOAD_ACCUMULATION = (
+    "torch FSDP with CPU offload keeps only the last micro-batch's gradient outside no_sync(), which accelerate "
+    "uses only with several processes"
+)
+"""Why FSDP CPU offload cannot accumulate gradients on one GPU (:func:`offload_accumulation_error`): the one wording of
+the refusal here and of the clause ``planner.search`` adds where the planner tried fsdp-offload at one micro-step."""
+
+
 def offload_accumulation_error(sharding: str | None, grad_accum: int, grad_sync: str, world_size: int) -> str | None:
     """Why FSDP CPU offload with ``grad_accum`` micro-steps would not train what was asked, or None.
 
@@ -178,8 +186,7 @@ def offload_accumulation_error(sharding: str | None, grad_accum: int, grad_sync:
     if world_size == 1:
         return (
             f"--sharding fsdp-offload on one GPU cannot accumulate gradients ({grad_accum} micro-steps per "
-            "optimizer step): torch FSDP with CPU offload keeps only the last micro-batch's gradient outside "
-            "no_sync(), which accelerate uses only with several processes; use one micro-step per step "
+            f"optimizer step): {ONE_GPU_OFFLOAD_ACCUMULATION}; use one micro-step per step "
             "(--micro-batch-size = --global-batch-size) or --sharding zero3-offload"
         )
     if grad_sync == "every-micro-step":
