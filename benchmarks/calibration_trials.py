@@ -3,20 +3,25 @@
 Groups: every shipped measurement set (the seed tables by source, the llm-foundry MPT rows, the core's own runs) split
 by GPU, one stack on one card, keeping the groups with at least ``--k`` + 2 timed rows. For each group, ``--draws``
 trials: the first ``--k`` rows (draw 1), then random draws of ``--k`` rows (seeded); the ``k`` rows are what
-``autotune calibrate`` is given (``recalibrate.recalibrate`` from the shipped calibration, as the command does), the
-group's other timed rows are predicted before (shipped calibration) and after. ``--with-seeds`` pools the ``k`` rows
-with every shipped row *except the group's own* (the held-out rows never reach the fit).
+``autotune calibrate`` is given (``recalibrate.recalibrate``, as the command does), the group's other timed rows are
+predicted before (the start) and after. ``--with-seeds`` pools the ``k`` rows with the start's own rows.
+
+The start (``--start``):
+  * ``blind`` (default): the calibration ``tools/calibrate_seeds.py`` fits (``crossval.fit_from_priors``) on every
+    shipped row *outside the group's measurement set* (all its cards): what a user of a stack the project never saw
+    starts from, and what the people who plan the work measure on the public rows they keep back. One fit per set
+    (~7–40 s each).
+  * ``shipped``: the shipped calibration, fitted with these very rows (without their stacks' factors, which never
+    predict): not blind, so where it already fits a stack well three rows can only add their noise.
 
 Printed per group and mode: tokens/s MAPE of the held-out rows before → after (mean over draws; tokens/s error =
 measured time / predicted time − 1), time MAPE after, pairs of held-out rows in the measured order, and in how many
 draws the held-out MAPE got worse; then the pooled figures. A refit refused because it would fit its own rows worse
 (``RefitRefused``) keeps the start calibration: counted as a refusal, its predictions unchanged.
 
-The shipped calibration was fitted with these rows (without their stacks' factors, which never predict), so "before"
-is not blind; the people who plan the work rerun this on public rows the project never saw.
-
 Usage:  python benchmarks/calibration_trials.py [--k 3] [--draws 5] [--modes without,with] [--seed 0]
-        (without: ~1 min; with: ~1 min per trial, the pooled fit runs on ~190 rows)
+                                               [--start blind|shipped]
+        (the blind starts: ~3 min; without: seconds; with: ~1 min per trial, the pooled fit runs on ~190 rows)
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from autotune.calibration.cases import Case, comparable_time, prepare_cases
+from autotune.calibration.crossval import fit_from_priors
 from autotune.calibration.recalibrate import RefitRefused, recalibrate
 from autotune.calibration.results import CaseResult, evaluate
 from autotune.costmodel.calibration import default_coefficients
@@ -45,8 +51,10 @@ class Group:
     """One stack on one card: a measurement set's timed rows on one GPU."""
 
     name: str
+    set_name: str
     timed: list[Case]
-    others: list[Case]  # every shipped row outside this group (the seed pool of --with-seeds)
+    others: list[Case]  # every shipped row outside this group
+    outside_set: list[Case]  # every shipped row outside this group's measurement set (the blind start's rows)
 
 
 @dataclass
@@ -78,8 +86,17 @@ def groups(min_rows: int) -> list[Group]:
             if len(cases) >= min_rows:
                 ids = {c.measurement.id for c in cases}
                 others = [c for _, c in everything if c.measurement.id not in ids]
-                found.append(Group(f"{s.name} / {gpu}", cases, others))
+                outside = [c for name, c in everything if name != s.name]
+                found.append(Group(f"{s.name} / {gpu}", s.name, cases, others, outside))
     return found
+
+
+def blind_start(group: Group, cache: dict[str, CostCoefficients]) -> CostCoefficients:
+    """The seed fit without the group's set (``fit_from_priors``, as ``tools/calibrate_seeds.py`` fits); cached."""
+    if group.set_name not in cache:
+        print(f"  fitting the start without {group.set_name} ({len(group.outside_set)} rows)", file=sys.stderr)
+        cache[group.set_name] = fit_from_priors(group.outside_set, f"without {group.set_name}")
+    return cache[group.set_name]
 
 
 def tokens_error(result: CaseResult) -> float:
@@ -123,8 +140,11 @@ def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def trial(group: Group, rows: list[Case], start: CostCoefficients, with_seeds: bool, tally: Tally) -> None:
-    """Calibrate on ``rows``, predict the group's other rows, add the errors to ``tally``."""
+def trial(group: Group, rows: list[Case], start: CostCoefficients, with_seeds: bool, blind: bool, tally: Tally) -> None:
+    """Calibrate on ``rows`` from ``start``, predict the group's other rows, add the errors to ``tally``.
+
+    The seed pool of ``with_seeds``: the blind start's rows (``blind``), else every row outside the group.
+    """
     ids = {c.measurement.id for c in rows}
     held = [c for c in group.timed if c.measurement.id not in ids]
     before = evaluate(held, start)
@@ -132,11 +152,11 @@ def trial(group: Group, rows: list[Case], start: CostCoefficients, with_seeds: b
         fitted = recalibrate(
             rows,
             start,
-            start_name="shipped",
+            start_name="blind" if blind else "shipped",
             sources=[group.name],
             with_seeds=with_seeds,
             name="trial",
-            seed_cases=group.others,
+            seed_cases=group.outside_set if blind else group.others,
         ).coefficients
     except RefitRefused:
         tally.refused += 1
@@ -162,13 +182,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="without,with", help="'without', 'with' or both (comma-separated)")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the draws")
     parser.add_argument("--only", default="", help="only groups whose name contains this")
+    parser.add_argument(
+        "--start",
+        choices=("blind", "shipped"),
+        default="blind",
+        help="blind: the seed fit without the group's set (default); shipped: the shipped calibration",
+    )
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not set(modes) <= {"without", "with"} or not modes:
         parser.error("--modes takes 'without', 'with' or both")
-    start = default_coefficients()
+    shipped = default_coefficients()
+    blind = args.start == "blind"
+    starts: dict[str, CostCoefficients] = {}
     found = [g for g in groups(args.k + 2) if args.only in g.name]
-    print(f"{len(found)} groups (one stack on one card, ≥ {args.k + 2} timed rows); k = {args.k}, {args.draws} draws")
+    print(
+        f"{len(found)} groups (one stack on one card, ≥ {args.k + 2} timed rows); k = {args.k}, {args.draws} draws; "
+        f"start: {'the seed fit without the group’s set (blind)' if blind else 'the shipped calibration (not blind)'}"
+    )
     print(
         f"{'group':42s} {'mode':8s} {'rows':>4s} {'tok/s MAPE before → after':>26s} {'time MAPE':>9s} "
         f"{'pairs before → after':>21s} {'worse (>1 pt)':>13s} {'refused':>7s}"
@@ -177,10 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     for group in found:
         rng = random.Random(f"{args.seed}-{group.name}")
         chosen = draws(group.timed, args.k, args.draws, rng)
+        start = blind_start(group, starts) if blind else shipped
         for mode in modes:
             tally = Tally()
             for rows in chosen:
-                trial(group, rows, start, mode == "with", tally)
+                trial(group, rows, start, mode == "with", blind, tally)
             total = pooled[mode]
             for name in ("before_tps", "after_tps", "after_time", "pairs_before", "pairs_after"):
                 getattr(total, name).extend(getattr(tally, name))

@@ -66,6 +66,16 @@ Foreign stacks scatter more (seed 001 0.19–0.23, seed 003 0.34), but there the
 prior dominates anyway. 0.14 (the median scatter over all eight stacks and cards) was tried: one run 1.5× slow then
 moves the factor only to 1.41 (the prior keeps 15 % on "same stack"), for one draw fewer worse on the benchmark."""
 
+ROW_SIGMA_PRIOR_DOF = 3
+"""Degrees of freedom of the prior on the rows' own scatter (a scaled inverse-χ² centred on ``ROW_LOG_SIGMA``; the
+conjugate prior of a normal's variance, Gelman et al., *Bayesian Data Analysis* 3rd ed., §3.3): the scatter the stack
+factor's standard error uses is (ν₀ σ₀² + (k − 1) s²) / (ν₀ + k − 1), so three rows that disagree by 30 % widen it and
+three that agree narrow it, each as much as three prior rows allow. ``benchmarks/calibration_trials.py``, blind starts
+(2026-11-27): draws worse 8 → 7 of 40 (6 → 5 by more than a point), pooled held-out MAPE 15.2 → 15.1 %; shipped start:
+9 → 8 (3 → 1), 14.0 → 14.2 % (seed 003, whose rows scatter most, moves less: tokens/s 30.9 → 33.6 %, time
+26.4 → 24.1 %). ν₀ = 1 gave the same pooled figures (blind 7 draws worse, 4 by more than a point; seed 003 34.9 %
+from the shipped start): 3 was kept, the scatter of three rows alone being a noisy estimate."""
+
 MIN_ELASTICITY_SPREAD = 0.15
 """A term coefficient is fitted only when ∂ log t / ∂ log c differs by at least this much between two of the rows: a
 15 % difference in the share of time the term takes (below it, the coefficient and the stack factor trade off almost
@@ -205,21 +215,35 @@ def stack_prior_log_sigma(rows: Sequence[TimeRow], start: CostCoefficients) -> f
     The prior on log ``time_scale`` is a mixture (Bayesian model averaging over "the start describes this stack" and
     "another stack"; Hoeting et al. 1999): ``SAME_STACK_PROBABILITY`` × N(0, ``SAME_STACK_LOG_SIGMA``²) + the rest ×
     N(0, ``STACK_LOG_SIGMA``²). With the rows' mean log ratio m = mean log(measured / predicted) at the start and its
-    standard error se = ``ROW_LOG_SIGMA`` / √k, component j has evidence N(m; 0, σⱼ² + se²) and shrinks m by
-    σⱼ² / (σⱼ² + se²); the posterior mean shrinks it by s = Σ pⱼ σⱼ² / (σⱼ² + se²). A single Gaussian prior of variance
-    v = s se² / (1 − s) gives the same shrinkage, and carries it into the joint fit with the term coefficients.
+    standard error se = σ̂ / √k (σ̂ the rows' scatter, :func:`row_log_sigma`), component j has evidence
+    N(m; 0, σⱼ² + se²) and shrinks m by σⱼ² / (σⱼ² + se²); the posterior mean shrinks it by
+    s = Σ pⱼ σⱼ² / (σⱼ² + se²). A single Gaussian prior of variance v = s se₀² / (1 − s), with se₀ =
+    ``ROW_LOG_SIGMA`` / √k the standard error :func:`fit_stack`'s loss weighs the rows with, gives the same shrinkage,
+    and carries it into the joint fit with the term coefficients.
 
     Rows whose ratios agree with the start within its own error thus move it little (the evidence favours "same
-    stack"); rows 2× off move it all the way.
+    stack"); rows 2× off move it all the way; rows that disagree with each other move it less than rows that agree.
     """
-    standard_error = ROW_LOG_SIGMA / math.sqrt(len(rows))
-    mean_ratio = sum(log_ratio(r, start) for r in rows) / len(rows)
+    ratios = [log_ratio(r, start) for r in rows]
+    mean_ratio = sum(ratios) / len(ratios)
+    standard_error = row_log_sigma(ratios) / math.sqrt(len(rows))
     components = ((SAME_STACK_PROBABILITY, SAME_STACK_LOG_SIGMA), (1 - SAME_STACK_PROBABILITY, STACK_LOG_SIGMA))
     weights = [p * _normal_density(mean_ratio, math.hypot(sigma, standard_error)) for p, sigma in components]
     shrink = sum(
         w * sigma**2 / (sigma**2 + standard_error**2) for w, (_, sigma) in zip(weights, components, strict=True)
     ) / sum(weights)
-    return math.sqrt(shrink / (1 - shrink)) * standard_error
+    return math.sqrt(shrink / (1 - shrink)) * ROW_LOG_SIGMA / math.sqrt(len(rows))
+
+
+def row_log_sigma(ratios: Sequence[float]) -> float:
+    """The rows' scatter of log(measured / predicted) about their mean: posterior of the scaled inverse-χ² prior.
+
+    σ̂² = (ν₀ ``ROW_LOG_SIGMA``² + Σ (xᵢ − x̄)²) / (ν₀ + k − 1) with ν₀ = ``ROW_SIGMA_PRIOR_DOF`` (BDA3 §3.3); one row
+    gives ``ROW_LOG_SIGMA``. Natural-log units.
+    """
+    mean_ratio = sum(ratios) / len(ratios)
+    squares = sum((x - mean_ratio) ** 2 for x in ratios)
+    return math.sqrt((ROW_SIGMA_PRIOR_DOF * ROW_LOG_SIGMA**2 + squares) / (ROW_SIGMA_PRIOR_DOF + len(ratios) - 1))
 
 
 def fit_stack(rows: Sequence[TimeRow], start: CostCoefficients) -> StackFit:

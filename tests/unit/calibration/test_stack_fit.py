@@ -10,12 +10,14 @@ import pytest
 from autotune.calibration.cases import Case, prepare_cases
 from autotune.calibration.stack_fit import (
     MIN_ELASTICITY_SPREAD,
+    ROW_LOG_SIGMA,
     STACK,
     elasticity_spreads,
     fit_stack,
     identified_terms,
     loo_time_errors,
     outlier_rows,
+    row_log_sigma,
     stack_prior_log_sigma,
 )
 from autotune.calibration.time_fit import TimeRow, predicted_time_s, time_rows
@@ -51,7 +53,19 @@ def test_rows_that_agree_with_the_start_barely_move_it_and_a_2x_slower_stack_mov
     assert fit_stack(same, START).coefficients.time_scale == pytest.approx(1.0, abs=0.01)
     assert fit_stack(slow, START).coefficients.time_scale == pytest.approx(2.0, rel=0.01)
     # the mixture's effective prior: tight when the rows agree with the start, wide when they do not
-    assert stack_prior_log_sigma(same, START) < 0.06 < 0.5 < stack_prior_log_sigma(slow, START)
+    assert stack_prior_log_sigma(same, START) < 0.1 < 0.5 < stack_prior_log_sigma(slow, START)
+
+
+def test_rows_that_disagree_with_each_other_move_the_stack_factor_less_than_rows_that_agree() -> None:
+    # both sets measure 15 % slow on average (log mean); one agrees within 1 %, the other scatters by ±30 %
+    agree = [row(1.15), row(1.16, seq_len=1024), row(1.14, seq_len=512)]
+    spread = [row(1.15), row(1.15 * 1.35, seq_len=1024), row(1.15 / 1.35, seq_len=512)]
+    moved_agree = fit_stack(agree, START).coefficients.time_scale
+    moved_spread = fit_stack(spread, START).coefficients.time_scale
+    assert 1.0 < moved_spread < moved_agree < 1.15
+    ratios = [math.log(1.15 * 1.35), math.log(1.15), math.log(1.15 / 1.35)]
+    assert row_log_sigma([0.1]) == pytest.approx(ROW_LOG_SIGMA)
+    assert row_log_sigma(ratios) > ROW_LOG_SIGMA > row_log_sigma([0.14, 0.14, 0.14])
 
 
 def test_one_row_fits_the_stack_factor_alone_and_keeps_every_other_coefficient() -> None:
