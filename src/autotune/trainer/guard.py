@@ -14,6 +14,7 @@ import torch
 
 from autotune.errors import RuntimeGuardError
 from autotune.schemas.plan import PlanFile
+from autotune.trainer.model import ATTENTION_IMPLEMENTATIONS
 
 
 def check_runtime(trainer: Any, plan: PlanFile) -> None:
@@ -22,8 +23,9 @@ def check_runtime(trainer: Any, plan: PlanFile) -> None:
     Checks: world size = planned GPUs; global batch = micro batch × accumulation × world size;
     FSDP really wraps the model (and offloads parameters for fsdp-offload); DeepSpeed runs the planned
     ZeRO stage (and offloads for zero3-offload); DDP wraps the model when planned with > 1 rank; the model is
-    compiled exactly when planned; QLoRA has 4-bit layers; LoRA / QLoRA have adapters and train nothing else;
-    full trains every weight.
+    compiled exactly when planned; activation checkpointing runs exactly when planned; the attention implementation
+    is the planned one; QLoRA has 4-bit layers; LoRA / QLoRA have adapters and train nothing else; full trains
+    every weight.
 
     Raises:
         RuntimeGuardError: the first mismatch, naming the plan field, the planned and the actual value.
@@ -46,6 +48,8 @@ def check_runtime(trainer: Any, plan: PlanFile) -> None:
         )
     _check_sharding(trainer, plan)
     _check_compile(trainer, plan)
+    _check_checkpointing(trainer, plan)
+    _check_attention(trainer.model, plan)
     _check_method(trainer.model, plan)
 
 
@@ -62,6 +66,45 @@ def _check_compile(trainer: Any, plan: PlanFile) -> None:
         raise RuntimeGuardError(
             f"the plan says compile={plan.setting.compile} but the model that trains is "
             f"{'' if compiled else 'not '}compiled"
+        )
+
+
+def checkpointing_runs(trainer: Any) -> bool:
+    """Whether activation checkpointing is on in the model that trains, by either of the ways the core switches it on.
+
+    The model's own (transformers' ``activation_checkpointing_enable``, which the Trainer's
+    ``activation_checkpointing`` argument and peft's ``prepare_model_for_kbit_training`` call): a module whose
+    ``gradient_checkpointing`` attribute is True (``PreTrainedModel.is_activation_checkpointing``'s test, 5.23).
+    FSDP's (accelerate's ``fsdp_activation_checkpointing``): torch's ``apply_activation_checkpointing`` wraps each
+    layer in a ``CheckpointWrapper``.
+    """
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+
+    models = [m for m in (trainer.model, trainer.model_wrapped) if isinstance(m, torch.nn.Module)]
+    return any(
+        getattr(module, "gradient_checkpointing", False) is True or isinstance(module, CheckpointWrapper)
+        for model in models
+        for module in model.modules()
+    )
+
+
+def _check_checkpointing(trainer: Any, plan: PlanFile) -> None:
+    """Activation checkpointing runs exactly when the plan says ``grad_ckpt`` (memory and time were priced so)."""
+    runs = checkpointing_runs(trainer)
+    if runs != plan.setting.grad_ckpt:
+        raise RuntimeGuardError(
+            f"the plan says grad_ckpt={plan.setting.grad_ckpt} but activation checkpointing is "
+            f"{'on' if runs else 'off'} in the model that trains"
+        )
+
+
+def _check_attention(model: Any, plan: PlanFile) -> None:
+    """The model computes attention with the planned implementation (``config._attn_implementation``)."""
+    planned = ATTENTION_IMPLEMENTATIONS[plan.setting.attention_impl]
+    actual = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if actual != planned:
+        raise RuntimeGuardError(
+            f"the plan says attention_impl={plan.setting.attention_impl} but the model runs attention with {actual}"
         )
 
 
