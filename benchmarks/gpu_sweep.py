@@ -205,9 +205,16 @@ def entry_dataset(entry: Entry, random_words: str, long_tailed: str) -> str:
     return long_tailed if entry.data == "long-tailed" else random_words
 
 
-def launch_argv(entry: Entry, plan_path: str, dataset: str, run_dir: str) -> list[str]:
-    """``autotune launch`` for ``entry`` (no checkpoint saved before the end, the loss logged every step)."""
+def launch_argv(
+    entry: Entry, plan_path: str, dataset: str, run_dir: str, profile_steps: int | None = None
+) -> list[str]:
+    """``autotune launch`` for ``entry`` (no checkpoint saved before the end, the loss logged every step).
+
+    ``profile_steps``: the core records that many steps after the first with torch.profiler (``--profile-steps``:
+    ``RUN/profile/``); they are left out of the report's timings, so the run is that many steps longer.
+    """
     sets = [part for value in entry.sets for part in ("--set", value)]
+    profile = ["--profile-steps", str(profile_steps)] if profile_steps is not None else []
     return [
         *AUTOTUNE,
         "launch",
@@ -217,12 +224,13 @@ def launch_argv(entry: Entry, plan_path: str, dataset: str, run_dir: str) -> lis
         "--output-dir",
         run_dir,
         "--max-steps",
-        str(entry.steps),
+        str(entry.steps + (profile_steps or 0)),
         "--save-steps",
         "100000",
         "--logging-steps",
         "1",
         *sets,
+        *profile,
     ]
 
 
@@ -429,7 +437,8 @@ def dry_run(args: argparse.Namespace) -> int:
         print("  " + shlex.join(["autotune", *planned[len(AUTOTUNE) :]]))
         run_dir = f"{args.results}/{entry.name}"
         data = entry_dataset(entry, dataset, long_tailed)
-        print("  " + shlex.join(["autotune", *launch_argv(entry, plan_path, data, run_dir)[len(AUTOTUNE) :]]))
+        launched = launch_argv(entry, plan_path, data, run_dir, args.profile_steps)
+        print("  " + shlex.join(["autotune", *launched[len(AUTOTUNE) :]]))
         if entry.baseline is not None:
             print("  baseline: " + shlex.join(["python", *baseline_argv(entry, model_dir, dataset)[1:]]))
     print(f"\nbudget {args.budget_s:.0f} s from the start, set-up included; results in {args.results}")
@@ -448,6 +457,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--budget-s", type=float, default=540.0, help="Stop starting runs past this (seconds).")
     parser.add_argument("--only", default=None, help="Comma-separated entry names (default: every entry).")
+    parser.add_argument(
+        "--profile-steps",
+        type=int,
+        default=None,
+        help="Each run records this many steps after the first with torch.profiler (RUN/profile/) and runs that "
+        "many steps more (the profiled ones are left out of its timings).",
+    )
     args = parser.parse_args(argv)
     if args.dry_run:
         return dry_run(args)
@@ -481,7 +497,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             timeout_s = min(entry.timeout_s, left_s - 10.0)
             row = (
-                _run_autotune(entry, gpu, str(model_dir), (dataset, long_tailed), work, results, timeout_s)
+                _run_autotune(
+                    entry, gpu, str(model_dir), (dataset, long_tailed), work, results, timeout_s, args.profile_steps
+                )
                 if kind == "autotune"
                 else (_run_baseline(entry, str(model_dir), dataset, timeout_s))
             )
@@ -516,7 +534,14 @@ def _row_name(entry: Entry, kind: str) -> str:
 
 
 def _run_autotune(
-    entry: Entry, gpu: str, model_dir: str, datasets: tuple[str, str], work: Path, results: Path, timeout_s: float
+    entry: Entry,
+    gpu: str,
+    model_dir: str,
+    datasets: tuple[str, str],
+    work: Path,
+    results: Path,
+    timeout_s: float,
+    profile_steps: int | None,
 ) -> dict[str, Any]:
     plan_path = str(work / f"{entry.name}.yaml")
     Path(plan_path).unlink(missing_ok=True)
@@ -526,7 +551,8 @@ def _run_autotune(
         return {"name": entry.name, "status": f"plan failed ({code})", "error": (err or out)[-2000:]}
     run_dir = results / entry.name
     dataset = entry_dataset(entry, random_words, long_tailed)
-    code, out, err, wall_s = _run(launch_argv(entry, plan_path, dataset, str(run_dir)), timeout_s - plan_s)
+    launched = launch_argv(entry, plan_path, dataset, str(run_dir), profile_steps)
+    code, out, err, wall_s = _run(launched, timeout_s - plan_s)
     for bulky in ("final", "checkpoints"):  # weights are not measurements: keep the report and the plan
         shutil.rmtree(run_dir / bulky, ignore_errors=True)
     report_path = run_dir / "run_report.json"

@@ -115,6 +115,7 @@ def launch_command(
     eval_fraction: opt.EvalFractionOpt = None,
     eval_steps: opt.EvalStepsOpt = None,
     report_to: Annotated[str | None, typer.Option("--report-to", help=_help("report_to"))] = None,
+    profile_steps: Annotated[int | None, typer.Option("--profile-steps", help=_help("profile_steps"))] = None,
     calibration: Annotated[
         Path | None,
         typer.Option(
@@ -154,6 +155,7 @@ def launch_command(
         eval_fraction=eval_fraction,
         eval_steps=eval_steps,
         report_to=report_to,
+        profile_steps=profile_steps,
     )
     plan_args = list(ctx.args)
     if not target.endswith(_PLAN_SUFFIXES):  # a MODEL is planned with launch's eval options priced

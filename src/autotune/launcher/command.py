@@ -112,6 +112,7 @@ def trainer_args(plan: PlanFile, options: LaunchOptions) -> list[str]:
         "eval_fraction",
         "eval_steps",
         "report_to",
+        "profile_steps",
     ):
         if name in given:
             args += [option_flag(name), str(getattr(options, name))]

@@ -57,7 +57,7 @@ class RunReport(StrictModel):
         default=None,
         ge=0,
         description="Real training tokens per second over all ranks: the tokens of the steps after the first / their "
-        "summed wall time.",
+        "summed wall time (profiled steps left out).",
     )
     step_time_s_measured: float | None = Field(
         default=None,
@@ -66,6 +66,10 @@ class RunReport(StrictModel):
     )
     micro_step_time_s_measured: float | None = Field(
         default=None, ge=0, description="Median forward+backward time of one micro batch, seconds."
+    )
+    profiled_steps: list[int] = Field(
+        default_factory=list,
+        description="Global steps recorded with --profile-steps (OUT/profile/): left out of the timings above.",
     )
     prediction: Estimate | None = Field(
         description="The plan's prediction for this run (None in reports written with schema_version 1)."

@@ -150,6 +150,13 @@ class TrainerOptions(FrozenModel):
     eval_fraction: EvalFractionField = None
     eval_steps: EvalStepsField = None
 
+    profile_steps: int | None = Field(
+        default=None,
+        ge=1,
+        le=20,
+        description="Record optimizer steps 2 to N+1 with torch.profiler and write OUT/profile/: a Chrome trace and a "
+        "table of the ops by self time, per rank; those steps are left out of the report's timings.",
+    )
     report_to: Tracker = Field(
         default="none",
         description="Send the logged loss, learning rate, eval loss and tokens seen (real tokens, not padding) to a "

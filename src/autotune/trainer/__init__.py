@@ -19,6 +19,7 @@ Modules:
   optim          optimizer choice
   chunked_loss   the chunked cross-entropy Trainer
   callbacks      metrics, progress, stop-on-signal, stop on a NaN/inf loss
+  profiling      ``--profile-steps``: torch.profiler over a few steps, a trace and an ops table per rank
   guard          checks that what runs is what was planned
   memory         peak memory measurement
   report         the run report (schemas.run_report)

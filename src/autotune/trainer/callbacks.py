@@ -41,6 +41,11 @@ class RunMetrics:
     tokens_at_start: int = 0
     tokens_after_first_step: int = 0
     tokens_at_end: int = 0
+    untimed_steps: set[int] = field(default_factory=set)
+    """Global steps (numbered by the step they complete) left out of the timings: the profiled ones
+    (:mod:`autotune.trainer.profiling`)."""
+    untimed_tokens: int = 0
+    """Tokens of the untimed steps after the first (left out of :meth:`tokens_per_s` with their time)."""
 
     def median_step_time_s(self) -> float | None:
         """Median optimizer-step time, or None if fewer than one timed step."""
@@ -61,7 +66,7 @@ class RunMetrics:
         timed_s = sum(self.step_times_s)
         if not self.step_times_s or timed_s <= 0:
             return None
-        return (self.tokens_at_end - self.tokens_after_first_step) / timed_s
+        return (self.tokens_at_end - self.tokens_after_first_step - self.untimed_tokens) / timed_s
 
 
 class MetricsCallback(TrainerCallback):
@@ -89,23 +94,28 @@ class MetricsCallback(TrainerCallback):
     def on_step_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        """Note when the optimizer step begins."""
+        """Note when the optimizer step begins (after an untimed step, the next step's time starts here)."""
         self._step_begin_s = time.perf_counter()
+        if state.global_step in self.metrics.untimed_steps and self._last_step_end_s is not None:
+            self._last_step_end_s = self._step_begin_s  # what a profiler did after that step is not this step's
 
     def on_pre_optimizer_step(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        """Record the mean micro-step time of this step (the first step of the run is left out)."""
-        if self._step_begin_s is not None and state.global_step > (self.metrics.first_step or 0):
+        """Record the mean micro-step time of this step (the first step of the run and untimed steps are left out)."""
+        untimed = state.global_step + 1 in self.metrics.untimed_steps  # global_step counts the steps done so far
+        if self._step_begin_s is not None and state.global_step > (self.metrics.first_step or 0) and not untimed:
             self.metrics.micro_step_times_s.append((time.perf_counter() - self._step_begin_s) / self.grad_accum)
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         """Record the time since the last step's end and the tokens seen."""
         now = time.perf_counter()
-        if self._last_step_end_s is not None:
-            self.metrics.step_times_s.append(now - self._last_step_end_s)
-        else:
+        if self._last_step_end_s is None:
             self.metrics.tokens_after_first_step = state.num_input_tokens_seen  # the untimed first step's tokens
+        elif state.global_step in self.metrics.untimed_steps:
+            self.metrics.untimed_tokens += state.num_input_tokens_seen - self.metrics.tokens_at_end
+        else:
+            self.metrics.step_times_s.append(now - self._last_step_end_s)
         self._last_step_end_s = now
         self.metrics.tokens_at_end = state.num_input_tokens_seen
 

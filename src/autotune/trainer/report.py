@@ -75,6 +75,7 @@ def build_report(
         tokens_per_s_measured=metrics.tokens_per_s(),
         step_time_s_measured=metrics.median_step_time_s(),
         micro_step_time_s_measured=metrics.median_micro_step_time_s(),
+        profiled_steps=sorted(step for step in metrics.untimed_steps if step <= steps),
         prediction=plan.prediction,
         model=plan.model.key,
         model_source=plan.model_source,

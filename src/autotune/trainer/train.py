@@ -53,6 +53,7 @@ from autotune.trainer.model import (
     load_tokenizer,
     resolve_source,
 )
+from autotune.trainer.profiling import profile_callbacks
 from autotune.trainer.report import build_report, describe_device, write_report
 from autotune.trainer.staged_save import staged_trainer_class
 
@@ -236,6 +237,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
             progress,
             stopper,
             diverged,
+            *profile_callbacks(args, metrics),
         ],
     )
     guard.trainer = trainer

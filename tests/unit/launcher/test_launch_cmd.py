@@ -92,6 +92,17 @@ def test_bad_option_value_names_the_flag(tmp_path: Path, capsys: pytest.CaptureF
     assert "--dataset-format" in _error_line(capsys)
 
 
+def test_profile_steps_reach_the_core_and_a_bad_count_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = (str(plan_file(tmp_path)), "--dataset", "org/data", "--output-dir", str(tmp_path / "o"), "--dry-run")
+    assert run_cli("launch", *args, "--profile-steps", "3") == 0
+    assert "--profile-steps 3" in " ".join(capsys.readouterr().out.split())
+    assert run_cli("launch", *args, "--profile-steps", "0") == 2
+    assert "--profile-steps" in _error_line(capsys)
+    assert not (tmp_path / "o").exists()
+
+
 def test_set_recomputes_and_warns_when_it_no_longer_fits(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

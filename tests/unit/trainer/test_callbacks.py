@@ -35,3 +35,22 @@ def test_tokens_per_s_is_the_timed_steps_tokens_over_their_time_not_over_the_med
 
 def test_no_throughput_before_a_timed_step() -> None:
     assert RunMetrics(tokens_at_end=100).tokens_per_s() is None
+
+
+def test_a_profiled_step_and_what_follows_it_are_left_out_of_the_timings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps 1..4, step 3 profiled (slow, then a trace export before step 4 begins): the timed steps are 2 and 4,
+    each 1 s and 100 tokens; step 3's 1,000 tokens and 50 s, and the 30 s export, are in no figure."""
+    clock = iter([0.0, 10.0, 10.0, 11.0, 11.0, 61.0, 91.0, 92.0])  # (begin, end) of each step; 30 s export before 4
+    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: next(clock))
+    metrics = RunMetrics(untimed_steps={3})
+    callback = MetricsCallback(metrics, grad_accum=1)
+    state = SimpleNamespace(global_step=0, num_input_tokens_seen=0)
+    unused: Any = None
+    callback.on_train_begin(unused, state, unused)  # type: ignore[arg-type]
+    for step, seen in enumerate([50, 150, 1150, 1250], start=1):
+        callback.on_step_begin(unused, state, unused)  # type: ignore[arg-type]
+        state.global_step, state.num_input_tokens_seen = step, seen
+        callback.on_step_end(unused, state, unused)  # type: ignore[arg-type]
+    assert metrics.step_times_s == [1.0, 1.0]
+    assert metrics.untimed_tokens == 1000
+    assert metrics.tokens_per_s() == pytest.approx(100.0)
