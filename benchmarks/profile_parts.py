@@ -108,15 +108,19 @@ def predicted_parts_s(plan: dict[str, Any]) -> dict[str, float]:
     return parts
 
 
+class NoProfile(Exception):
+    """A run directory without a profile or a plan (the message says which directory)."""
+
+
 def read_run(run: Path) -> tuple[dict[str, float], dict[str, float]]:
     """(measured seconds per profiled step by part, predicted seconds per step by part) of a profiled run.
 
     Raises:
-        SystemExit: no ``profile/trace-rank0-steps*.json`` or no ``plan.yaml`` in ``run`` (exit 2, one line).
+        NoProfile: no ``profile/trace-rank0-steps*.json`` or no ``plan.yaml`` in ``run``.
     """
     traces = sorted((run / "profile").glob("trace-rank0-steps*.json"))
     if not traces or not (run / "plan.yaml").is_file():
-        raise SystemExit(f"error: {run}: no profile/trace-rank0-steps*.json or plan.yaml (launch with --profile-steps)")
+        raise NoProfile(f"{run}: no profile/trace-rank0-steps*.json or plan.yaml (launch with --profile-steps)")
     trace = traces[-1]
     steps = profiled_steps(trace)
     measured = {k: v / steps for k, v in parts_s(json.loads(trace.read_text())["traceEvents"]).items()}
@@ -132,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories launched with --profile-steps")
     args = parser.parse_args(argv)
-    read = [read_run(run) for run in args.runs]
+    try:
+        read = [read_run(run) for run in args.runs]
+    except NoProfile as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     names = [n for n in (*CPU_PARTS, "gpu kernels", "host→device copies", "device→host copies", "span")
              if any(n in measured for measured, _ in read)]  # fmt: skip
     header = "".join(f" | {run.name[:18]:>18s} meas / pred s" for run in args.runs)

@@ -53,5 +53,6 @@ def test_a_run_is_read_per_profiled_step_next_to_its_plan_and_a_missing_profile_
     assert measured["gemm"] == pytest.approx(1.0)  # 2 s over the two steps 2..3
     assert measured["span"] == pytest.approx(2.0)
     assert predicted["gemm"] == pytest.approx(0.75) and predicted["span"] == pytest.approx(1.2)
-    with pytest.raises(SystemExit, match="no profile/trace-rank0-steps"):
+    with pytest.raises(profile_parts.NoProfile, match="no profile/trace-rank0-steps"):
         profile_parts.read_run(tmp_path)
+    assert profile_parts.main([str(run), str(tmp_path)]) == 2
