@@ -12,7 +12,9 @@ Each RUN_DIR is a run of ``autotune launch ... --profile-steps N``: it holds ``p
   ``optimizer`` (the ``Optimizer.step`` annotation), and the span of the whole trace; on a CPU run an operator's time
   is its compute (the trace holds the main thread, whose ops run the intra-op threads);
 - on a GPU (where the trace has device events): the kernels' time in all, the host→device and device→host copies
-  (``gpu_memcpy`` events: CPU offload's weight and gradient streaming) and the span.
+  (``gpu_memcpy`` events, "Memcpy HtoD (Pinned -> Device)" and the like: CPU offload's weight and gradient
+  streaming) with the bandwidth they reached (their ``bytes`` over their time: whether the link or the overlap is
+  what costs), and the span.
 
 The plan's parts (``prediction.time_breakdown_s``, one optimizer step) are printed beside the measured ones in seconds
 per profiled step; with two runs, also each part's ratio run 1 / run 2, measured and predicted (the packed / padded
@@ -86,8 +88,11 @@ def parts_s(events: Iterable[dict[str, Any]]) -> dict[str, float]:
     copies = [e for e in complete if e.get("cat") == "gpu_memcpy"]
     if kernels or copies:
         found["gpu kernels"] = sum(e["dur"] for e in kernels) / 1e6
-        found["host→device copies"] = sum(e["dur"] for e in copies if "HtoD" in e["name"]) / 1e6
-        found["device→host copies"] = sum(e["dur"] for e in copies if "DtoH" in e["name"]) / 1e6
+        for part, direction in (("host→device copies", "HtoD"), ("device→host copies", "DtoH")):
+            moved = [e for e in copies if direction in e["name"]]
+            found[part] = sum(e["dur"] for e in moved) / 1e6
+            if found[part] > 0:
+                found[f"{part} GB/s"] = sum(e.get("args", {}).get("bytes", 0) for e in moved) / 1e9 / found[part]
     start = min(e["ts"] for e in complete)
     found["span"] = (max(e["ts"] + e["dur"] for e in complete) - start) / 1e6
     return found
@@ -115,6 +120,8 @@ class NoProfile(Exception):
 def read_run(run: Path) -> tuple[dict[str, float], dict[str, float]]:
     """(measured seconds per profiled step by part, predicted seconds per step by part) of a profiled run.
 
+    The copies' bandwidths (``... GB/s``) are over all the profiled steps, not divided.
+
     Raises:
         NoProfile: no ``profile/trace-rank0-steps*.json`` or no ``plan.yaml`` in ``run``.
     """
@@ -123,7 +130,8 @@ def read_run(run: Path) -> tuple[dict[str, float], dict[str, float]]:
         raise NoProfile(f"{run}: no profile/trace-rank0-steps*.json or plan.yaml (launch with --profile-steps)")
     trace = traces[-1]
     steps = profiled_steps(trace)
-    measured = {k: v / steps for k, v in parts_s(json.loads(trace.read_text())["traceEvents"]).items()}
+    parts = parts_s(json.loads(trace.read_text())["traceEvents"])
+    measured = {k: v if k.endswith("GB/s") else v / steps for k, v in parts.items()}
     return measured, predicted_parts_s(yaml.safe_load((run / "plan.yaml").read_text()))
 
 
@@ -141,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     except NoProfile as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    names = [n for n in (*CPU_PARTS, "gpu kernels", "host→device copies", "device→host copies", "span")
-             if any(n in measured for measured, _ in read)]  # fmt: skip
+    gpu_parts = ("gpu kernels", "host→device copies", "host→device copies GB/s", "device→host copies",
+                 "device→host copies GB/s")  # fmt: skip
+    names = [n for n in (*CPU_PARTS, *gpu_parts, "span") if any(n in measured for measured, _ in read)]
     header = "".join(f" | {run.name[:18]:>18s} meas / pred s" for run in args.runs)
     print(f"{'part (s per step)':22s}{header}" + (" | ratio 1/2 meas / pred" if len(read) == 2 else ""))
     for name in names:
