@@ -184,3 +184,34 @@ def test_the_core_trainer_counts_a_packed_batch_with_its_eos(write_plan: PlanWri
     )
     trainer._track_num_input_tokens(collator([block, short]))
     assert trainer.state.num_input_tokens_seen == 5  # 3 + 2: both eos counted, the padding row tail not
+
+
+@pytest.mark.slow
+def test_a_packed_run_reports_every_real_token_where_the_pad_token_is_the_eos(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """One epoch of packed blocks, the tokenizer's pad token set to its eos (as SmolLM2 ships): the run report's
+    tokens seen are all the blocks' tokens, each example's eos included (transformers' own count dropped them)."""
+    import math
+    import shutil
+
+    import datasets
+    from trainer_helpers import build_plan_file, core_args, read_report, run_trainer, write_jsonl
+
+    model_dir = tmp_path / "pad-is-eos"
+    shutil.copytree(tiny_model_dir, model_dir)
+    tokenizer = build_tokenizer()
+    tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.save_pretrained(model_dir)
+    data = write_jsonl(tmp_path / "text.jsonl", text_rows(24))
+    raw = datasets.load_dataset("json", data_files=str(data), split="train")
+    blocks = build_train_dataset(raw, tokenizer, "text", 32, pack=True, name="t")
+    real = sum(len(block["input_ids"]) for block in blocks)
+    plan = build_plan_file(model_dir, tmp_path / "plan.yaml", method="lora", micro_batch_size=2)
+    steps = math.ceil(len(blocks) / 2)
+    proc = run_trainer(*core_args(plan, data, tmp_path / "run", max_steps=steps))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = read_report(tmp_path / "run")
+    assert report.steps == steps
+    assert report.tokens_seen == real
+    assert tokenizer.eos_token_id in {token for block in blocks for token in block["input_ids"]}
