@@ -423,8 +423,9 @@ def dry_run(args: argparse.Namespace) -> int:
     setup = [f"python {KIT / 'make_model.py'} {KIT / 'configs' / f'{m}.json'} {args.work}/models/{m}" for m in models]
     long_rows = f"{long_tailed} ({LONG_TAILED_ROWS} rows); " if any(e.data == "long-tailed" for e in entries) else ""
     print(f"set-up: write {dataset}; {long_rows}" + "; ".join(setup))
-    with tempfile.TemporaryDirectory() as scratch:  # the predictions plan the long-tailed rows themselves
-        predicted_data = str(write_rows(Path(scratch) / "long-tailed.jsonl", LONG_TAILED_ROWS))
+    with tempfile.TemporaryDirectory() as scratch:  # the predictions plan the long-tailed rows, where an entry has them
+        written = write_rows(Path(scratch) / "long-tailed.jsonl", LONG_TAILED_ROWS) if long_rows else None
+        predicted_data = str(written) if written is not None else LONG_TAILED
         predictions = {entry.name: predict(entry, entry.model or args.model, gpu, predicted_data) for entry in entries}
     for entry in entries:
         model = entry.model or args.model

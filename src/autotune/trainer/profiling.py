@@ -15,7 +15,6 @@ report's step, micro-step and tokens/s figures come from the other steps, and it
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -40,19 +39,24 @@ TABLE_ROWS = 40
 class ProfileCallback(TrainerCallback):
     """Profile optimizer steps 2..``steps`` + 1 of this invocation and write the trace and the ops table per rank."""
 
-    def __init__(self, run_dir: Path, steps: int, metrics: RunMetrics, rank: int) -> None:
+    def __init__(self, run_dir: Path, steps: int, metrics: RunMetrics) -> None:
         """Record ``steps`` optimizer steps into ``run_dir / PROFILE_DIR``; mark them untimed in ``metrics``."""
         self.out = run_dir / PROFILE_DIR
         self.steps = steps
         self.metrics = metrics
-        self.rank = rank
+        self.rank = 0
         self._window: range = range(0)
         self._profiler: Any = None
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        """The window: the global steps ending the invocation's 2nd to (``steps`` + 1)th optimizer steps."""
+        """Fix the window and the rank that names the files.
+
+        The window: the global steps ending the invocation's 2nd to (``steps`` + 1)th optimizer steps. The rank: this
+        process's global rank, ``TrainingArguments.process_index``.
+        """
+        self.rank = args.process_index
         self._window = range(state.global_step + 2, state.global_step + 2 + self.steps)
         self.metrics.untimed_steps.update(self._window)
 
@@ -102,4 +106,4 @@ def profile_callbacks(args: TrainerArgs, metrics: RunMetrics) -> list[ProfileCal
     """The run's profiler callback when ``--profile-steps`` was given (every rank profiles itself), else none."""
     if args.profile_steps is None:
         return []
-    return [ProfileCallback(args.run_dir, args.profile_steps, metrics, int(os.environ.get("RANK", "0")))]
+    return [ProfileCallback(args.run_dir, args.profile_steps, metrics)]
