@@ -4,7 +4,8 @@ Trains the integration tests' tiny Llama (2 layers, hidden 64, random weights; n
 steps with ``OMP_NUM_THREADS`` unset (torch's default: one thread per logical CPU) and set to 1, 2, …, once on
 the machine as it is and once with ``--load N`` busy processes beside it, and prints the measured step time
 (``run_report.json``'s ``step_time_s_measured``) and how far the logged losses are from the default's.
-The launcher's rule (:func:`autotune.launcher.cputhreads.cpu_threads`) is printed for each condition.
+The launcher's rule (:func:`autotune.launcher.cputhreads.cpu_threads`) is printed for each condition, and once
+more right after the busy processes stop, next to what the one-minute load average would have given then.
 
 Usage:
     python benchmarks/cpu_threads.py [--steps 12] [--load 2] [--threads 1,2]
@@ -76,11 +77,12 @@ def main() -> None:
             workers = [multiprocessing.Process(target=_busy, daemon=True) for _ in range(load)]
             for worker in workers:
                 worker.start()
-            time.sleep(5 if load else 0)  # let the load average see them
-            cores, load_avg = host_cpu()
+            time.sleep(5 if load else 0)  # let them start (and the load average see them)
+            cores, busy = host_cpu()
+            rule = cpu_threads(processes=1, physical_cores=cores, busy=busy)
             print(
-                f"busy processes {load}: {cores} physical core(s), load average {load_avg:.2f}; "
-                f"rule -> OMP_NUM_THREADS={cpu_threads(processes=1, physical_cores=cores, load_average=load_avg)}"
+                f"busy processes {load}: {cores} physical core(s), {busy:.1f} other thread(s) running, load average "
+                f"{os.getloadavg()[0]:.2f}; rule -> OMP_NUM_THREADS={rule}"
             )
             reference: list[float] | None = None
             for index, threads in enumerate(counts):
@@ -94,6 +96,15 @@ def main() -> None:
                 )
             for worker in workers:
                 worker.terminate()
+                worker.join()
+            if workers:
+                cores, busy = host_cpu()
+                load_avg = os.getloadavg()[0]
+                print(
+                    f"just after they stop: {busy:.1f} other thread(s) running -> OMP_NUM_THREADS="
+                    f"{cpu_threads(processes=1, physical_cores=cores, busy=busy)}; the load average {load_avg:.2f} "
+                    f"would give {cpu_threads(processes=1, physical_cores=cores, busy=load_avg)}"
+                )
 
 
 if __name__ == "__main__":

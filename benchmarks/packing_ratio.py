@@ -2,14 +2,20 @@
 
 Usage:
   python benchmarks/packing_ratio.py [--model GGUF_OR_DIR] [--rows 2000] [--seq-len 512] [--micro-batch-size 4]
-                                     [--steps 10] [--grad-ckpt] [--seed 0] [--layouts packed,padded] [--keep DIR]
+                                     [--steps 10] [--grad-ckpt] [--threads N] [--seed 0] [--layouts packed,padded]
+                                     [--keep DIR]
 
 What a user would do, as fresh processes: write the long-tailed instruction dataset of
 ``benchmarks/dataset_plan.py`` (``--rows`` rows, seeded), plan it twice with ``autotune plan MODEL --gpu 4090
 --dataset FILE --seq-len S --micro-batch-size B --global-batch-size B --method lora --precision fp32 --no-compile
 --sharding none --packing LAYOUT -o PLAN.yaml --json`` (the CPU demo's setting of README.md; one micro batch per
 optimizer step; fp32 so that the run on the CPU computes what was planned), then ``autotune launch PLAN.yaml
---dataset FILE --output-dir OUT --cpu --max-steps N --logging-steps 1`` for each layout, one after the other.
+--dataset FILE --output-dir OUT --cpu --max-steps N --logging-steps 1`` for each layout, one after the other, both
+with ``OMP_NUM_THREADS=--threads`` (default: this machine's physical cores). Left to itself each launch picked its
+threads from the one-minute load average (``autotune.launcher.cputhreads`` before it read the threads running now),
+so a run started right after the other computed with fewer: an earlier pair on the 2-core VM ran the packed plan with
+2 threads and the padded one with 1, and measured a ratio 1.9× the one of a pair with 1 thread each. The table shows
+each run's threads (``run_report.json``'s ``cpu_threads``).
 
 It prints, per layout, the predicted real tokens/s and step time (the plan's ``tokens_per_s`` and ``step_time_s``
 for a 4090: only the ratio matters) and the measured ones on the CPU: ``run_report.json``'s
@@ -27,7 +33,7 @@ unless ``--model``. ``--grad-ckpt`` plans both layouts with activation checkpoin
 the 4090 plans are compute-bound (exposed dispatch under 1 % of the step), the regime a CPU run can be compared with
 (docs/usage.md gives both figures). How long it takes (2-core VM, 2026-11-27, defaults): 8 s per plan, the packed
 run 161 s (20 s to start, then about 14 s per step of 4 × 512 tokens in fp32), the padded one 84 s; 4.3 minutes in
-all; at micro batch 32 with checkpointing and 6 steps about 30 minutes.
+all; at micro batch 32 with checkpointing, 5 steps and 2 threads 19 minutes.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -46,6 +53,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from dataset_plan import write_rows
+
+from autotune.launcher.cputhreads import host_cpu
 
 CLI = (sys.executable, "-c", "from autotune.cli.app import main; main()")
 """The autotune CLI of this interpreter, as a fresh process."""
@@ -67,6 +76,7 @@ class LayoutResult:
     predicted_step_s: float
     predicted_compute_tokens_per_s: float | None
     measured_tokens_per_s: float | None
+    cpu_threads: int | None
     mean_tokens_per_s: float | None
     mean_step_s: float | None
     steps: int
@@ -85,13 +95,17 @@ def smollm2_gguf() -> Path | None:
     return Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def run_cli(argv: list[str], log: Path) -> str:
+def run_cli(argv: list[str], log: Path, threads: int | None = None) -> str:
     """Run ``autotune ARGV`` as a fresh process; its stdout and stderr go to ``log``; returns stdout.
+
+    ``threads``: ``OMP_NUM_THREADS`` of the process (and so of the CPU run it launches); None leaves the
+    environment as it is.
 
     Raises:
         CommandFailed: it exited non-zero.
     """
-    done = subprocess.run([*CLI, *argv], capture_output=True, text=True, check=False)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads is not None else None
+    done = subprocess.run([*CLI, *argv], capture_output=True, text=True, check=False, env=env)
     log.write_text(done.stdout + done.stderr, encoding="utf-8")
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
@@ -148,7 +162,7 @@ def run_layout(model: str, data: Path, layout: str, args: argparse.Namespace, wo
           "on the CPU...", flush=True)  # fmt: skip
     start = time.perf_counter()
     run_cli(["launch", str(plan), "--dataset", str(data), "--output-dir", str(run), "--cpu", "--max-steps",
-             str(args.steps), "--logging-steps", "1"], work / f"{layout}-launch.log")  # fmt: skip
+             str(args.steps), "--logging-steps", "1"], work / f"{layout}-launch.log", args.threads)  # fmt: skip
     wall_s = time.perf_counter() - start
     report, mean = json.loads((run / "run_report.json").read_text()), mean_steps(run)
     return LayoutResult(
@@ -158,6 +172,7 @@ def run_layout(model: str, data: Path, layout: str, args: argparse.Namespace, wo
         predicted_step_s=float(found["step_time_s"]),
         predicted_compute_tokens_per_s=compute_tokens_per_s(found),
         measured_tokens_per_s=report["tokens_per_s_measured"],
+        cpu_threads=report.get("cpu_threads"),
         mean_tokens_per_s=mean[0] if mean is not None else None,
         mean_step_s=mean[1] if mean is not None else None,
         steps=int(report["steps"]),
@@ -199,14 +214,16 @@ def print_table(results: list[LayoutResult], args: argparse.Namespace) -> None:
     print(f"\n{args.rows:,} rows (seed {args.seed}), seq_len {args.seq_len}, LoRA, fp32 on the CPU")
     print("real tokens/s and s per optimizer step: predicted for a 4090, measured on this CPU")
     header = ("layout", "mbs", "predicted", "step s", "measured (report)", "measured (mean 2..N)", "step s", "steps",
-              "wall s")  # fmt: skip
+              "threads", "wall s")  # fmt: skip
     widths = [max(len(h), 7) for h in header]
     print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
     for r in results:
         cells = (r.layout, str(r.micro_batch_size), _num(r.predicted_tokens_per_s), _num(r.predicted_step_s, 3),
                  _num(r.measured_tokens_per_s, 1), _num(r.mean_tokens_per_s, 1), _num(r.mean_step_s, 2), str(r.steps),
-                 f"{r.wall_s:.0f}")  # fmt: skip
+                 str(r.cpu_threads or "-"), f"{r.wall_s:.0f}")  # fmt: skip
         print("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
+    if len({r.cpu_threads for r in results}) > 1:
+        print("the runs computed with different numbers of CPU threads: their ratio measures the threads too")
     by_layout = {r.layout: r for r in results}
     if "packed" in by_layout and "padded" in by_layout:
         print("\n".join(ratio_lines(by_layout["packed"], by_layout["padded"])))
@@ -230,6 +247,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=positive, default=10, help="Optimizer steps per run (default 10).")
     parser.add_argument(
         "--grad-ckpt", action="store_true", help="Both plans with activation checkpointing (default: the planner's)."
+    )
+    parser.add_argument(
+        "--threads",
+        type=positive,
+        default=host_cpu()[0],
+        help="OMP_NUM_THREADS of both runs (default: this machine's physical cores). Without it each launch picks "
+        "its own from the load average, and a run started right after another gets fewer.",
     )
     parser.add_argument("--seed", type=int, default=0, help="Seed of the dataset (default 0).")
     parser.add_argument("--layouts", default=",".join(LAYOUTS), help="Comma list of packed, padded (default both).")

@@ -36,6 +36,7 @@ def _assert_learned(out: Path, steps: int) -> None:
     assert report.micro_step_time_s_measured is not None
     assert report.micro_step_time_s_measured <= report.step_time_s_measured
     assert report.world_size == 1 and report.device == "cpu"
+    assert report.cpu_threads == 1  # trainer_helpers' OMP_NUM_THREADS: what the run computed with
     assert (out / "final").is_dir()
 
 

@@ -79,6 +79,13 @@ class RunReport(StrictModel):
     gpu: str = Field(description="GPU catalog key of the plan (the planned hardware, not necessarily the device).")
     world_size: int = Field(ge=1, description="Processes (ranks) that trained.")
     device: str = Field(description="Device the run used, e.g. 'cpu' or 'cuda:0 (NVIDIA H100 80GB HBM3)'.")
+    cpu_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="A CPU run's intra-op threads per process (torch.get_num_threads(): the launcher's "
+        "OMP_NUM_THREADS rule unless the user set it); a CPU run's speed scales with it. None on a GPU and in "
+        "reports written before it was recorded.",
+    )
     setting: TrainingSetting
     workload: Workload
     started_at: datetime

@@ -82,6 +82,7 @@ def build_report(
         gpu=plan.cluster.gpu,
         world_size=world_size,
         device=device,
+        cpu_threads=torch.get_num_threads() if device == "cpu" else None,
         setting=plan.setting,
         workload=plan.workload,
         started_at=started_at,
