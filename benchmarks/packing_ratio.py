@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from dataset_plan import write_rows
 
-from autotune.launcher.cputhreads import host_cpu
+from autotune.launcher.cputhreads import usable_physical_cores
 
 CLI = (sys.executable, "-c", "from autotune.cli.app import main; main()")
 """The autotune CLI of this interpreter, as a fresh process."""
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--threads",
         type=positive,
-        default=host_cpu()[0],
+        default=usable_physical_cores(),
         help="OMP_NUM_THREADS of both runs (default: this machine's physical cores). Without it each launch picks "
         "its own from the load average, and a run started right after another gets fewer.",
     )

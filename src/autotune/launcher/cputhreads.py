@@ -85,19 +85,24 @@ def runnable_others(
     return float(statistics.median(readings))
 
 
+def usable_physical_cores() -> int:
+    """Physical cores this process may use: its CPU affinity (else every CPU), SMT siblings counted once."""
+    logical = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return physical_cores(logical)
+
+
 def host_cpu() -> tuple[int, float]:
-    """This machine's (physical cores this process may use, busy threads now).
+    """This machine's (:func:`usable_physical_cores`, busy threads now).
 
     Busy: :func:`runnable_others`, or where it is unknown the one-minute load average (0.0 where that is unknown too).
     """
-    logical = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     busy = runnable_others()
     if busy is None:
         try:
             busy = os.getloadavg()[0]
         except OSError:
             busy = 0.0
-    return physical_cores(logical), busy
+    return usable_physical_cores(), busy
 
 
 def cpu_thread_env(processes: int) -> dict[str, str]:
