@@ -164,3 +164,44 @@ def test_environment_holds_only_fixed_values(tmp_path: Path) -> None:
     assert all(not any(c in v for c in "$`;\n") for v in spec.env.values())
     assert "$(touch PWNED)" in spec.argv  # one literal argument of an argv list: no shell involved
     assert not os.path.exists("PWNED")
+
+
+def _run_skypilot_node(tmp_path: Path, run_script: str) -> list[str]:
+    """Execute a SkyPilot task's ``run`` script on node 1 (its venv's python a stub); return the argv it received."""
+    home = tmp_path / "home"
+    (home / "autotune-venv" / "bin").mkdir(parents=True, exist_ok=True)
+    python = home / "autotune-venv" / "bin" / "python"
+    python.write_text(STUB_RECORD)
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    work = tmp_path / "cwd"
+    work.mkdir(exist_ok=True)
+    record = tmp_path / "argv.bin"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "RECORD": str(record),
+        "SKYPILOT_NODE_RANK": "1",
+        "SKYPILOT_NODE_IPS": "node0\nnode1",
+    }
+    proc = subprocess.run(["bash", "-c", run_script], cwd=work, env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert not list(work.glob("PWNED*")) and not list(tmp_path.glob("PWNED*")), "a hostile value ran as a command"
+    return record.read_bytes().decode().split("\0")[:-1]
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=IDS)
+@pytest.mark.parametrize("field", ["output_dir", "dataset"])
+def test_hostile_path_in_skypilot_task(tmp_path: Path, value: str, field: str) -> None:
+    """The task's YAML reads back each path unchanged, and its run script passes it as one literal argument."""
+    plan = make_plan(sharding="ddp", gpus=2, nodes=2, gpu="h100-80gb")
+    path = str(tmp_path / value)
+    options = _options(tmp_path, slurm=False, skypilot=True, project_dir=str(tmp_path), **{field: path})
+    try:
+        spec = build_launch_spec(plan, options)
+    except InvalidRequestError as error:
+        assert "\n" not in str(error)
+        return
+    task = yaml.safe_load(spec.files["sky.yaml"])
+    assert task["file_mounts"][path] == path
+    argv = node_command(plan, options, node_rank="1", master_addr="node0", master_port="29500")
+    assert _run_skypilot_node(tmp_path, task["run"]) == with_interpreter(argv, "python")[1:]

@@ -36,10 +36,10 @@ from autotune.launcher import (
     run_launch,
 )
 from autotune.launcher.checks import LaunchContext, run_checks
-from autotune.launcher.options import SLURM_SCRIPT_FILE
 from autotune.launcher.overrides import Estimator, GpuResolver
 from autotune.launcher.rundir import set_aside_report
 from autotune.launcher.runner import prepare_output_dir
+from autotune.launcher.skypilot import installed_checkout
 from autotune.planner.fit import fit_shortfall
 from autotune.quiet import quiet_third_party
 from autotune.schemas.plan import PlanFile
@@ -99,6 +99,7 @@ def launch_command(
         typer.Option("--set", metavar="KEY=VALUE", help="Override a plan field, e.g. micro_batch_size=2 (repeatable)."),
     ] = None,
     slurm: Annotated[bool, typer.Option("--slurm", help=_help("slurm"))] = False,
+    skypilot: Annotated[bool, typer.Option("--skypilot", help=_help("skypilot"))] = False,
     submit: Annotated[bool, typer.Option("--submit", help=_help("submit"))] = False,
     node_rank: Annotated[int, typer.Option("--node-rank", help=_help("node_rank"))] = 0,
     main_process_ip: Annotated[str | None, typer.Option("--main-process-ip", help=_help("main_process_ip"))] = None,
@@ -132,6 +133,10 @@ def launch_command(
         quiet_third_party(verbose=True)  # exports AUTOTUNE_VERBOSE=1 for the trainer
     if submit and not slurm:
         raise InvalidRequestError("--submit submits the SLURM script of --slurm: add --slurm")
+    if skypilot and detach:
+        raise InvalidRequestError(
+            "--detach runs a launch here in the background; --skypilot runs nothing here: drop it"
+        )
     options = _options(
         dataset=_absolute_if_local(dataset),
         dataset_format=dataset_format,
@@ -141,6 +146,8 @@ def launch_command(
         resume=resume,
         slurm=slurm,
         submit=submit,
+        skypilot=skypilot,
+        project_dir=installed_checkout() if skypilot else None,
         python=sys.executable if slurm else None,
         node_rank=node_rank,
         main_process_ip=main_process_ip,
@@ -180,10 +187,10 @@ def launch_command(
     assert spec is not None
     for line in warnings + checked.warnings:  # after every refusal: a refused launch prints one line
         warn(line)
-    if restart:
+    if restart and not skypilot:  # --skypilot rewrites the files of a task that never ran here
         prepare_restart(out, dry_run=dry_run)
-    if slurm and not submit and not dry_run:
-        write_slurm_files(spec, options, existing=resume or restart)
+    if (skypilot or (slurm and not submit)) and not dry_run:
+        write_job_files(spec, options, existing=resume or restart)
         return
     render_spec(spec, options, dry_run=dry_run, show_files=show_files)
     console().print(Text(training_line(plan, options)), soft_wrap=True)
@@ -235,18 +242,22 @@ def prepare_restart(out: Path, *, dry_run: bool) -> None:
         note(f"the previous run_report.json is kept as {kept.name}")
 
 
-def write_slurm_files(spec: LaunchSpec, options: LaunchOptions, *, existing: bool) -> None:
-    """``--slurm`` without ``--submit``: write the run directory and say how to submit it; nothing is run.
+def write_job_files(spec: LaunchSpec, options: LaunchOptions, *, existing: bool) -> None:
+    """``--slurm`` without ``--submit``, or ``--skypilot``: write the run directory and say how to start the job.
 
-    The run directory holds the plan, configs and ``launch.sbatch``. ``existing``: the directory is there (resumed or
-    never trained).
+    Nothing is run. The run directory holds the plan, configs and ``launch.sbatch`` / ``sky.yaml``; the command that
+    starts it is ``spec.argv``. ``existing``: the directory is there (resumed or never trained).
     """
     written = prepare_output_dir(spec, options.output_dir, resume=existing)
-    script = Path(options.output_dir) / SLURM_SCRIPT_FILE
     for path in written:
         console().print(Text(f"wrote {path}"), soft_wrap=True)
-    console().print("not submitted; submit it with (or add --submit):")
-    console().print(Text(f"  sbatch {shlex.quote(str(script))}"), soft_wrap=True)
+    if options.skypilot:
+        console().print("not started; start it on the plan's GPUs with SkyPilot:")
+    else:
+        console().print("not submitted; submit it with (or add --submit):")
+    console().print(Text(f"  {shlex.join(spec.argv)}"), soft_wrap=True)
+    for line in spec.notes:
+        console().print(f"[yellow]note:[/] {line}", highlight=False)
 
 
 def _plan_click_command(ctx: typer.Context) -> Any:
@@ -356,6 +367,8 @@ def render_spec(spec: LaunchSpec, options: LaunchOptions, *, dry_run: bool, show
     title = "dry run: nothing written, nothing run" if dry_run else "launching"
     if options.slurm and not options.submit:
         title += " (--slurm writes the files; add --submit to also run this)"
+    if options.skypilot:
+        title += " (--skypilot writes the files; you start the task with this command)"
     placement = f"{spec.num_nodes} node(s) × {spec.num_processes_per_node} process(es) per node"
     console().print(f"[bold]{title}[/] ({placement}):")
     console().print(Text(format_command(spec.argv)), soft_wrap=True)

@@ -1,6 +1,6 @@
 """Plan → launch: pure builders and a thin runner that writes the run directory and starts the shared training core.
 
-The builders make the command, environment, accelerate / DeepSpeed configs and SLURM script.
+The builders make the command, environment, accelerate / DeepSpeed configs, SLURM script and SkyPilot task.
 
 No heavy imports here (ruff TID253): the training stack runs in the subprocess. The launcher imports
 only schemas (import-linter checks it); the CLI passes the cost model and the GPU catalog in as functions.
@@ -13,6 +13,7 @@ Modules:
   command          the per-node command and the trainer's arguments
   backend_configs  accelerate (FSDP) YAML and DeepSpeed JSON
   slurm            the SLURM batch script
+  skypilot         the SkyPilot task (OUT/sky.yaml) for the plan's GPU type, count and nodes
   runner           write the run directory, run the command
   gpus             this machine's GPUs (nvidia-smi / rocm-smi)
   plan_gpus        the plan's GPU type and count against this machine's (launch and probe)

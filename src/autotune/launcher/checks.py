@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from autotune.errors import AutotuneError, InvalidRequestError
-from autotune.launcher import gpus, preflight
+from autotune.launcher import gpus, preflight, skypilot
 from autotune.launcher.options import PLAN_FILE, LaunchOptions, LaunchSpec
 from autotune.launcher.plan_gpus import GpuResolver, machine_gpus, too_few_gpus
 from autotune.launcher.rundir import CHECKPOINTS_DIR, check_run_directory, newest_checkpoint_plan
@@ -110,23 +110,41 @@ def _check_resumed_plan(context: LaunchContext) -> None:
         )
 
 
+def _check_skypilot_task(context: LaunchContext) -> None:
+    if not context.options.skypilot:
+        return
+    if not skypilot.skypilot_installed():
+        context.warnings.append(
+            "the SkyPilot task was not checked against SkyPilot's schema: skypilot is not installed here "
+            f'(pip install -e ".[{skypilot.SKYPILOT_EXTRA}]")'
+        )
+        return
+    error = skypilot.skypilot_schema_error(skypilot.skypilot_task(context.plan, context.options))
+    if error:
+        raise InvalidRequestError(f"the SkyPilot task does not pass SkyPilot's schema check: {error}")
+
+
 def _check_stack_installed(context: LaunchContext) -> None:
+    if context.options.skypilot:  # the nodes install the locked stack themselves
+        return
     preflight.check_environment(context.plan)
     preflight.check_tracker(context.options.report_to)
 
 
-def _check_stack_versions(_context: LaunchContext) -> None:
-    preflight.check_stack_versions()
+def _check_stack_versions(context: LaunchContext) -> None:
+    if not context.options.skypilot:
+        preflight.check_stack_versions()
 
 
 def _check_model(context: LaunchContext) -> None:
-    preflight.check_model(context.plan)
+    preflight.check_model(context.plan, hub=not context.options.skypilot)
 
 
 def _check_dataset(context: LaunchContext) -> None:
-    preflight.check_dataset(context.options.dataset, context.options.dataset_format)
+    hub = not context.options.skypilot  # SkyPilot's nodes download hub data, not this machine
+    preflight.check_dataset(context.options.dataset, context.options.dataset_format, hub=hub)
     if context.options.eval_dataset is not None:
-        preflight.check_dataset(context.options.eval_dataset, context.options.dataset_format)
+        preflight.check_dataset(context.options.eval_dataset, context.options.dataset_format, hub=hub)
     planned = context.plan.dataset
     if planned is not None:
         difference = fingerprint_difference(planned.fingerprint, fingerprint(context.options.dataset))
@@ -138,12 +156,12 @@ def _check_dataset(context: LaunchContext) -> None:
 
 
 def _check_gpu(context: LaunchContext) -> None:
-    if not (context.options.cpu or context.options.slurm):
+    if not (context.options.cpu or context.options.runs_elsewhere):
         preflight.check_gpu_visible()
 
 
 def _check_gpu_type_and_count(context: LaunchContext) -> None:
-    if context.options.cpu or context.options.slurm:
+    if context.options.cpu or context.options.runs_elsewhere:
         return
     names = gpus.detect_gpus()
     if not names:  # no nvidia-smi / rocm-smi: torch's probe above is all that can be said
@@ -175,7 +193,7 @@ def _check_gpu_type_and_count(context: LaunchContext) -> None:
 
 
 def _check_build_locks(context: LaunchContext) -> None:
-    if context.plan.setting.uses_deepspeed:
+    if context.plan.setting.uses_deepspeed and not context.options.skypilot:
         context.warnings.extend(preflight.describe_build_lock(lock) for lock in preflight.extension_build_locks())
 
 
@@ -195,8 +213,17 @@ LAUNCH_CHECKS: Final[tuple[LaunchCheck, ...]] = (
         "the plan and the options: `--cpu` with a plan that cannot run on the CPU (FSDP: accelerate falls back to "
         "DDP without GPUs, so the message names the shardings `plan` accepts for that many GPUs; `kernels: liger`: "
         "Triton GPU kernels), an attention implementation today's transformers cannot run, a topology that cannot "
-        "be launched as asked, a value that would change meaning in a command or script (below);",
+        "be launched as asked, a value that would change meaning in a command or script (below); `--skypilot` with "
+        "`--slurm`, `--cpu`, `--resume`, `--node-rank` or `--main-process-ip`, without a source checkout to install "
+        "from, or for a card SkyPilot has no name for (`--skypilot: SkyPilot has no accelerator name for h100-pcie "
+        "…`);",
         _check_plan_and_options,
+    ),
+    LaunchCheck(
+        "SkyPilot task",
+        "with `--skypilot`: the task passes SkyPilot's own schema check where `skypilot` is installed (the optional "
+        "extra; without it this is warned, not checked);",
+        _check_skypilot_task,
     ),
     LaunchCheck(
         "output directory",
@@ -218,7 +245,8 @@ LAUNCH_CHECKS: Final[tuple[LaunchCheck, ...]] = (
     LaunchCheck(
         "training stack installed",
         "the training stack is installed, and the package of `--report-to`'s tracker (`--report-to wandb needs the "
-        "wandb package …`; a dry run warns instead);",
+        "wandb package …`; a dry run warns instead); not with `--skypilot`, whose nodes install the locked stack "
+        "(also for the next check);",
         _check_stack_installed,
         dry_run_warns=True,
     ),
@@ -234,7 +262,8 @@ LAUNCH_CHECKS: Final[tuple[LaunchCheck, ...]] = (
         "Hugging Face cache (`$HF_HUB_CACHE`, `$HF_HOME/hub`, `~/.cache/huggingface/hub`) with weights and a "
         "tokenizer — or else `HF_HUB_OFFLINE` is unset and the hub answers a TCP connection within 5 s (nothing is "
         "downloaded), so an offline launch of an uncached model fails at once instead of after the download's "
-        "retries (the message says `hf download MODEL`);",
+        "retries (the message says `hf download MODEL`); with `--skypilot` only local weights are checked (the nodes "
+        "download a hub model);",
         _check_model,
     ),
     LaunchCheck(
@@ -246,18 +275,19 @@ LAUNCH_CHECKS: Final[tuple[LaunchCheck, ...]] = (
         "dataset (`tatsu-lab/alpaca`) is in the `datasets` cache (`$HF_DATASETS_CACHE`, `$HF_HOME/datasets`, "
         "`~/.cache/huggingface/datasets`; where `datasets.load_dataset` looks offline) — or else the hub is allowed "
         "and reachable, as for the model; `--eval-dataset` is checked the same way. A plan made with "
-        "`plan --dataset` warns when the launch's data is another file (path, size and a hash of its first MiB);",
+        "`plan --dataset` warns when the launch's data is another file (path, size and a hash of its first MiB); with "
+        "`--skypilot` a hub dataset is not checked here (the nodes download it);",
         _check_dataset,
     ),
     LaunchCheck(
         "GPU",
-        "without `--cpu` (and without `--slurm`, whose GPUs are on the compute nodes), torch sees a GPU on this "
-        "machine (a dry run too: add `--cpu` to dry-run a CPU launch on a machine without a GPU);",
+        "without `--cpu` (and without `--slurm` / `--skypilot`, whose GPUs are on other machines), torch sees a GPU on "
+        "this machine (a dry run too: add `--cpu` to dry-run a CPU launch on a machine without a GPU);",
         _check_gpu,
     ),
     LaunchCheck(
         "GPU type and count",
-        "without `--cpu` / `--slurm`, the GPUs `nvidia-smi -L` (or `rocm-smi`) lists, narrowed by "
+        "without `--cpu` / `--slurm` / `--skypilot`, the GPUs `nvidia-smi -L` (or `rocm-smi`) lists, narrowed by "
         "`CUDA_VISIBLE_DEVICES` / `HIP_VISIBLE_DEVICES` / `ROCR_VISIBLE_DEVICES`: fewer than the plan's GPUs per node "
         "is refused (`the plan runs 2 GPUs per node, this machine shows 1 (…): plan again with --num-gpus 1`); "
         "another card than the plan's is warned, and refused when it has less memory than the plan's predicted peak "
@@ -266,8 +296,8 @@ LAUNCH_CHECKS: Final[tuple[LaunchCheck, ...]] = (
     ),
     LaunchCheck(
         "extension build locks",
-        "a DeepSpeed plan: a leftover build lock of torch's C++ extensions (a killed build makes DeepSpeed wait "
-        "forever) is warned, never deleted.",
+        "a DeepSpeed plan run here: a leftover build lock of torch's C++ extensions (a killed build makes DeepSpeed "
+        "wait forever) is warned, never deleted.",
         _check_build_locks,
     ),
 )

@@ -6,6 +6,8 @@ Pure; see :mod:`autotune.launcher.spec` for how each sharding is started and why
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Collection
 from pathlib import PurePath
 from typing import Final
 
@@ -42,6 +44,20 @@ tokenizer thread pool (it deadlocks-or-warns when DataLoader workers fork after 
 def output_path(options: LaunchOptions, name: str) -> str:
     """Path of a file in the run's output directory, as the command sees it."""
     return str(PurePath(options.output_dir) / name)
+
+
+def comment_text(value: str) -> str:
+    """Text safe inside a ``#`` comment line: control characters (a newline would end it) become '?'."""
+    return "".join(char if char.isprintable() else "?" for char in value)
+
+
+def shell_join(argv: list[str], references: Collection[str]) -> str:
+    """``argv`` as one shell command line, each argument quoted (``shlex.quote``).
+
+    The shell references in ``references`` (``$SLURM_NODEID``, ``$MASTER_ADDR``, ...) are double-quoted instead, so
+    each node expands them.
+    """
+    return " ".join(f'"{arg}"' if arg in references else shlex.quote(arg) for arg in argv)
 
 
 def node_command(
@@ -165,7 +181,7 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
         setting.kernels,
         setting.loss_impl,
         cpu=options.cpu,
-        installed=kernels_installed(setting.kernels),
+        installed=options.skypilot or kernels_installed(setting.kernels),  # SkyPilot's nodes install the extra
     )
     if kernels_error:
         raise InvalidRequestError(kernels_error)
@@ -182,10 +198,10 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
             f"--node-rank {options.node_rank} is out of range: the plan has {cluster.num_nodes} node(s) "
             f"(ranks 0..{cluster.num_nodes - 1})"
         )
-    if cluster.num_nodes > 1 and not options.slurm and options.main_process_ip is None:
+    if cluster.num_nodes > 1 and not options.runs_elsewhere and options.main_process_ip is None:
         raise InvalidRequestError(
             f"the plan spans {cluster.num_nodes} nodes: give --main-process-ip (address of node 0) and "
-            "--node-rank on each node, or use --slurm"
+            "--node-rank on each node, or use --slurm or --skypilot"
         )
 
 

@@ -17,6 +17,7 @@ PLAN_FILE: Final[str] = "plan.yaml"
 ACCELERATE_CONFIG_FILE: Final[str] = "accelerate_config.yaml"
 DEEPSPEED_CONFIG_FILE: Final[str] = "deepspeed_config.json"
 SLURM_SCRIPT_FILE: Final[str] = "launch.sbatch"
+SKYPILOT_TASK_FILE: Final[str] = "sky.yaml"
 TRAINER_MODULE: Final[str] = "autotune.trainer"
 
 DISTRIBUTED_RUN_MODULE: Final[str] = "autotune.trainer.distributed_run"
@@ -38,7 +39,7 @@ DEFAULT_MASTER_PORT: Final[int] = 29500
 
 
 class LaunchOptions(TrainerOptions):
-    """The trainer's options (:class:`TrainerOptions`) plus process placement: SLURM, node rank, rendezvous.
+    """The trainer's options (:class:`TrainerOptions`) plus process placement: SLURM, SkyPilot, node rank, rendezvous.
 
     Trainer options that were not given (not in ``model_fields_set``) are not passed on: the training core
     applies the same defaults.
@@ -49,6 +50,16 @@ class LaunchOptions(TrainerOptions):
         description="Write a SLURM batch script (OUT/launch.sbatch) instead of running; --submit also submits it.",
     )
     submit: bool = Field(default=False, description="With --slurm: submit the script with sbatch once written.")
+    skypilot: bool = Field(
+        default=False,
+        description="Write a SkyPilot task (OUT/sky.yaml) for the plan's GPU type, count and nodes instead of running, "
+        "and print its `sky launch` command; nothing is started.",
+    )
+    project_dir: str | None = Field(
+        default=None,
+        description="The autotune source checkout SkyPilot's nodes install from with its lock, constraints.txt "
+        "(autotune launch passes the one this autotune was installed from).",
+    )
     python: str = Field(
         default="python",
         min_length=1,
@@ -63,6 +74,11 @@ class LaunchOptions(TrainerOptions):
         le=65535,
         description="Rendezvous port on node 0 (default 29500; single node: a free port).",
     )
+
+    @property
+    def runs_elsewhere(self) -> bool:
+        """The run's processes start on other machines (SLURM's compute nodes, SkyPilot's cloud nodes), not here."""
+        return self.slurm or self.skypilot
 
 
 class LaunchSpec(FrozenModel):

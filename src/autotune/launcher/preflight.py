@@ -64,17 +64,18 @@ def _is_local(dataset: str) -> bool:
     return path.exists() or dataset.startswith(("/", ".", "~")) or path.suffix.lower() in DATASET_LOADERS
 
 
-def check_dataset(dataset: str, dataset_format: str) -> None:
+def check_dataset(dataset: str, dataset_format: str, *, hub: bool = True) -> None:
     """A local dataset exists, is readable, of a supported type, and every row holds what ``dataset_format`` needs.
 
     Rows are streamed: :func:`~autotune.schemas.dataset_rows.check_dataset_file`. A hub dataset name is
-    :func:`check_hub_dataset`'s.
+    :func:`check_hub_dataset`'s, unless ``hub`` is False (the run's nodes download it, not this machine).
 
     Raises:
         ConfigError: one line naming the file and what is wrong (the line, or the columns found and expected).
     """
     if not _is_local(dataset):
-        check_hub_dataset(dataset)
+        if hub:
+            check_hub_dataset(dataset)
         return
     path = Path(dataset).expanduser()
     if not path.exists():
@@ -90,8 +91,10 @@ def check_dataset(dataset: str, dataset_format: str) -> None:
     check_dataset_file(path, dataset_format, str(path))
 
 
-def check_model(plan: PlanFile) -> None:
+def check_model(plan: PlanFile, *, hub: bool = True) -> None:
     """The plan's weights can be loaded: a local directory has weights and a tokenizer; a .gguf file exists.
+
+    A hub id is :func:`check_hub_model`'s, unless ``hub`` is False (the run's nodes download it, not this machine).
 
     Raises:
         ConfigError: one line; a directory with a ``config.json`` but no weights is called out as plannable
@@ -106,7 +109,8 @@ def check_model(plan: PlanFile) -> None:
     if not path.is_dir():
         if _looks_like_path(source):
             raise ConfigError(f"model directory {source} not found")
-        check_hub_model(source)
+        if hub:
+            check_hub_model(source)
         return
     if not has_weights(path):
         raise ConfigError(

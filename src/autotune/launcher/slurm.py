@@ -14,13 +14,14 @@ from __future__ import annotations
 import posixpath
 import shlex
 
-from autotune.launcher.command import RUN_ENV, node_command, output_path
+from autotune.launcher.command import RUN_ENV, comment_text, node_command, output_path, shell_join
 from autotune.launcher.options import DEFAULT_MASTER_PORT, INTERPRETER_MODULES, SLURM_SCRIPT_FILE, LaunchOptions
 from autotune.schemas.plan import PlanFile
 
 _NODE_RANK = "$SLURM_NODEID"
 _MASTER_ADDR = "$MASTER_ADDR"
 _MASTER_PORT = "$MASTER_PORT"
+_REFERENCES = frozenset({_NODE_RANK, _MASTER_ADDR, _MASTER_PORT})
 
 
 def slurm_script(plan: PlanFile, options: LaunchOptions) -> str:
@@ -38,8 +39,8 @@ def slurm_script(plan: PlanFile, options: LaunchOptions) -> str:
     port = options.main_process_port or DEFAULT_MASTER_PORT
     lines = [
         "#!/bin/bash",
-        f"# Written by `autotune launch --slurm`: {_comment(plan.model.key)}, {plan.setting.short()},",
-        f"# {cluster.num_nodes} node(s) x {cluster.num_gpus_per_node} {_comment(cluster.gpu)}.",
+        f"# Written by `autotune launch --slurm`: {comment_text(plan.model.key)}, {plan.setting.short()},",
+        f"# {cluster.num_nodes} node(s) x {cluster.num_gpus_per_node} {comment_text(cluster.gpu)}.",
         f"# Submit with: sbatch {shlex.quote(output_path(options, SLURM_SCRIPT_FILE))}",
         f"#SBATCH --job-name=autotune-{_job_name(plan.model.key)}",
         f"#SBATCH --nodes={cluster.num_nodes}",
@@ -57,7 +58,7 @@ def slurm_script(plan: PlanFile, options: LaunchOptions) -> str:
         f"MASTER_PORT={port}",
         "export MASTER_ADDR MASTER_PORT",
         "",
-        f"srun --nodes={cluster.num_nodes} --ntasks-per-node=1 bash -c {shlex.quote(_shell_join(command))}",
+        f"srun --nodes={cluster.num_nodes} --ntasks-per-node=1 bash -c {shlex.quote(shell_join(command, _REFERENCES))}",
         "",
     ]
     return "\n".join(lines)
@@ -69,12 +70,6 @@ def with_interpreter(argv: list[str], python: str) -> list[str]:
     return argv if modules is None else [python, *modules, *argv[1:]]
 
 
-def _shell_join(argv: list[str]) -> str:
-    """Quote each argument, leaving the ``$SLURM_NODEID`` / ``$MASTER_*`` references to be expanded."""
-    references = {_NODE_RANK, _MASTER_ADDR, _MASTER_PORT}
-    return " ".join(f'"{arg}"' if arg in references else shlex.quote(arg) for arg in argv)
-
-
 def _sbatch_value(value: str) -> str:
     """A value for an ``#SBATCH`` line: double-quoted when it has whitespace (sbatch reads quoted values).
 
@@ -83,11 +78,6 @@ def _sbatch_value(value: str) -> str:
     if any(ord(char) < 32 or char in '"\x7f' for char in value):
         raise ValueError(f"unsafe #SBATCH value {value!r}")
     return f'"{value}"' if any(char.isspace() for char in value) else value
-
-
-def _comment(value: str) -> str:
-    """Text safe inside a ``#`` comment line: control characters (a newline would end it) become '?'."""
-    return "".join(char if char.isprintable() else "?" for char in value)
 
 
 def _job_name(key: str) -> str:

@@ -30,6 +30,7 @@ import json
 
 import yaml
 
+from autotune.errors import InvalidRequestError
 from autotune.launcher.backend_configs import accelerate_config, deepspeed_config
 from autotune.launcher.command import RUN_ENV, check_topology, check_values, node_command, output_path
 from autotune.launcher.cputhreads import cpu_thread_env
@@ -37,9 +38,17 @@ from autotune.launcher.options import (
     ACCELERATE_CONFIG_FILE,
     DEEPSPEED_CONFIG_FILE,
     PLAN_FILE,
+    SKYPILOT_TASK_FILE,
     SLURM_SCRIPT_FILE,
     LaunchOptions,
     LaunchSpec,
+)
+from autotune.launcher.skypilot import (
+    mounted_paths,
+    sky_launch_command,
+    skypilot_option_error,
+    skypilot_task,
+    task_yaml,
 )
 from autotune.launcher.slurm import slurm_script
 from autotune.schemas.plan import PlanFile
@@ -51,8 +60,9 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
     """The command, environment and files that run ``plan`` with ``options``.
 
     Files always include ``plan.yaml`` (the exact plan run); plus ``accelerate_config.yaml`` (FSDP
-    on GPUs), ``deepspeed_config.json`` (ZeRO) and ``launch.sbatch`` (``options.slurm``, whose
-    command is then ``sbatch OUT/launch.sbatch``).
+    on GPUs), ``deepspeed_config.json`` (ZeRO), ``launch.sbatch`` (``options.slurm``, whose
+    command is then ``sbatch OUT/launch.sbatch``) and ``sky.yaml`` (``options.skypilot``, whose command is
+    then ``sky launch -c CLUSTER OUT/sky.yaml``, printed, never run by autotune).
 
     Raises:
         InvalidRequestError: an attention implementation the training core cannot run
@@ -60,8 +70,12 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
             cannot be launched as asked (sharding none on
             several GPUs, a multi-node run without the address of node 0, a node rank out of range,
             ZeRO optimizer offload with an 8-bit optimizer); a value that is unsafe in a command,
-            script or config (see :func:`autotune.launcher.command.check_values`).
+            script or config (see :func:`autotune.launcher.command.check_values`); ``--skypilot`` with options it
+            cannot go with, or for a GPU SkyPilot has no name for (:mod:`autotune.launcher.skypilot`).
     """
+    skypilot_error = skypilot_option_error(options) if options.skypilot else None
+    if skypilot_error:  # before the topology: "--skypilot with --cpu" says so, not "--cpu cannot run FSDP"
+        raise InvalidRequestError(skypilot_error)
     check_topology(plan, options)
     check_values(plan, options)
     files = {PLAN_FILE: plan_to_yaml(plan)}
@@ -79,7 +93,21 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
         files[ACCELERATE_CONFIG_FILE] = yaml.safe_dump(config, sort_keys=False)
     argv = node_command(plan, options, node_rank=str(options.node_rank))
     cluster = plan.cluster
-    if options.slurm:
+    if options.skypilot:
+        argv = sky_launch_command(options)
+        files[SKYPILOT_TASK_FILE] = task_yaml(skypilot_task(plan, options), argv)
+        if plan.model_source not in mounted_paths(plan, options):
+            notes.append(
+                f"the nodes download {plan.model_source} from the Hugging Face hub: for a gated model add --secret "
+                "HF_TOKEN to sky launch (it copies your token from this environment)"
+            )
+        if cluster.num_nodes > 1:
+            notes.append(
+                f"multi-node: each of the {cluster.num_nodes} nodes keeps its own copy of {options.output_dir} (node "
+                "0 holds the report and the final weights; a sharded checkpoint's parts stay on the nodes that wrote "
+                "them), so a relaunch on the same cluster resumes; mount a bucket there to keep them past the cluster"
+            )
+    elif options.slurm:
         files[SLURM_SCRIPT_FILE] = slurm_script(plan, options)
         argv = ["sbatch", output_path(options, SLURM_SCRIPT_FILE)]
     elif cluster.num_nodes > 1:
@@ -88,7 +116,7 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
             f"0..{cluster.num_nodes - 1} (this is node {options.node_rank}), or use --slurm"
         )
     env = dict(RUN_ENV)
-    if options.cpu and not options.slurm:  # under SLURM the compute node's cores are not this machine's
+    if options.cpu and not options.runs_elsewhere:  # under SLURM the compute node's cores are not this machine's
         env.update(cpu_thread_env(cluster.num_gpus_per_node))
     return LaunchSpec(
         argv=argv,

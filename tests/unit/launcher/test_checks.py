@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from cli_runner import run
+from fake_sky import install_fake_sky
 from plans import make_plan
 
 from autotune.cli import launch_cmd
@@ -55,6 +56,14 @@ def _bad_plan(launch: Launch, _: pytest.MonkeyPatch) -> None:
 def _bad_plan_and_options(launch: Launch, _: pytest.MonkeyPatch) -> None:
     launch.plan.update(sharding="fsdp-offload", grad_accum=1)  # one micro-step: FSDP offload on one GPU
     launch.extra.append("--cpu")
+
+
+def _bad_skypilot_task(launch: Launch, monkeypatch: pytest.MonkeyPatch) -> None:
+    install_fake_sky(monkeypatch, ValueError("Invalid task YAML: Found unsupported field 'run'."))
+    monkeypatch.setattr(launch_cmd, "installed_checkout", lambda: str(ROOT))
+    launch.plan.update(gpu="h100-80gb")
+    launch.extra.remove("--cpu")
+    launch.extra.append("--skypilot")
 
 
 def _bad_output_dir(launch: Launch, _: pytest.MonkeyPatch) -> None:
@@ -127,6 +136,7 @@ class Case:
 CASES: dict[str, Case] = {
     "plan": Case(_bad_plan, "unknown GPU 'rtx-9999'"),
     "plan and options": Case(_bad_plan_and_options, "re-plan with --sharding none or zero3-offload"),
+    "SkyPilot task": Case(_bad_skypilot_task, "does not pass SkyPilot's schema check: Invalid task YAML: Found"),
     "output directory": Case(_bad_output_dir, "is a file, not a directory"),
     "resumed plan": Case(_bad_resumed_plan, "checkpoint-2 was trained with (setting.lora_rank 16 → 8)"),
     "training stack installed": Case(_bad_stack_installed, "missing peft", dry_run_warns=True),

@@ -1,0 +1,236 @@
+"""`launch --skypilot`: the task's fields follow the plan, its run script runs the planned command on each node."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cli_runner import run
+from fake_sky import install_fake_sky
+from plans import make_plan
+
+from autotune.cli import launch_cmd
+from autotune.errors import InvalidRequestError
+from autotune.launcher import LaunchOptions, build_launch_spec, skypilot
+from autotune.launcher.command import node_command
+from autotune.launcher.options import SKYPILOT_TASK_FILE
+from autotune.launcher.slurm import with_interpreter
+from autotune.profiles.catalog import list_gpus
+
+STUB_RECORD = '#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done > "$RECORD"\n'
+
+
+def _options(tmp_path: Path, **values: Any) -> LaunchOptions:
+    defaults: dict[str, Any] = {
+        "dataset": str(tmp_path / "data.jsonl"),
+        "output_dir": str(tmp_path / "run"),
+        "skypilot": True,
+        "project_dir": str(tmp_path / "checkout"),
+    }
+    return LaunchOptions(**{**defaults, **values})
+
+
+def _task(plan: Any, options: LaunchOptions) -> dict[str, Any]:
+    """The task as written to OUT/sky.yaml and read back."""
+    spec = build_launch_spec(plan, options)
+    return yaml.safe_load(spec.files[SKYPILOT_TASK_FILE])
+
+
+def _run_node(tmp_path: Path, run: str, *, rank: int, ips: str = "10.0.0.7\n10.0.0.8") -> list[str]:
+    """Execute the task's ``run`` script as SkyPilot does on node ``rank``; return the argv its Python received."""
+    home = tmp_path / "home"
+    venv_bin = home / "autotune-venv" / "bin"
+    venv_bin.mkdir(parents=True, exist_ok=True)
+    python = venv_bin / "python"
+    python.write_text(STUB_RECORD)
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    record = tmp_path / "argv.bin"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "RECORD": str(record),
+        "SKYPILOT_NODE_RANK": str(rank),
+        "SKYPILOT_NODE_IPS": ips,
+        "SKYPILOT_NUM_NODES": "2",
+    }
+    work = tmp_path / "sky_workdir"
+    work.mkdir(exist_ok=True)
+    proc = subprocess.run(["bash", "-c", run], cwd=work, env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return record.read_bytes().decode().split("\0")[:-1]
+
+
+def test_task_follows_the_plan(tmp_path: Path) -> None:
+    plan = make_plan(sharding="zero3", gpus=8, nodes=2, gpu="h100-80gb")
+    options = _options(tmp_path)
+    task = _task(plan, options)
+    assert task["num_nodes"] == 2
+    assert task["resources"] == {"accelerators": "H100:8"}
+    assert task["workdir"] == options.project_dir
+    assert task["file_mounts"] == {options.output_dir: options.output_dir, options.dataset: options.dataset}
+    assert task["envs"] == {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    assert "-c constraints.txt torch" in task["setup"] and "-e '.[train]'" in task["setup"]
+
+
+def test_spec_prints_sky_launch_and_writes_the_task(tmp_path: Path) -> None:
+    options = _options(tmp_path, output_dir=str(tmp_path / "My Run_2"))
+    spec = build_launch_spec(make_plan(sharding="ddp", gpus=2, gpu="a100-80gb"), options)
+    task_file = str(Path(options.output_dir) / SKYPILOT_TASK_FILE)
+    assert spec.argv == ["sky", "launch", "-c", "autotune-my-run-2", task_file]
+    assert spec.files[SKYPILOT_TASK_FILE].startswith("# Written by `autotune launch --skypilot`. Start it with: sky ")
+    assert yaml.safe_load(spec.files[SKYPILOT_TASK_FILE])["resources"] == {"accelerators": "A100-80GB:2"}
+
+
+def test_one_card_under_two_names_lists_both(tmp_path: Path) -> None:
+    task = _task(make_plan(sharding="ddp", gpus=4, gpu="rtx-a6000"), _options(tmp_path))
+    assert task["resources"] == {"accelerators": ["A6000:4", "RTXA6000:4"]}
+
+
+@pytest.mark.parametrize(
+    ("sharding", "gpus", "nodes"), [("none", 1, 1), ("ddp", 4, 2), ("fsdp", 8, 2), ("zero3-offload", 2, 2)]
+)
+def test_run_script_runs_the_planned_command_on_each_node(tmp_path: Path, sharding: str, gpus: int, nodes: int) -> None:
+    plan = make_plan(sharding=sharding, gpus=gpus, nodes=nodes, gpu="h100-80gb")
+    options = _options(tmp_path)
+    run = _task(plan, options)["run"]
+    for rank in range(nodes):
+        recorded = _run_node(tmp_path, run, rank=rank)
+        expected = node_command(plan, options, node_rank=str(rank), master_addr="10.0.0.7", master_port="29500")
+        assert recorded == with_interpreter(expected, "python")[1:]
+
+
+def test_a_relaunch_resumes_from_the_checkpoints_on_the_node(tmp_path: Path) -> None:
+    plan = make_plan(sharding="ddp", gpus=2, nodes=1, gpu="l4")
+    options = _options(tmp_path)
+    run = _task(plan, options)["run"]
+    assert "--resume" not in _run_node(tmp_path, run, rank=0)
+    (Path(options.output_dir) / "checkpoints" / "checkpoint-10").mkdir(parents=True)
+    assert _run_node(tmp_path, run, rank=0)[-1] == "--resume"
+
+
+def test_local_weights_and_eval_data_are_mounted_at_their_paths(tmp_path: Path) -> None:
+    plan = make_plan(sharding="none", gpu="l40s").model_copy(update={"model_source": str(tmp_path / "weights")})
+    options = _options(tmp_path, eval_dataset=str(tmp_path / "eval.jsonl"))
+    mounts = _task(plan, options)["file_mounts"]
+    assert set(mounts) == {options.output_dir, options.dataset, str(tmp_path / "eval.jsonl"), str(tmp_path / "weights")}
+    assert all(source == destination for destination, source in mounts.items())
+    hub = _task(make_plan(sharding="none", gpu="l40s"), _options(tmp_path, dataset="tatsu-lab/alpaca"))
+    assert set(hub["file_mounts"]) == {options.output_dir}  # hub names are downloaded by the nodes
+
+
+def test_setup_installs_the_extras_the_run_needs(tmp_path: Path) -> None:
+    plan = make_plan(sharding="none", gpu="h100-80gb", kernels="liger")  # liger is not installed here: the nodes get it
+    setup = _task(plan, _options(tmp_path, report_to="tensorboard"))["setup"]
+    assert "-e '.[train,liger,tensorboard]'" in setup
+
+
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        ({"slurm": True}, "--skypilot and --slurm"),
+        ({"cpu": True}, "--cpu"),
+        ({"resume": True}, "drop --resume"),
+        ({"node_rank": 1}, "drop --node-rank"),
+        ({"main_process_ip": "10.0.0.1"}, "drop --main-process-ip"),
+        ({"project_dir": None}, "source checkout"),
+    ],
+)
+def test_options_skypilot_cannot_go_with_are_refused(tmp_path: Path, values: dict[str, Any], words: str) -> None:
+    with pytest.raises(InvalidRequestError, match=words) as error:
+        build_launch_spec(make_plan(sharding="fsdp", gpus=2, gpu="h100-80gb"), _options(tmp_path, **values))
+    assert "\n" not in str(error.value)
+
+
+def test_a_card_skypilot_cannot_name_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequestError, match="no accelerator name for h100-pcie"):
+        build_launch_spec(make_plan(sharding="none", gpu="h100-pcie"), _options(tmp_path))
+
+
+def test_every_named_card_is_a_catalog_gpu() -> None:
+    keys = {gpu.key for gpu in list_gpus()}
+    assert set(skypilot.SKYPILOT_ACCELERATORS) <= keys
+    assert {"h100-80gb", "a100-80gb", "rtx-4090", "l4"} <= set(skypilot.SKYPILOT_ACCELERATORS)
+
+
+class _Distribution:
+    def __init__(self, text: str | None) -> None:
+        self.text = text
+
+    def read_text(self, _name: str) -> str | None:
+        return self.text
+
+
+def _checkout(tmp_path: Path, *, lock: bool) -> Path:
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname='autotune'\n")
+    if lock:
+        (root / "constraints.txt").write_text("torch==2.13.0\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("record", "lock", "found"),
+    [
+        ({"url": "file://{root}", "dir_info": {"editable": True}}, True, True),
+        ({"url": "file://{root}", "dir_info": {}}, True, True),
+        ({"url": "file://{root}", "dir_info": {"editable": True}}, False, False),  # no lock to install with
+        ({"url": "https://example.org/autotune.whl", "archive_info": {}}, True, False),
+        (None, True, False),  # installed from an index: no direct_url.json
+    ],
+)
+def test_installed_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: dict[str, Any] | None, lock: bool, found: bool
+) -> None:
+    root = _checkout(tmp_path, lock=lock)
+    text = None if record is None else json.dumps(record).replace("{root}", str(root))
+    monkeypatch.setattr(skypilot.metadata, "distribution", lambda _name: _Distribution(text))
+    assert skypilot.installed_checkout() == (str(root) if found else None)
+
+
+def test_schema_error_is_skypilots_first_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    task = skypilot.skypilot_task(make_plan(sharding="none", gpu="l4"), _options(tmp_path))
+    seen = install_fake_sky(monkeypatch, ValueError("Found unsupported field 'x'.\nsee the docs"))
+    assert skypilot.skypilot_installed()
+    assert skypilot.skypilot_schema_error(task) == "Found unsupported field 'x'."
+    assert seen == [task]
+    install_fake_sky(monkeypatch, None)
+    assert skypilot.skypilot_schema_error(task) is None
+
+
+def test_the_real_skypilot_accepts_the_task(tmp_path: Path) -> None:
+    pytest.importorskip("sky", reason="skypilot is an optional extra: pip install -e '.[skypilot]'")
+    for plan in (make_plan(sharding="zero3", gpus=8, nodes=2, gpu="h100-80gb"), make_plan(gpu="rtx-a6000")):
+        assert skypilot.skypilot_schema_error(_task(plan, _options(tmp_path))) is None
+
+
+def test_launch_writes_the_task_and_prints_sky_launch(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = _checkout(tmp_path, lock=True)
+    monkeypatch.setattr(launch_cmd, "installed_checkout", lambda: str(checkout))
+    plan = tmp_path / "plan.yaml"
+    assert (
+        run(capsys, "plan", "llama3-8b", "--gpu", "h100", "--num-gpus", "8", "--num-nodes", "2", "-o", str(plan))[0]
+        == 0
+    )
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "x"}\n')
+    out = tmp_path / "runs" / "first"
+    args = ["launch", str(plan), "--dataset", str(data), "--output-dir", str(out)]
+    code, stdout, err = run(capsys, *args, "--skypilot", "--slurm")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "choose one" in err and not out.exists()
+    code, stdout, err = run(capsys, *args, "--skypilot")
+    assert code == 0, err
+    assert f"sky launch -c autotune-first {out / 'sky.yaml'}" in stdout and "not started" in stdout
+    task = yaml.safe_load((out / "sky.yaml").read_text())
+    assert task["num_nodes"] == 2 and task["workdir"] == str(checkout)
+    assert set(task["file_mounts"]) == {str(out), str(data)}
+    assert sorted(path.name for path in out.iterdir()) == ["deepspeed_config.json", "plan.yaml", "sky.yaml"]
+    assert "not checked against SkyPilot's schema" in err or "sky" in sys.modules
