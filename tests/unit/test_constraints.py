@@ -12,12 +12,18 @@ utils = pytest.importorskip("packaging.utils")
 
 ROOT = Path(__file__).resolve().parents[2]
 
+OUTSIDE_THE_LOCK = {"skypilot"}
+"""Extras that cannot be installed with the lock: SkyPilot 0.14 needs click < 8.2 and the lock holds click 8.5.1
+(``pip install --dry-run -c constraints.txt -e ".[skypilot]"``: ResolutionImpossible). pyproject.toml says so where it
+declares the extra, and docs/usage.md tells users to install it without ``-c constraints.txt``."""
 
-def _declared() -> list:
+
+def _declared(*, locked_only: bool) -> list:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     texts = list(project["dependencies"])
-    for extra in project["optional-dependencies"].values():
-        texts.extend(extra)
+    for name, extra in project["optional-dependencies"].items():
+        if not (locked_only and name in OUTSIDE_THE_LOCK):
+            texts.extend(extra)
     return [requirements.Requirement(text) for text in texts]
 
 
@@ -35,7 +41,7 @@ def _pins() -> dict[str, str]:
 
 def test_every_declared_dependency_is_pinned_within_its_range() -> None:
     pins = _pins()
-    for requirement in _declared():
+    for requirement in _declared(locked_only=True):
         name = utils.canonicalize_name(requirement.name)
         assert name in pins, f"{requirement.name} is declared in pyproject.toml but not pinned in constraints.txt"
         assert requirement.specifier.contains(pins[name], prereleases=True), (
@@ -44,7 +50,7 @@ def test_every_declared_dependency_is_pinned_within_its_range() -> None:
 
 
 def test_every_declared_range_has_an_upper_bound() -> None:
-    for requirement in _declared():
+    for requirement in _declared(locked_only=False):
         if utils.canonicalize_name(requirement.name) == "types-pyyaml":
             continue  # type stubs: versioned with their date, any recent one works
         assert any(spec.operator in ("<", "<=", "==", "~=") for spec in requirement.specifier), (

@@ -135,7 +135,7 @@ def launch_command(
         raise InvalidRequestError("--submit submits the SLURM script of --slurm: add --slurm")
     if skypilot and detach:
         raise InvalidRequestError(
-            "--detach runs a launch here in the background; --skypilot runs nothing here: drop it"
+            "--detach runs a launch here in the background; --skypilot runs nothing here: drop --detach"
         )
     options = _options(
         dataset=_absolute_if_local(dataset),

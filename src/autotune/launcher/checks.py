@@ -116,7 +116,7 @@ def _check_skypilot_task(context: LaunchContext) -> None:
     if not skypilot.skypilot_installed():
         context.warnings.append(
             "the SkyPilot task was not checked against SkyPilot's schema: skypilot is not installed here "
-            f'(pip install -e ".[{skypilot.SKYPILOT_EXTRA}]")'
+            f'(pip install -e ".[{skypilot.SKYPILOT_EXTRA}]", without the lock: SkyPilot needs an older click)'
         )
         return
     error = skypilot.skypilot_schema_error(skypilot.skypilot_task(context.plan, context.options))

@@ -84,9 +84,9 @@ class LaunchOptions(TrainerOptions):
 class LaunchSpec(FrozenModel):
     """Everything needed to start a run, built without touching the disk or starting a process.
 
-    ``argv[0]`` is one of ``python``, ``torchrun``, ``accelerate`` or ``sbatch``, written literally
-    so that specs are comparable with golden files; the runner replaces the first three with the
-    current interpreter (``sys.executable``, with ``-m torch.distributed.run`` or
+    ``argv[0]`` is one of ``python``, ``torchrun``, ``accelerate``, ``sbatch`` or ``sky`` (``--skypilot``: printed
+    for the user, never run), written literally so that specs are comparable with golden files; the runner replaces
+    the first three with the current interpreter (``sys.executable``, with ``-m torch.distributed.run`` or
     ``-m accelerate.commands.accelerate_cli``).
     """
 
