@@ -15,9 +15,11 @@ The start (``--start``):
     predict): not blind, so where it already fits a stack well three rows can only add their noise.
 
 Printed per group and mode: tokens/s MAPE of the held-out rows before → after (mean over draws; tokens/s error =
-measured time / predicted time − 1), time MAPE after, pairs of held-out rows in the measured order, and in how many
-draws the held-out MAPE got worse; then the pooled figures. A refit refused because it would fit its own rows worse
-(``RefitRefused``) keeps the start calibration: counted as a refusal, its predictions unchanged.
+measured time / predicted time − 1), time MAPE after, its floor (:func:`factor_floor`: the least time MAPE of the
+held-out rows that any one stack factor reaches, chosen on those rows themselves), pairs of held-out rows in the
+measured order, and in how many draws the held-out MAPE got worse; then the pooled figures. A refit refused because it
+would fit its own rows worse (``RefitRefused``) keeps the start calibration: counted as a refusal, its predictions
+unchanged.
 
 Usage:  python benchmarks/calibration_trials.py [--k 3] [--draws 5] [--modes without,with] [--seed 0]
                                                [--start blind|shipped]
@@ -64,6 +66,7 @@ class Tally:
     before_tps: list[float] = field(default_factory=list)
     after_tps: list[float] = field(default_factory=list)
     after_time: list[float] = field(default_factory=list)
+    floor_time: list[float] = field(default_factory=list)
     pairs_before: list[float] = field(default_factory=list)
     pairs_after: list[float] = field(default_factory=list)
     worse_draws: int = 0
@@ -127,6 +130,19 @@ def pairs_in_order(results: Sequence[CaseResult]) -> float:
     return agree / len(pairs)
 
 
+def factor_floor(results: Sequence[CaseResult]) -> float:
+    """The least time MAPE any one stack factor f gives these rows: min over f of mean |f · predicted / measured − 1|.
+
+    The factor is chosen on the rows themselves (an oracle), so no calibration that only scales the start's times
+    (``time_scale``, all that three rows fit: ``stack_fit.ROWS_PER_EXTRA_TERM``) can do better on them. The mean is
+    convex and piecewise linear in f, so its minimum lies at one of the f = measured / predicted of a row.
+    """
+    ratios = [(r.predicted_time_s or 0) / (r.measured_time_s or 1) for r in results]
+    if not ratios:
+        return 0.0
+    return min(mean([abs(ratio / pivot - 1) for ratio in ratios]) for pivot in ratios)
+
+
 def draws(cases: list[Case], k: int, count: int, rng: random.Random) -> list[list[Case]]:
     """The first ``k`` rows, then ``count`` − 1 random draws of ``k`` rows."""
     chosen = [cases[:k]]
@@ -167,6 +183,7 @@ def trial(group: Group, rows: list[Case], start: CostCoefficients, with_seeds: b
     tally.before_tps += errors_before
     tally.after_tps += errors_after
     tally.after_time += [time_error(r) for r in after]
+    tally.floor_time += [factor_floor(before)] * len(before)  # weighted like the held-out rows it is a floor for
     tally.pairs_before.append(pairs_in_order(before))
     tally.pairs_after.append(pairs_in_order(after))
     tally.worse_draws += mean(errors_after) > mean(errors_before) + 1e-9
@@ -201,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         f"start: {'the seed fit without the group’s set (blind)' if blind else 'the shipped calibration (not blind)'}"
     )
     print(
-        f"{'group':42s} {'mode':8s} {'rows':>4s} {'tok/s MAPE before → after':>26s} {'time MAPE':>9s} "
+        f"{'group':42s} {'mode':8s} {'rows':>4s} {'tok/s MAPE before → after':>26s} {'time MAPE':>9s} {'floor':>6s} "
         f"{'pairs before → after':>21s} {'worse (>1 pt)':>13s} {'refused':>7s}"
     )
     pooled: dict[str, Tally] = {mode: Tally() for mode in modes}
@@ -214,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             for rows in chosen:
                 trial(group, rows, start, mode == "with", blind, tally)
             total = pooled[mode]
-            for name in ("before_tps", "after_tps", "after_time", "pairs_before", "pairs_after"):
+            for name in ("before_tps", "after_tps", "after_time", "floor_time", "pairs_before", "pairs_after"):
                 getattr(total, name).extend(getattr(tally, name))
             total.worse_draws += tally.worse_draws
             total.worse_by_a_point += tally.worse_by_a_point
@@ -223,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{group.name:42s} {mode:8s} {len(group.timed):4d} "
                 f"{mean(tally.before_tps) * 100:11.1f}% → {mean(tally.after_tps) * 100:6.1f}%      "
-                f"{mean(tally.after_time) * 100:8.1f}% {mean(tally.pairs_before) * 100:9.0f}% → "
+                f"{mean(tally.after_time) * 100:8.1f}% {mean(tally.floor_time) * 100:5.1f}% "
+                f"{mean(tally.pairs_before) * 100:9.0f}% → "
                 f"{mean(tally.pairs_after) * 100:4.0f}%     {tally.worse_draws:d}/{tally.draws:d} "
                 f"({tally.worse_by_a_point:d}/{tally.draws:d}) {tally.refused:7d}",
                 flush=True,
@@ -233,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         change = (after / before - 1) * 100 if before else 0.0
         print(
             f"pooled, {mode}-seeds: tokens/s MAPE {before * 100:.1f}% → {after * 100:.1f}% ({change:+.0f}%), "
-            f"time MAPE after {mean(total.after_time) * 100:.1f}%, pairs {mean(total.pairs_before) * 100:.0f}% → "
+            f"time MAPE after {mean(total.after_time) * 100:.1f}% "
+            f"(one factor's floor {mean(total.floor_time) * 100:.1f}%), "
+            f"pairs {mean(total.pairs_before) * 100:.0f}% → "
             f"{mean(total.pairs_after) * 100:.0f}%, worse in {total.worse_draws} of {total.draws} draws "
             f"({total.worse_by_a_point} by more than a point), "
             f"{total.refused} refused"
