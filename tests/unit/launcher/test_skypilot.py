@@ -224,8 +224,9 @@ def test_launch_writes_the_task_and_prints_sky_launch(
     data.write_text('{"text": "x"}\n')
     out = tmp_path / "runs" / "first"
     args = ["launch", str(plan), "--dataset", str(data), "--output-dir", str(out)]
-    code, stdout, err = run(capsys, *args, "--skypilot", "--slurm")
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "choose one" in err and not out.exists()
+    for extra, words in ((["--slurm"], "choose one"), (["--detach"], "drop --detach")):
+        code, stdout, err = run(capsys, *args, "--skypilot", *extra)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and words in err and not out.exists(), err
     code, stdout, err = run(capsys, *args, "--skypilot")
     assert code == 0, err
     assert f"sky launch -c autotune-first {out / 'sky.yaml'}" in stdout and "not started" in stdout
