@@ -14,6 +14,7 @@ Modules:
   backend_configs  accelerate (FSDP) YAML and DeepSpeed JSON
   slurm            the SLURM batch script
   skypilot         the SkyPilot task (OUT/sky.yaml) for the plan's GPU type, count and nodes
+  relaunch         on a SkyPilot node: a relaunch resumes a run that trained, restarts one that did not
   runner           write the run directory, run the command
   gpus             this machine's GPUs (nvidia-smi / rocm-smi)
   plan_gpus        the plan's GPU type and count against this machine's (launch and probe)

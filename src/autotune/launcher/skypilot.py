@@ -20,9 +20,8 @@ SkyPilot's task YAML (skypilot-org/skypilot ``docs/source/reference/yaml-spec.rs
   ``make_safe_symlink_command``), so the run can write there.
 - ``run``: the per-node command of a manual launch (:func:`autotune.launcher.command.node_command`) with the
   node rank ``$SKYPILOT_NODE_RANK`` and node 0's address, the first line of ``$SKYPILOT_NODE_IPS`` — SkyPilot's
-  multi-node pattern (docs.skypilot.co, "Distributed Multi-Node Jobs"). When the run directory already holds
-  checkpoints on the node (a relaunch after a stop or a preemption on the same cluster), the trainer gets
-  ``--resume`` and continues from the newest intact one.
+  multi-node pattern (docs.skypilot.co, "Distributed Multi-Node Jobs"). A relaunch on the same cluster of a
+  one-node task resumes a run that trained and starts again one that never did (:func:`resume_lines`).
 - ``envs``: :data:`autotune.launcher.command.RUN_ENV`.
 
 Where the ``skypilot`` package is installed (the optional extra), the task is also checked against SkyPilot's own
@@ -45,7 +44,6 @@ import yaml
 from autotune.errors import InvalidRequestError
 from autotune.launcher.command import RUN_ENV, comment_text, node_command, output_path, shell_join
 from autotune.launcher.options import DEFAULT_MASTER_PORT, SKYPILOT_TASK_FILE, LaunchOptions
-from autotune.launcher.rundir import CHECKPOINTS_DIR
 from autotune.launcher.slurm import with_interpreter
 from autotune.schemas.plan import PlanFile
 
@@ -87,6 +85,9 @@ _MASTER_PORT = "$MASTER_PORT"
 _PYTHON = "$AUTOTUNE_PYTHON"
 _RESUME = "$AUTOTUNE_RESUME"
 
+RELAUNCH_MODULE: Final[str] = "autotune.launcher.relaunch"
+"""Decides on the node whether a relaunch resumes (:mod:`autotune.launcher.relaunch`)."""
+
 
 def skypilot_task(plan: PlanFile, options: LaunchOptions) -> dict[str, Any]:
     """The SkyPilot task (a YAML mapping) that runs ``plan`` with ``options`` on the plan's GPUs and nodes.
@@ -108,7 +109,6 @@ def skypilot_task(plan: PlanFile, options: LaunchOptions) -> dict[str, Any]:
         _PYTHON,
     )
     references = {_NODE_RANK, _MASTER_ADDR, _MASTER_PORT, _PYTHON}
-    checkpoints = output_path(options, CHECKPOINTS_DIR)
     port = options.main_process_port or DEFAULT_MASTER_PORT
     run = [
         "set -euo pipefail",
@@ -117,9 +117,7 @@ def skypilot_task(plan: PlanFile, options: LaunchOptions) -> dict[str, Any]:
         'MASTER_ADDR="$(echo "$SKYPILOT_NODE_IPS" | head -n1)"',
         f"MASTER_PORT={port}",
         "export MASTER_ADDR MASTER_PORT",
-        "# A relaunch on the same cluster continues from the newest checkpoint the run left on this node.",
-        'AUTOTUNE_RESUME=""',
-        f'if [ -n "$(ls -A {shlex.quote(checkpoints)} 2>/dev/null)" ]; then AUTOTUNE_RESUME="--resume"; fi',
+        *resume_lines(options, cluster.num_nodes),
         f"{shell_join(command, references)} {_RESUME}",
     ]
     task: dict[str, Any] = {
@@ -135,6 +133,26 @@ def skypilot_task(plan: PlanFile, options: LaunchOptions) -> dict[str, Any]:
         "run": "\n".join(run) + "\n",
     }
     return task
+
+
+def resume_lines(options: LaunchOptions, num_nodes: int) -> list[str]:
+    """The run script's lines that set ``$AUTOTUNE_RESUME``: what a relaunch on the same cluster does.
+
+    On one node: :mod:`autotune.launcher.relaunch` decides as ``autotune launch`` does here (a run directory that never
+    trained starts again, one that did resumes). On several nodes each node holds its own copy of the run directory
+    (the checkpoints of a DDP run only on node 0), so the nodes could decide differently: nothing is resumed, and a
+    relaunch needs a new output directory or the run directory on storage all nodes share.
+    """
+    if num_nodes > 1:
+        return [
+            "# Several nodes keep separate copies of the run directory: a relaunch here does not resume.",
+            'AUTOTUNE_RESUME=""',
+        ]
+    out = shlex.quote(options.output_dir)
+    return [
+        "# A relaunch on this cluster resumes from the run's newest checkpoint, or starts again if it never trained.",
+        f'AUTOTUNE_RESUME="$("$AUTOTUNE_PYTHON" -m {RELAUNCH_MODULE} {out})"',
+    ]
 
 
 def task_yaml(task: dict[str, Any], launch_command: list[str]) -> str:
@@ -167,8 +185,8 @@ def skypilot_option_error(options: LaunchOptions) -> str | None:
         return "--skypilot runs the plan on its GPUs in the cloud, --cpu on this machine's CPU: choose one"
     if options.resume:
         return (
-            "--skypilot runs resume by themselves: launching the task again on the same cluster (sky launch -c NAME "
-            "OUT/sky.yaml) continues from the newest checkpoint on it; drop --resume"
+            "--skypilot writes no --resume: launching a one-node task again on the same cluster (sky launch -c NAME "
+            "OUT/sky.yaml) resumes from the newest checkpoint there by itself; drop --resume"
         )
     placement = (("--node-rank", options.node_rank), ("--main-process-ip", options.main_process_ip))
     given = [flag for flag, value in placement if value]

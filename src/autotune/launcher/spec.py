@@ -105,7 +105,7 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
             notes.append(
                 f"multi-node: each of the {cluster.num_nodes} nodes keeps its own copy of {options.output_dir} (node "
                 "0 holds the report and the final weights; a sharded checkpoint's parts stay on the nodes that wrote "
-                "them), so a relaunch on the same cluster resumes; mount a bucket there to keep them past the cluster"
+                "them), so a relaunch does not resume: mount storage all nodes share there to resume"
             )
     elif options.slurm:
         files[SLURM_SCRIPT_FILE] = slurm_script(plan, options)

@@ -24,6 +24,11 @@ from autotune.launcher.slurm import with_interpreter
 from autotune.profiles.catalog import list_gpus
 
 STUB_RECORD = '#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done > "$RECORD"\n'
+STUB_PYTHON = (
+    "#!/bin/sh\n"  # the node's venv python: the relaunch question goes to the real interpreter, the run is recorded
+    f'if [ "$2" = autotune.launcher.relaunch ]; then exec {sys.executable} "$@"; fi\n'
+    'for a in "$@"; do printf "%s\\0" "$a"; done > "$RECORD"\n'
+)
 
 
 def _options(tmp_path: Path, **values: Any) -> LaunchOptions:
@@ -48,7 +53,7 @@ def _run_node(tmp_path: Path, run: str, *, rank: int, ips: str = "10.0.0.7\n10.0
     venv_bin = home / "autotune-venv" / "bin"
     venv_bin.mkdir(parents=True, exist_ok=True)
     python = venv_bin / "python"
-    python.write_text(STUB_RECORD)
+    python.write_text(STUB_PYTHON)
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
     record = tmp_path / "argv.bin"
     env = {
@@ -105,13 +110,28 @@ def test_run_script_runs_the_planned_command_on_each_node(tmp_path: Path, shardi
         assert recorded == with_interpreter(expected, "python")[1:]
 
 
-def test_a_relaunch_resumes_from_the_checkpoints_on_the_node(tmp_path: Path) -> None:
+def test_a_relaunch_resumes_a_run_that_trained_and_restarts_one_that_did_not(tmp_path: Path) -> None:
     plan = make_plan(sharding="ddp", gpus=2, nodes=1, gpu="l4")
     options = _options(tmp_path)
     run = _task(plan, options)["run"]
+    out = Path(options.output_dir)
+    assert "--resume" not in _run_node(tmp_path, run, rank=0)  # first launch: no directory yet
+    out.mkdir()
+    (out / "plan.yaml").write_text("mounted copy\n")
+    (out / "run_report.json").write_text('{"status": "failed"}')  # stopped before its first checkpoint
     assert "--resume" not in _run_node(tmp_path, run, rank=0)
-    (Path(options.output_dir) / "checkpoints" / "checkpoint-10").mkdir(parents=True)
+    assert (out / "run_report.1.json").is_file() and not (out / "run_report.json").exists()  # kept, not deleted
+    (out / "checkpoints" / "checkpoint-10").mkdir(parents=True)
     assert _run_node(tmp_path, run, rank=0)[-1] == "--resume"
+
+
+def test_several_nodes_never_resume_on_their_own(tmp_path: Path) -> None:
+    plan = make_plan(sharding="ddp", gpus=2, nodes=2, gpu="l4")
+    options = _options(tmp_path)
+    (Path(options.output_dir) / "checkpoints" / "checkpoint-10").mkdir(parents=True)  # node 0's copy
+    run = _task(plan, options)["run"]
+    assert "autotune.launcher.relaunch" not in run
+    assert "--resume" not in _run_node(tmp_path, run, rank=0)
 
 
 def test_local_weights_and_eval_data_are_mounted_at_their_paths(tmp_path: Path) -> None:
