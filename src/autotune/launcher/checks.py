@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+import yaml
+
 from autotune.errors import AutotuneError, InvalidRequestError
 from autotune.launcher import gpus, preflight, skypilot
-from autotune.launcher.options import PLAN_FILE, LaunchOptions, LaunchSpec
+from autotune.launcher.options import PLAN_FILE, SKYPILOT_TASK_FILE, LaunchOptions, LaunchSpec
 from autotune.launcher.plan_gpus import GpuResolver, machine_gpus, too_few_gpus
 from autotune.launcher.rundir import CHECKPOINTS_DIR, check_run_directory, newest_checkpoint_plan
 from autotune.launcher.runner import differing_files
@@ -119,7 +121,8 @@ def _check_skypilot_task(context: LaunchContext) -> None:
             f'(pip install -e ".[{skypilot.SKYPILOT_EXTRA}]", without the lock: SkyPilot needs an older click)'
         )
         return
-    error = skypilot.skypilot_schema_error(skypilot.skypilot_task(context.plan, context.options))
+    assert context.spec is not None  # built by the plan-and-options check
+    error = skypilot.skypilot_schema_error(yaml.safe_load(context.spec.files[SKYPILOT_TASK_FILE]))  # as written
     if error:
         raise InvalidRequestError(f"the SkyPilot task does not pass SkyPilot's schema check: {error}")
 

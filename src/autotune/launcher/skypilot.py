@@ -92,15 +92,13 @@ RELAUNCH_MODULE: Final[str] = "autotune.launcher.relaunch"
 def skypilot_task(plan: PlanFile, options: LaunchOptions) -> dict[str, Any]:
     """The SkyPilot task (a YAML mapping) that runs ``plan`` with ``options`` on the plan's GPUs and nodes.
 
-    Pure: no disk, no ``sky``. Field by field: see the module's docstring.
+    Pure: no disk, no ``sky``. Field by field: see the module's docstring. ``options`` are ones
+    :func:`skypilot_option_error` accepts (:func:`autotune.launcher.spec.build_launch_spec` refuses the others first).
 
     Raises:
-        InvalidRequestError: see :func:`skypilot_option_error` and :func:`skypilot_accelerators`.
+        InvalidRequestError: a GPU SkyPilot has no name for (:func:`skypilot_accelerators`).
     """
-    error = skypilot_option_error(options)
-    if error:
-        raise InvalidRequestError(error)
-    assert options.project_dir is not None  # skypilot_option_error refuses None
+    assert options.project_dir is not None, "options skypilot_option_error refuses"
     cluster = plan.cluster
     names = skypilot_accelerators(cluster.gpu)
     count = cluster.num_gpus_per_node
@@ -155,22 +153,24 @@ def resume_lines(options: LaunchOptions, num_nodes: int) -> list[str]:
     ]
 
 
+class _TaskDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper that writes multi-line strings (the ``setup`` / ``run`` scripts) as ``|`` blocks."""
+
+
+def _represent_string(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_TaskDumper.add_representer(str, _represent_string)
+
+
 def task_yaml(task: dict[str, Any], launch_command: list[str]) -> str:
     """``task`` as YAML text: PyYAML's safe dumper in field order, the ``setup`` / ``run`` scripts as ``|`` blocks.
 
     A header comment says what wrote it and how to start it (``launch_command``, :func:`sky_launch_command`).
     """
-
-    class _Dumper(yaml.SafeDumper):
-        pass
-
-    def _string(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-        style = "|" if "\n" in value else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-    _Dumper.add_representer(str, _string)
     header = f"# Written by `autotune launch --skypilot`. Start it with: {comment_text(shlex.join(launch_command))}\n"
-    return header + yaml.dump(task, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000)
+    return header + yaml.dump(task, Dumper=_TaskDumper, sort_keys=False, allow_unicode=True, width=1_000_000)
 
 
 def skypilot_option_error(options: LaunchOptions) -> str | None:
