@@ -21,9 +21,14 @@ measured order, and in how many draws the held-out MAPE got worse; then the pool
 would fit its own rows worse (``RefitRefused``) keeps the start calibration: counted as a refusal, its predictions
 unchanged.
 
+``--sensitivity`` instead reruns the default mode (without the seeds) for each combination of the stack refit's prior
+constants (:data:`SENSITIVITY`: ``stack_fit.STACK_LOG_SIGMA``, ``ROW_SIGMA_PRIOR_DOF``, ``ROW_LOG_SIGMA``) and prints,
+per combination, the pooled change and the most draws any one source got worse in: how much the result rests on them.
+
 Usage:  python benchmarks/calibration_trials.py [--k 3] [--draws 5] [--modes without,with] [--seed 0]
-                                               [--start blind|shipped]
-        (the blind starts: ~3 min; without: seconds; with: ~1 min per trial, the pooled fit runs on ~190 rows)
+                                               [--start blind|shipped] [--sensitivity]
+        (the blind starts: ~3 min; without: seconds; with: ~1 min per trial, the pooled fit runs on ~190 rows;
+        --sensitivity: ~18 × 20 s after the starts)
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ import random
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
+from itertools import combinations, product
 
+from autotune.calibration import stack_fit
 from autotune.calibration.cases import Case, comparable_time, prepare_cases
 from autotune.calibration.crossval import fit_from_priors
 from autotune.calibration.recalibrate import RefitRefused, recalibrate
@@ -46,6 +52,16 @@ from autotune.schemas.calibration import CostCoefficients
 WORSE_TOLERANCE = 0.01
 """A draw is also counted as worse "by more than a point" when its held-out MAPE rises by more than 1 point (the core's
 runs vary 1–2 % step to step)."""
+
+
+SENSITIVITY: dict[str, tuple[float, ...]] = {
+    "STACK_LOG_SIGMA": (0.5, 1.0, 2.0),
+    "ROW_SIGMA_PRIOR_DOF": (1, 3, 5),
+    "ROW_LOG_SIGMA": (0.1, 0.14),
+}
+"""The prior constants ``--sensitivity`` varies (``stack_fit``): the other stack's σ a factor √e, e or e², the rows'
+scatter prior worth 1, 3 or 5 rows, centred on 10 % (a stack the start describes) or 14 % (the median over the eight
+stacks and cards)."""
 
 
 @dataclass
@@ -191,6 +207,44 @@ def trial(group: Group, rows: list[Case], start: CostCoefficients, with_seeds: b
     tally.draws += 1
 
 
+def sensitivity(
+    found: list[Group],
+    args: argparse.Namespace,
+    blind: bool,
+    shipped: CostCoefficients,
+    starts: dict[str, CostCoefficients],
+) -> int:
+    """The default mode's pooled result for each combination of :data:`SENSITIVITY`'s constants (restored after)."""
+    saved = {name: getattr(stack_fit, name) for name in SENSITIVITY}
+    chosen = {g.name: draws(g.timed, args.k, args.draws, random.Random(f"{args.seed}-{g.name}")) for g in found}
+    try:
+        for values in product(*SENSITIVITY.values()):
+            for name, value in zip(SENSITIVITY, values, strict=True):
+                setattr(stack_fit, name, value)
+            total, worst = Tally(), 0
+            for group in found:
+                start = blind_start(group, starts) if blind else shipped
+                tally = Tally()
+                for rows in chosen[group.name]:
+                    trial(group, rows, start, False, blind, tally)
+                total.before_tps += tally.before_tps
+                total.after_tps += tally.after_tps
+                total.worse_draws += tally.worse_draws
+                worst = max(worst, tally.worse_draws)
+            setting = ", ".join(f"{n} {v:g}" for n, v in zip(SENSITIVITY, values, strict=True))
+            change = (mean(total.after_tps) / mean(total.before_tps) - 1) * 100
+            print(
+                f"{setting}: pooled tokens/s MAPE {mean(total.before_tps) * 100:.1f}% → "
+                f"{mean(total.after_tps) * 100:.1f}% ({change:+.0f}%), worse in {total.worse_draws} draws, "
+                f"at most {worst} of {args.draws} for one source",
+                flush=True,
+            )
+    finally:
+        for name, value in saved.items():
+            setattr(stack_fit, name, value)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the trials and print the table; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -205,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         default="blind",
         help="blind: the seed fit without the group's set (default); shipped: the shipped calibration",
     )
+    parser.add_argument(
+        "--sensitivity", action="store_true", help="rerun the default mode for each combination of the prior constants"
+    )
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not set(modes) <= {"without", "with"} or not modes:
@@ -217,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(found)} groups (one stack on one card, ≥ {args.k + 2} timed rows); k = {args.k}, {args.draws} draws; "
         f"start: {'the seed fit without the group’s set (blind)' if blind else 'the shipped calibration (not blind)'}"
     )
+    if args.sensitivity:
+        return sensitivity(found, args, blind, shipped, starts)
     print(
         f"{'group':42s} {'mode':8s} {'rows':>4s} {'tok/s MAPE before → after':>26s} {'time MAPE':>9s} {'floor':>6s} "
         f"{'pairs before → after':>21s} {'worse (>1 pt)':>13s} {'refused':>7s}"

@@ -8,9 +8,9 @@ Three kinds of input become :class:`~autotune.calibration.fit.Case` objects (rea
   * a measurement-set YAML (the format of the shipped seed tables).
 
 Then :func:`recalibrate` refits the calibration in use on them: by default on the user's rows alone with
-:func:`~autotune.calibration.stack_fit.fit_stack` (the stack factor first, a term's coefficient only where the rows
-vary that term, a MAP fit around the start), or pooled with the seed rows (``--with-seeds``,
-:func:`~autotune.calibration.fit.fit_coefficients`).
+:func:`~autotune.calibration.stack_fit.fit_stack` (the stack factor first, where the rows favour another stack than the
+start's; a term's coefficient only where the rows vary that term; a MAP fit around the start), or pooled with the
+seed rows (``--with-seeds``, :func:`~autotune.calibration.fit.fit_coefficients`).
 
 Assumptions (and why):
   * A CPU run (``memory_kind: cpu-rss``) measures the host process's resident set, not a GPU's memory or
@@ -45,7 +45,13 @@ from autotune.calibration.fit import (
     fit_coefficients,
 )
 from autotune.calibration.results import CaseResult, evaluate
-from autotune.calibration.stack_fit import OUTLIER_FACTOR, fit_stack, loo_time_errors, outlier_rows
+from autotune.calibration.stack_fit import (
+    OUTLIER_FACTOR,
+    StackEvidence,
+    fit_stack,
+    loo_time_errors,
+    outlier_rows,
+)
 from autotune.calibration.time_fit import TimeRow, predicted_time_s, time_rows
 from autotune.costmodel.estimate import memory_family
 from autotune.errors import AutotuneError, ConfigError
@@ -181,6 +187,8 @@ class Recalibration:
     outliers: dict[str, str] = field(default_factory=dict)
     """Row id → why it was left out of the fit (:func:`outlier_line`)."""
     fitted_terms: tuple[str, ...] = ()
+    stack_evidence: StackEvidence | None = None
+    """What the rows said about the stack factor (``stack_fit.stack_evidence``); None with the seeds or no timed row."""
 
 
 def widest_bands(start: dict[str, float], fitted: dict[str, float]) -> dict[str, float]:
@@ -284,7 +292,8 @@ def recalibrate(
     """Refit ``start`` on the user's ``cases`` (plus ``seed_cases``, default the shipped rows, with ``with_seeds``).
 
     Without the seeds (the default): the allocator fit (``fit.fit_allocator``), then ``stack_fit.fit_stack`` — the
-    stack factor ``time_scale`` and only the term coefficients the rows vary, a MAP fit around ``start`` — with the
+    stack factor ``time_scale`` where the rows favour another stack than ``start``'s and only the term coefficients the
+    rows vary, a MAP fit around ``start`` — with the
     time bands from the rows' leave-one-out errors (:func:`loo_time_bands`). With the seeds: the pooled fit
     (``fit.fit_coefficients``, the user's rows as their own stack and its reference), bands never narrower than
     ``start``'s. Either way, timed rows far off the others (``stack_fit.outlier_rows``) are left out of the fit and
@@ -310,6 +319,7 @@ def recalibrate(
     kept_rows = [r for r in rows if r.case.measurement.id not in outlier_ids]
     source = provenance(cases, sources, start_name, with_seeds, when, len(seeds))
     fitted_terms: tuple[str, ...] = ()
+    evidence: StackEvidence | None = None
     if with_seeds:
         fit_cases = [*kept, *seeds]
         fitted = fit_coefficients(fit_cases, start=start, name=name, source=source, reference_stack=USER_STACK)
@@ -322,6 +332,7 @@ def recalibrate(
         update = {"name": name, "source": source, "stack_time_factor": {USER_STACK: 1.0}}
         fitted = stack.coefficients.model_copy(update=update)
         fitted_terms = tuple(field if key is None else f"{field}[{key}]" for field, key in stack.fitted)
+        evidence = stack.evidence
         time_band = loo_time_bands(kept_rows, allocated)
     if not any(c.measurement.memory_kind in RESERVED_KINDS and c.measurement.peak_memory_gib for c in fit_cases):
         # Nothing measured reserved memory: the fit's allocator overhead is arbitrary.
@@ -343,4 +354,5 @@ def recalibrate(
         seeds_after=evaluate(seeds, fitted),
         outliers={r.case.measurement.id: outlier_line(r, start) for r in outliers},
         fitted_terms=fitted_terms,
+        stack_evidence=evidence,
     )

@@ -4,7 +4,9 @@ A user who measures k settings of their own stack tells the model two kinds of t
 stack runs everything (one factor, which every row measures), and — only where the rows differ in how much of their
 time a term takes — how far that term's coefficient is off. The refit therefore fits, in this order:
 
-1. ``time_scale``, the stack factor: always (every timed row identifies it);
+1. ``time_scale``, the stack factor, when the rows favour "another stack" over "the stack the start describes"
+   (:func:`stack_evidence`, a Bayes factor): every timed row measures it, but rows that agree with the start within
+   their own scatter only add their setting-dependent noise to it, so it then keeps the start's value;
 2. a term's coefficient (a GPU's matmul or attention efficiency, the DRAM efficiency, CPU Adam's rate, the ZeRO-3 fetch
    cost, peft's and bitsandbytes' per-call CPU costs) only when the rows *vary* that term: its elasticity
    ∂ log t / ∂ log c, measured on each row at the start, spans at least ``MIN_ELASTICITY_SPREAD`` across the rows.
@@ -14,11 +16,11 @@ time a term takes — how far that term's coefficient is off. The refit therefor
    alone (``ROWS_PER_EXTRA_TERM``).
 
 The fit is a maximum a posteriori one (a ridge in log space): the mean squared log error of the rows over
-``ROW_LOG_SIGMA`` plus Gaussian priors centred on the starting calibration — ``STACK_LOG_SIGMA`` for the stack factor,
-``time_fit.PRIOR_LOG_SIGMA`` (or its per-field value) for the term coefficients. Since the priors cost nothing at the
-start, the fit never matches its rows worse than the start does in squared log error (the penalty is ≥ 0); the
-caller still checks it (``recalibrate.check_not_worse``). Coefficients the rows do not identify keep the start's
-values exactly.
+``ROW_LOG_SIGMA`` plus Gaussian priors centred on the starting calibration — :func:`stack_prior_log_sigma` for the
+stack factor, ``time_fit.PRIOR_LOG_SIGMA`` (or its per-field value) for the term coefficients. Since the priors cost
+nothing at the start, the fit never matches its rows worse than the start does in squared log error (the penalty is
+≥ 0); the caller still checks it (``recalibrate.check_not_worse``). Coefficients the rows do not identify keep the
+start's values exactly.
 
 **Outliers.** A row whose start-model ratio measured / predicted differs from the rows' median ratio by more than
 ``OUTLIER_FACTOR`` is not one stack's speed (a 70B CPU-offload run predicted 17× slow, a time given per step where a
@@ -52,19 +54,17 @@ STACK_LOG_SIGMA = 1.0
 1–2.2× the core (the shipped fit's ``stack_time_factor``: seed 001's trainer 2.19, seed 003's 1.28, llm-foundry
 1.06), so one σ is a factor e; a single row outweighs it (``ROW_LOG_SIGMA``)."""
 
-SAME_STACK_LOG_SIGMA = 0.05
-"""Prior σ of log ``time_scale`` when the user's stack is one the start already describes (the core itself, or a stack
-as fast: llm-foundry's factor is 1.06): the start's own error on such a stack (the core's runs held out: ≤ 7 %)."""
-
 SAME_STACK_PROBABILITY = 0.5
-"""Prior probability that the user's stack is one the start describes (no preference between the two)."""
+"""Prior probability that the user's stack is one the start describes (no preference between the two hypotheses of
+:func:`stack_evidence`)."""
 
 ROW_LOG_SIGMA = 0.1
 """Expected log error of one row once the stack factor is known, on a stack the start describes: the core's runs held
 out (≤ 7 % tokens/s, ``benchmarks/core_loo.py``) and llm-foundry's rows (sd of the log ratio 0.075–0.080 per card).
 Foreign stacks scatter more (seed 001 0.19–0.23, seed 003 0.34), but there the "another stack" component of the
 prior dominates anyway. 0.14 (the median scatter over all eight stacks and cards) was tried: one run 1.5× slow then
-moves the factor only to 1.41 (the prior keeps 15 % on "same stack"), for one draw fewer worse on the benchmark."""
+moved the factor only to 1.41 under the earlier mixture prior, for one draw fewer worse on the benchmark; under the
+Bayes-factor choice (``calibration_trials.py --sensitivity``, blind) 1 draw worse of 40 against 2, pooled −69 % both."""
 
 ROW_SIGMA_PRIOR_DOF = 3
 """Degrees of freedom of the prior on the rows' own scatter (a scaled inverse-χ² centred on ``ROW_LOG_SIGMA``; the
@@ -74,7 +74,10 @@ three that agree narrow it, each as much as three prior rows allow. ``benchmarks
 (2026-11-27): draws worse 8 → 7 of 40 (6 → 5 by more than a point), pooled held-out MAPE 15.2 → 15.1 %; shipped start:
 9 → 8 (3 → 1), 14.0 → 14.2 % (seed 003, whose rows scatter most, moves less: tokens/s 30.9 → 33.6 %, time
 26.4 → 24.1 %). ν₀ = 1 gave the same pooled figures (blind 7 draws worse, 4 by more than a point; seed 003 34.9 %
-from the shipped start): 3 was kept, the scatter of three rows alone being a noisy estimate."""
+from the shipped start): 3 was kept, the scatter of three rows alone being a noisy estimate. Under the Bayes-factor
+choice that replaced the mixture (:func:`stack_evidence`), ``calibration_trials.py --sensitivity`` (blind starts,
+the other constants as set): ν₀ = 1, 3, 5 give pooled −69 % each, worse in 2, 2, 3 draws of 40, at most 1, 1, 2 of 5
+for one source."""
 
 MIN_ELASTICITY_SPREAD = 0.15
 """A term coefficient is fitted only when ∂ log t / ∂ log c differs by at least this much between two of the rows: a
@@ -131,11 +134,13 @@ class StackFit:
         coefficients: the start with the fitted values set.
         fitted: the names fitted (the stack factor first).
         spreads: each candidate term's elasticity spread over the rows (:func:`elasticity_spreads`).
+        evidence: what the rows say about the stack factor (:func:`stack_evidence`); None for no rows.
     """
 
     coefficients: CostCoefficients
     fitted: tuple[Name, ...]
     spreads: dict[Name, float]
+    evidence: StackEvidence | None = None
 
 
 def _value(coefficients: CostCoefficients, name: Name, rows: Sequence[TimeRow]) -> float:
@@ -209,30 +214,68 @@ def _normal_density(x: float, sigma: float) -> float:
     return math.exp(-0.5 * (x / sigma) ** 2) / sigma
 
 
-def stack_prior_log_sigma(rows: Sequence[TimeRow], start: CostCoefficients) -> float:
-    """The σ of the one Gaussian prior on log ``time_scale`` that shrinks the rows' mean log ratio as the mixture does.
+@dataclass(frozen=True)
+class StackEvidence:
+    """What the rows say about the stack factor at the start (:func:`stack_evidence`).
 
-    The prior on log ``time_scale`` is a mixture (Bayesian model averaging over "the start describes this stack" and
-    "another stack"; Hoeting et al. 1999): ``SAME_STACK_PROBABILITY`` × N(0, ``SAME_STACK_LOG_SIGMA``²) + the rest ×
-    N(0, ``STACK_LOG_SIGMA``²). With the rows' mean log ratio m = mean log(measured / predicted) at the start and its
-    standard error se = σ̂ / √k (σ̂ the rows' scatter, :func:`row_log_sigma`), component j has evidence
-    N(m; 0, σⱼ² + se²) and shrinks m by σⱼ² / (σⱼ² + se²); the posterior mean shrinks it by
-    s = Σ pⱼ σⱼ² / (σⱼ² + se²). A single Gaussian prior of variance v = s se₀² / (1 − s), with se₀ =
-    ``ROW_LOG_SIGMA`` / √k the standard error :func:`fit_stack`'s loss weighs the rows with, gives the same shrinkage,
-    and carries it into the joint fit with the term coefficients.
-
-    Rows whose ratios agree with the start within its own error thus move it little (the evidence favours "same
-    stack"); rows 2× off move it all the way; rows that disagree with each other move it less than rows that agree.
+    Attributes:
+        mean_log_ratio: m, the rows' mean log(measured / predicted time) at the start (natural log).
+        standard_error: se = σ̂ / √k of that mean, σ̂ the rows' scatter (:func:`row_log_sigma`).
+        same_stack_probability: the posterior probability, in [0, 1], that the start describes the rows' stack.
     """
+
+    mean_log_ratio: float
+    standard_error: float
+    same_stack_probability: float
+
+    @property
+    def same_stack(self) -> bool:
+        """True when the rows favour "the start describes this stack": the refit keeps the start's ``time_scale``."""
+        return self.same_stack_probability >= 0.5
+
+
+def stack_evidence(rows: Sequence[TimeRow], start: CostCoefficients) -> StackEvidence:
+    """Which hypothesis the rows favour: the start describes their stack, or another stack (Bayes factor).
+
+    H₀, "the start describes this stack": log ``time_scale`` is exactly the start's, and the rows' mean log ratio
+    m = mean log(measured / predicted) is the setting-dependent error of the start, m ~ N(0, se²). H₁, "another
+    stack": log ``time_scale`` ~ N(0, ``STACK_LOG_SIGMA``²), so m ~ N(0, ``STACK_LOG_SIGMA``² + se²). se = σ̂ / √k
+    with σ̂ the rows' own scatter (:func:`row_log_sigma`). The Bayes factor B₀₁ is the ratio of the two densities at m
+    (Jeffreys' test of a point hypothesis, *Theory of Probability* 1961 §5.2; Kass & Raftery, JASA 90 (1995) 773,
+    eq. 1), and P(H₀ | rows) = p₀ B₀₁ / (p₀ B₀₁ + 1 − p₀) with p₀ = ``SAME_STACK_PROBABILITY``.
+
+    The refit keeps the hypothesis the rows favour (:func:`fit_stack`) rather than averaging the two: under H₀ a factor
+    fitted from k rows is their mean setting error, and on rows held out it adds that noise, the more surely the
+    better the start already fits. Rows 2× off, or 20 % off and agreeing within a few per cent, select H₁; three
+    rows scattered ±30 % around the start select H₀.
+
+    Raises:
+        ValueError: ``rows`` is empty.
+    """
+    if not rows:
+        raise ValueError("stack_evidence needs at least one timed row")
     ratios = [log_ratio(r, start) for r in rows]
     mean_ratio = sum(ratios) / len(ratios)
     standard_error = row_log_sigma(ratios) / math.sqrt(len(rows))
-    components = ((SAME_STACK_PROBABILITY, SAME_STACK_LOG_SIGMA), (1 - SAME_STACK_PROBABILITY, STACK_LOG_SIGMA))
-    weights = [p * _normal_density(mean_ratio, math.hypot(sigma, standard_error)) for p, sigma in components]
-    shrink = sum(
-        w * sigma**2 / (sigma**2 + standard_error**2) for w, (_, sigma) in zip(weights, components, strict=True)
-    ) / sum(weights)
-    return math.sqrt(shrink / (1 - shrink)) * ROW_LOG_SIGMA / math.sqrt(len(rows))
+    same = SAME_STACK_PROBABILITY * _normal_density(mean_ratio, standard_error)
+    other = (1 - SAME_STACK_PROBABILITY) * _normal_density(mean_ratio, math.hypot(STACK_LOG_SIGMA, standard_error))
+    return StackEvidence(mean_ratio, standard_error, same / (same + other))
+
+
+def stack_prior_log_sigma(evidence: StackEvidence, row_count: int) -> float | None:
+    """The σ of the Gaussian prior on log ``time_scale`` for :func:`fit_stack`; None to keep the start's factor.
+
+    None when the rows favour H₀ (:func:`stack_evidence`). Under H₁ the posterior mean of log ``time_scale`` shrinks m
+    by s = ``STACK_LOG_SIGMA``² / (``STACK_LOG_SIGMA``² + se²); a prior of variance v = s se₀² / (1 − s), with se₀ =
+    ``ROW_LOG_SIGMA`` / √k the standard error :func:`fit_stack`'s loss weighs the rows with, gives the same shrinkage
+    and carries it into the joint fit with the term coefficients. Rows that scatter more (larger se) thus move the
+    factor less than rows that agree.
+    """
+    if evidence.same_stack:
+        return None
+    variance = STACK_LOG_SIGMA**2 + evidence.standard_error**2
+    shrink = STACK_LOG_SIGMA**2 / variance
+    return math.sqrt(shrink / (1 - shrink)) * ROW_LOG_SIGMA / math.sqrt(row_count)
 
 
 def row_log_sigma(ratios: Sequence[float]) -> float:
@@ -249,15 +292,22 @@ def row_log_sigma(ratios: Sequence[float]) -> float:
 def fit_stack(rows: Sequence[TimeRow], start: CostCoefficients) -> StackFit:
     """MAP refit of the stack factor and the identified terms on ``rows`` (module docstring); ``start`` for no rows.
 
-    The stack factor's prior is :func:`stack_prior_log_sigma`'s; each term's is ``time_fit``'s σ around the start.
+    The stack factor is fitted only when the rows favour "another stack" (:func:`stack_evidence`), with
+    :func:`stack_prior_log_sigma`'s prior; otherwise it keeps the start's value exactly. Each term's prior is
+    ``time_fit``'s σ around the start.
     """
     if not rows:
         return StackFit(start, (), {})
     spreads = elasticity_spreads(rows, start)
-    names = [STACK, *identified_terms(spreads, len(rows))]
+    evidence = stack_evidence(rows, start)
+    stack_sigma = stack_prior_log_sigma(evidence, len(rows))
+    terms = identified_terms(spreads, len(rows))
+    names = terms if stack_sigma is None else [STACK, *terms]
+    if not names:
+        return StackFit(start, (), spreads, evidence)
     origin = [math.log(_value(start, name, rows)) for name in names]
-    sigmas = [stack_prior_log_sigma(rows, start)]
-    sigmas += [PRIOR_LOG_SIGMA_BY_FIELD.get(f, PRIOR_LOG_SIGMA) for f, _ in names[1:]]
+    sigmas = [] if stack_sigma is None else [stack_sigma]
+    sigmas += [PRIOR_LOG_SIGMA_BY_FIELD.get(f, PRIOR_LOG_SIGMA) for f, _ in terms]
 
     def coefficients_at(point: Sequence[float]) -> CostCoefficients:
         return with_values(start, {name: math.exp(p) for name, p in zip(names, point, strict=True)})
@@ -269,7 +319,7 @@ def fit_stack(rows: Sequence[TimeRow], start: CostCoefficients) -> StackFit:
         return errors + penalty
 
     best, _ = nelder_mead(loss, origin, step=FIT_STEP, max_evaluations=FIT_MAX_EVALUATIONS)
-    return StackFit(coefficients_at(best), tuple(names), spreads)
+    return StackFit(coefficients_at(best), tuple(names), spreads, evidence)
 
 
 def log_ratio(row: TimeRow, coefficients: CostCoefficients) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +13,7 @@ from rich.table import Table
 from autotune.calibration.cases import check_measured_ranges
 from autotune.calibration.recalibrate import Collected, Recalibration, recalibrate
 from autotune.calibration.results import CaseResult
+from autotune.calibration.stack_fit import StackEvidence
 from autotune.calibration.validation import ErrorSummary, summarize
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
@@ -187,6 +189,17 @@ def _number(value: float | None) -> str:
     return "—" if value is None else f"{value:.3g}"
 
 
+def stack_kept_line(evidence: StackEvidence, time_scale: float) -> str:
+    """Why the stack factor kept its start value: the rows agree with the start within their own scatter."""
+    return (
+        f"kept: time_scale {_number(time_scale)}, the stack factor: your rows agree with the start within their own "
+        f"scatter (measured / predicted ×{math.exp(evidence.mean_log_ratio):.3f} on average, standard error "
+        f"±{evidence.standard_error * 100:.0f} %; probability that the start describes your stack "
+        f"{evidence.same_stack_probability:.2f}), so a factor fitted to them would add their setting-dependent error; "
+        "rows further off, or more of them, move it"
+    )
+
+
 def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> list[str]:
     """What the refit fits and what it cannot, from the rows and the coefficients it moved.
 
@@ -211,6 +224,9 @@ def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> l
             f"fitted from your rows: {', '.join(result.fitted_terms)} (the stack factor first; a term's coefficient "
             f"only where your rows vary its share of the time; {kept})"
         )
+    evidence = result.stack_evidence
+    if evidence is not None and evidence.same_stack:
+        lines.append(stack_kept_line(evidence, start.time_scale))
     lines += [f"outlier, named and left out of the fit: {line}" for line in result.outliers.values()]
     reserved_rows = sum(r.case.measurement.memory_kind in ("reserved", "nvidia-smi") for r in result.before)
     allocator = moved_coefficients(start, fitted, ["allocator_overhead_fraction"])

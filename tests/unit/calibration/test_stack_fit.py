@@ -18,6 +18,7 @@ from autotune.calibration.stack_fit import (
     loo_time_errors,
     outlier_rows,
     row_log_sigma,
+    stack_evidence,
     stack_prior_log_sigma,
 )
 from autotune.calibration.time_fit import TimeRow, predicted_time_s, time_rows
@@ -47,13 +48,45 @@ def row(scale: float, seq_len: int = 2048, gpu: str = "rtx-4090", **setting: Any
     return result
 
 
-def test_rows_that_agree_with_the_start_barely_move_it_and_a_2x_slower_stack_moves_it_all_the_way() -> None:
+def test_rows_that_agree_with_the_start_keep_it_exactly_and_a_2x_slower_stack_moves_it_all_the_way() -> None:
     same = [row(1.01), row(0.99, seq_len=1024), row(1.02, seq_len=512)]
     slow = [row(2.0), row(2.02, seq_len=1024), row(1.98, seq_len=512)]
-    assert fit_stack(same, START).coefficients.time_scale == pytest.approx(1.0, abs=0.01)
-    assert fit_stack(slow, START).coefficients.time_scale == pytest.approx(2.0, rel=0.01)
-    # the mixture's effective prior: tight when the rows agree with the start, wide when they do not
-    assert stack_prior_log_sigma(same, START) < 0.1 < 0.5 < stack_prior_log_sigma(slow, START)
+    kept = fit_stack(same, START)
+    assert kept.coefficients == START and kept.fitted == ()
+    assert kept.evidence is not None and kept.evidence.same_stack
+    moved = fit_stack(slow, START)
+    assert moved.fitted == (STACK,) and moved.coefficients.time_scale == pytest.approx(2.0, rel=0.01)
+    assert moved.evidence is not None and moved.evidence.same_stack_probability < 1e-6
+    # the prior that carries "another stack" into the fit is wide (a factor 2 is well inside it)
+    sigma = stack_prior_log_sigma(moved.evidence, len(slow))
+    assert sigma is not None and sigma > 0.5
+    assert stack_prior_log_sigma(kept.evidence, len(same)) is None
+
+
+def test_the_evidence_is_a_bayes_factor_between_the_start_and_another_stack() -> None:
+    """P(same stack) = p₀ N(m; 0, se) / (p₀ N(m; 0, se) + (1 − p₀) N(m; 0, √(σ₁² + se²))), worked by hand."""
+    rows = [row(1.1), row(1.2, seq_len=1024), row(1.3, seq_len=512)]
+    ratios = [math.log(1.1), math.log(1.2), math.log(1.3)]
+    mean = sum(ratios) / 3
+    se = math.sqrt((3 * ROW_LOG_SIGMA**2 + sum((x - mean) ** 2 for x in ratios)) / (3 + 2)) / math.sqrt(3)
+
+    def density(x: float, sigma: float) -> float:
+        return math.exp(-0.5 * (x / sigma) ** 2) / sigma
+
+    same = 0.5 * density(mean, se)
+    other = 0.5 * density(mean, math.sqrt(1.0 + se**2))
+    evidence = stack_evidence(rows, START)
+    assert evidence.mean_log_ratio == pytest.approx(mean, rel=1e-6)
+    assert evidence.standard_error == pytest.approx(se, rel=1e-6)
+    assert evidence.same_stack_probability == pytest.approx(same / (same + other), rel=1e-6)
+    with pytest.raises(ValueError, match="at least one timed row"):
+        stack_evidence([], START)
+
+
+def test_one_row_moves_the_factor_only_when_it_is_further_off_than_a_rows_own_error() -> None:
+    # One row carries the prior scatter ROW_LOG_SIGMA (10 %): 10 % off is within it, 1.5× is not.
+    assert fit_stack([row(1.1)], START).coefficients.time_scale == START.time_scale
+    assert fit_stack([row(1.5)], START).coefficients.time_scale == pytest.approx(1.5, rel=0.01)
 
 
 def test_rows_that_disagree_with_each_other_move_the_stack_factor_less_than_rows_that_agree() -> None:
@@ -61,11 +94,16 @@ def test_rows_that_disagree_with_each_other_move_the_stack_factor_less_than_rows
     agree = [row(1.15), row(1.16, seq_len=1024), row(1.14, seq_len=512)]
     spread = [row(1.15), row(1.15 * 1.35, seq_len=1024), row(1.15 / 1.35, seq_len=512)]
     moved_agree = fit_stack(agree, START).coefficients.time_scale
-    moved_spread = fit_stack(spread, START).coefficients.time_scale
-    assert 1.0 < moved_spread < moved_agree < 1.15
+    # ±30 % around +15 %: the setting-dependent error is larger than the offset, so the start is kept
+    assert fit_stack(spread, START).coefficients.time_scale == START.time_scale
+    assert moved_agree == pytest.approx(1.15, rel=0.01)
     ratios = [math.log(1.15 * 1.35), math.log(1.15), math.log(1.15 / 1.35)]
     assert row_log_sigma([0.1]) == pytest.approx(ROW_LOG_SIGMA)
     assert row_log_sigma(ratios) > ROW_LOG_SIGMA > row_log_sigma([0.14, 0.14, 0.14])
+    # a wider scatter shrinks the fitted factor more (twice as slow, scattered ±30 %, against ±1 %)
+    tight = fit_stack([row(2.0), row(2.02, seq_len=1024), row(1.98, seq_len=512)], START).coefficients.time_scale
+    loose = fit_stack([row(2.0), row(2.7, seq_len=1024), row(1.48, seq_len=512)], START).coefficients.time_scale
+    assert 1.0 < loose < tight
 
 
 def test_one_row_fits_the_stack_factor_alone_and_keeps_every_other_coefficient() -> None:

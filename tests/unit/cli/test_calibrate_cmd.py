@@ -338,7 +338,11 @@ def test_a_refit_that_fits_your_runs_worse_is_refused_in_one_line_and_writes_not
         "the refit would fit your 3 timed rows worse than calibration 'seeds'" in err and "nothing was written" in err
     )
     assert not output.exists()
-    # the default mode on the same runs: the stack factor barely moves (they are the stack the start describes)
-    code, _, err = run(capsys, "calibrate", *chosen, "-o", str(output))
+    # the default mode on the same runs: they are the stack the start describes, so the stack factor is kept, and
+    # the tool says why
+    code, out, err = run(capsys, "calibrate", *chosen, "-o", str(output))
     assert code == 0, err
-    assert 0.98 < yaml.safe_load(output.read_text())["time_scale"] < 1.02
+    assert yaml.safe_load(output.read_text())["time_scale"] == 1.0
+    text = " ".join(out.split())
+    assert "kept: time_scale 1, the stack factor: your rows agree with the start within their own scatter" in text
+    assert "fitted from your rows:" not in text
