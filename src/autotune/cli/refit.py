@@ -299,7 +299,8 @@ def bound_notes(result: Recalibration) -> list[str]:
 
     Each line names what stopped it: the stack factor ``time_scale`` at a bound of its range (the rows are not one
     stack's speed: check that the times are per micro-step or per optimizer step as the column says, and the GPU),
-    else the coefficients shared with the other rows.
+    the stack factor kept because the rows favour the start's stack (``stack_fit.stack_evidence``) and nothing else
+    fitted, else the coefficients shared with the other rows.
     """
     lines = []
     scale = result.coefficients.time_scale
@@ -313,6 +314,11 @@ def bound_notes(result: Recalibration) -> list[str]:
                 f"{row}: time still {error * 100:+.0f}% after the refit: the stack factor time_scale stopped at its "
                 f"bound {scale:g} (range {TIME_SCALE_MIN:g}–{TIME_SCALE_MAX:g}): a stack that far off the model is "
                 "more likely a time of another kind (per optimizer step given as per micro-step) or another GPU"
+            )
+        elif result.stack_evidence is not None and result.stack_evidence.same_stack and not result.fitted_terms:
+            lines.append(
+                f"{row}: time still {error * 100:+.0f}% after the refit: the stack factor was kept (see 'kept:'): by your "
+                "rows' own scatter this error comes with the row's setting, which one stack factor would not fix"
             )
         else:
             lines.append(

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from cli_runner import run
 
 ROWS = (
@@ -68,7 +69,33 @@ def test_an_outlier_is_named_once_and_narrowed_bands_are_not_called_widened(
     text = " ".join(out.split())
     assert "outlier, named and left out of the fit: runs-row4: measured" in text
     assert "runs-row4: time still" not in text and "note: runs-row" not in text
-    # 1.30: three rows that agree within 2 % are a sure mean (their own scatter), the mixture barely shrinks it
+    # 1.30: three rows that agree within 2 % are a sure mean (their own scatter): another stack, barely shrunk
     assert "fitted: time from 3 timed row(s); moved time_scale 1 → 1.3 fitted" in text
     assert "time bands from your rows held out one at a time: time_error_band[default] 0.619 → 0.05" in text
     assert "error bands widened: time_error_band" not in text
+
+
+def test_one_row_within_a_rows_own_error_keeps_the_stack_factor_and_says_why(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, config_dir: Path
+) -> None:
+    """One row 1.2× the model: within one row's expected error (σ 10 %, stack_fit.ROW_LOG_SIGMA) against a stack
+    factor anywhere within a factor e, so the start's stack is the likelier one and the factor stays; the row's note
+    says so instead of blaming coefficients shared with other rows (there are none)."""
+    code, out, err = run(capsys, "estimate", "llama3.2-1b", "--gpu", "4090", "--method", "lora",
+                         "--seq-len", "1024", "--micro-batch-size", "1", "--json")  # fmt: skip
+    assert code == 0, err
+    csv_file = tmp_path / "runs.csv"
+    measured = json.loads(out)["micro_step_time_s"] * 1.2
+    csv_file.write_text(
+        f"model,gpu,method,seq_len,micro_batch_size,micro_step_time_s\nllama3.2-1b,rtx-4090,lora,1024,1,{measured:.6g}\n",
+        encoding="utf-8",
+    )
+    code, out, err = run(capsys, "calibrate", str(csv_file), "-o", str(tmp_path / "c.yaml"))
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "fitted: time from 1 timed row(s); no time coefficient moved" in text
+    assert "kept: time_scale 1, the stack factor: your rows agree with the start within their own scatter" in text
+    assert "measured / predicted ×1.200 on average" in text
+    assert "runs-row1: time still -17% after the refit: the stack factor was kept" in text
+    assert "shared with your other rows" not in text
+    assert yaml.safe_load((tmp_path / "c.yaml").read_text())["time_scale"] == 1.0
