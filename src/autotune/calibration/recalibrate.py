@@ -293,8 +293,8 @@ def recalibrate(
 
     Without the seeds (the default): the allocator fit (``fit.fit_allocator``), then ``stack_fit.fit_stack`` — the
     stack factor ``time_scale`` where the rows favour another stack than ``start``'s and only the term coefficients the
-    rows vary, a MAP fit around ``start`` — with the
-    time bands from the rows' leave-one-out errors (:func:`loo_time_bands`). With the seeds: the pooled fit
+    rows vary, a MAP fit around ``start`` — with the time bands from the rows' leave-one-out errors
+    (:func:`loo_time_bands`). With the seeds: the pooled fit
     (``fit.fit_coefficients``, the user's rows as their own stack and its reference), bands never narrower than
     ``start``'s. Either way, timed rows far off the others (``stack_fit.outlier_rows``) are left out of the fit and
     named in ``outliers``, and memory bands are the wider of ``start``'s and the refit's.

@@ -317,8 +317,8 @@ def bound_notes(result: Recalibration) -> list[str]:
             )
         elif result.stack_evidence is not None and result.stack_evidence.same_stack and not result.fitted_terms:
             lines.append(
-                f"{row}: time still {error * 100:+.0f}% after the refit: the stack factor was kept (see 'kept:'): by your "
-                "rows' own scatter this error comes with the row's setting, which one stack factor would not fix"
+                f"{row}: time still {error * 100:+.0f}% after the refit: the stack factor was kept (see 'kept:'): by "
+                "your rows' own scatter this error comes with the row's setting, which one stack factor would not fix"
             )
         else:
             lines.append(
