@@ -90,6 +90,15 @@ class Tally:
     refused: int = 0
     draws: int = 0
 
+    def add(self, other: Tally) -> None:
+        """Pool ``other``'s errors and counts into this tally."""
+        for name in ("before_tps", "after_tps", "after_time", "floor_time", "pairs_before", "pairs_after"):
+            getattr(self, name).extend(getattr(other, name))
+        self.worse_draws += other.worse_draws
+        self.worse_by_a_point += other.worse_by_a_point
+        self.refused += other.refused
+        self.draws += other.draws
+
 
 def groups(min_rows: int) -> list[Group]:
     """Timed rows of each shipped set by GPU, with at least ``min_rows`` rows."""
@@ -167,6 +176,21 @@ def draws(cases: list[Case], k: int, count: int, rng: random.Random) -> list[lis
     return chosen
 
 
+def group_draws(group: Group, args: argparse.Namespace) -> list[list[Case]]:
+    """The group's ``--draws`` draws of ``--k`` rows, seeded by ``--seed`` and the group's name."""
+    return draws(group.timed, args.k, args.draws, random.Random(f"{args.seed}-{group.name}"))
+
+
+def group_tally(
+    group: Group, chosen: list[list[Case]], start: CostCoefficients, with_seeds: bool, blind: bool
+) -> Tally:
+    """One :func:`trial` per draw in ``chosen``: the group's tally in one mode."""
+    tally = Tally()
+    for rows in chosen:
+        trial(group, rows, start, with_seeds, blind, tally)
+    return tally
+
+
 def mean(values: Sequence[float]) -> float:
     """Arithmetic mean (0 for none)."""
     return sum(values) / len(values) if values else 0.0
@@ -216,7 +240,7 @@ def sensitivity(
 ) -> int:
     """The default mode's pooled result for each combination of :data:`SENSITIVITY`'s constants (restored after)."""
     saved = {name: getattr(stack_fit, name) for name in SENSITIVITY}
-    chosen = {g.name: draws(g.timed, args.k, args.draws, random.Random(f"{args.seed}-{g.name}")) for g in found}
+    chosen = {g.name: group_draws(g, args) for g in found}
     try:
         for values in product(*SENSITIVITY.values()):
             for name, value in zip(SENSITIVITY, values, strict=True):
@@ -224,12 +248,8 @@ def sensitivity(
             total, worst = Tally(), 0
             for group in found:
                 start = blind_start(group, starts) if blind else shipped
-                tally = Tally()
-                for rows in chosen[group.name]:
-                    trial(group, rows, start, False, blind, tally)
-                total.before_tps += tally.before_tps
-                total.after_tps += tally.after_tps
-                total.worse_draws += tally.worse_draws
+                tally = group_tally(group, chosen[group.name], start, False, blind)
+                total.add(tally)
                 worst = max(worst, tally.worse_draws)
             setting = ", ".join(f"{n} {v:g}" for n, v in zip(SENSITIVITY, values, strict=True))
             change = (mean(total.after_tps) / mean(total.before_tps) - 1) * 100
@@ -282,20 +302,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     pooled: dict[str, Tally] = {mode: Tally() for mode in modes}
     for group in found:
-        rng = random.Random(f"{args.seed}-{group.name}")
-        chosen = draws(group.timed, args.k, args.draws, rng)
+        chosen = group_draws(group, args)
         start = blind_start(group, starts) if blind else shipped
         for mode in modes:
-            tally = Tally()
-            for rows in chosen:
-                trial(group, rows, start, mode == "with", blind, tally)
-            total = pooled[mode]
-            for name in ("before_tps", "after_tps", "after_time", "floor_time", "pairs_before", "pairs_after"):
-                getattr(total, name).extend(getattr(tally, name))
-            total.worse_draws += tally.worse_draws
-            total.worse_by_a_point += tally.worse_by_a_point
-            total.refused += tally.refused
-            total.draws += tally.draws
+            tally = group_tally(group, chosen, start, mode == "with", blind)
+            pooled[mode].add(tally)
             print(
                 f"{group.name:42s} {mode:8s} {len(group.timed):4d} "
                 f"{mean(tally.before_tps) * 100:11.1f}% → {mean(tally.after_tps) * 100:6.1f}%      "
