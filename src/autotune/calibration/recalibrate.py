@@ -190,6 +190,11 @@ class Recalibration:
     stack_evidence: StackEvidence | None = None
     """What the rows said about the stack factor (``stack_fit.stack_evidence``); None with the seeds or no timed row."""
 
+    @property
+    def stack_factor_kept(self) -> bool:
+        """True when the rows favoured the start's own stack, so ``time_scale`` kept the start's value."""
+        return self.stack_evidence is not None and self.stack_evidence.same_stack
+
 
 def widest_bands(start: dict[str, float], fitted: dict[str, float]) -> dict[str, float]:
     """Per family, the wider of the starting and the refit band (a recalibration never narrows a band)."""

@@ -224,9 +224,9 @@ def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> l
             f"fitted from your rows: {', '.join(result.fitted_terms)} (the stack factor first; a term's coefficient "
             f"only where your rows vary its share of the time; {kept})"
         )
-    evidence = result.stack_evidence
-    if evidence is not None and evidence.same_stack:
-        lines.append(stack_kept_line(evidence, start.time_scale))
+    if result.stack_factor_kept:
+        assert result.stack_evidence is not None
+        lines.append(stack_kept_line(result.stack_evidence, start.time_scale))
     lines += [f"outlier, named and left out of the fit: {line}" for line in result.outliers.values()]
     reserved_rows = sum(r.case.measurement.memory_kind in ("reserved", "nvidia-smi") for r in result.before)
     allocator = moved_coefficients(start, fitted, ["allocator_overhead_fraction"])
@@ -315,7 +315,7 @@ def bound_notes(result: Recalibration) -> list[str]:
                 f"bound {scale:g} (range {TIME_SCALE_MIN:g}–{TIME_SCALE_MAX:g}): a stack that far off the model is "
                 "more likely a time of another kind (per optimizer step given as per micro-step) or another GPU"
             )
-        elif result.stack_evidence is not None and result.stack_evidence.same_stack and not result.fitted_terms:
+        elif result.stack_factor_kept and not result.fitted_terms:
             lines.append(
                 f"{row}: time still {error * 100:+.0f}% after the refit: the stack factor was kept (see 'kept:'): by "
                 "your rows' own scatter this error comes with the row's setting, which one stack factor would not fix"
