@@ -459,6 +459,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=540.0, help="Stop starting runs past this (seconds).")
     parser.add_argument("--only", default=None, help="Comma-separated entry names (default: every entry).")
     parser.add_argument(
+        "--no-baselines",
+        dest="baselines",
+        action="store_false",
+        help="Skip the plain transformers + peft twins (a short lease measured them before).",
+    )
+    parser.add_argument(
         "--profile-steps",
         type=int,
         default=None,
@@ -491,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         model_dir = _make_model(entry.model or args.model, work, args.budget_s - (time.perf_counter() - start_s))
         if model_dir is None:
             return 1
-        for kind in ("autotune", "baseline") if entry.baseline is not None else ("autotune",):
+        for kind in ("autotune", "baseline") if entry.baseline is not None and args.baselines else ("autotune",):
             left_s = args.budget_s - (time.perf_counter() - start_s)
             if left_s < min(entry.timeout_s, 60.0) + 10.0:
                 rows.append({"name": _row_name(entry, kind), "status": f"skipped: {left_s:.0f} s left of the budget"})
