@@ -47,7 +47,7 @@ TARGET_S = 3.0
 def in_process(runs: int) -> tuple[list[float], list[float], int]:
     """Wall and CPU seconds of ``grid_ask`` + ``run_grid`` for :data:`ARGS`, and the number of rows."""
     from autotune.cli.gpu_grid import grid_ask, run_grid
-    from autotune.cli.planning import PlanOptions
+    from autotune.session.planning import PlanOptions
 
     options = PlanOptions(model="llama3-8b", gpu="4090,a100-80gb,h100", num_samples=50000, epochs=2.0, objective="cost")
 

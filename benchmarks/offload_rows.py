@@ -19,10 +19,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from autotune.cli.resolve import resolve_cluster
 from autotune.costmodel.estimate import estimate_setting
 from autotune.profiles.run_reports import load_run_report
 from autotune.schemas.plan_io import load_plan
+from autotune.session.resolve import resolve_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "src" / "autotune" / "profiles" / "measurements" / "autotune-core-h200"

@@ -108,8 +108,8 @@ def start_up_s(argv: list[str], runs: int, extra_env: dict[str, str] | None = No
 
 def candidates_per_s(model: str, gpu: str, gpus: int, seq_len: int) -> tuple[int, float]:
     """(candidates, candidates per second) for one in-process search after a warm-up search."""
-    from autotune.cli.planning import PlanOptions, request_from_options
     from autotune.planner.search import search
+    from autotune.session.planning import PlanOptions, request_from_options
 
     request, _ = request_from_options(PlanOptions(model=model, gpu=gpu, num_gpus=gpus, seq_len=seq_len))
     search(request)

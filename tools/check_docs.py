@@ -9,6 +9,9 @@ Two kinds of generated text:
   user config dir (the shipped calibration) and stdout as a terminal of ``columns`` columns (default 100).
   Options: ``from=REGEX`` starts at the first line matching REGEX, ``lines=N`` keeps N lines, ``match=REGEX``
   keeps only the lines matching REGEX, ``stderr=1`` quotes stderr after stdout.
+* **Python examples.** A fenced ``python`` block between ``<!-- docs-python -->`` and ``<!-- /docs-python -->`` is
+  run (in-process, in a temporary directory, with an empty user config dir) and the fenced ``text`` block after it
+  in the same marker pair is what it prints (docs/api.md: the Python API's example).
 * **Generated lists.** A block between ``<!-- docs-generated: NAME -->`` and ``<!-- /docs-generated -->`` is the
   text of :data:`GENERATORS` ``[NAME]`` (e.g. ``launch-checks``: docs/launcher.md's list of launch checks, from
   ``autotune.launcher.checks.LAUNCH_CHECKS``).
@@ -46,6 +49,9 @@ BLOCK = re.compile(r"(<!-- docs-check: (?P<spec>.+?) -->\n)(?P<body>.*?)(<!-- /d
 FILE = re.compile(r"<!-- docs-file: (?P<name>[\w.-]+) -->\n```[a-z]*\n(?P<content>.*?)```", re.DOTALL)
 GENERATED = re.compile(
     r"(<!-- docs-generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /docs-generated -->)", re.DOTALL
+)
+PYTHON = re.compile(
+    r"(<!-- docs-python -->\n```python\n(?P<code>.*?)```\n)(?P<body>.*?)(<!-- /docs-python -->)", re.DOTALL
 )
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -122,6 +128,24 @@ def quoted_output(spec: str, files: dict[str, str]) -> str:
     return "```text\n" + "\n".join(lines) + "\n```\n"
 
 
+def python_output(code: str) -> str:
+    """The fenced ``text`` block of what ``code`` (a docs-python example) prints, run as a user's script would be."""
+    saved_env, saved_cwd = dict(os.environ), Path.cwd()
+    out = io.StringIO()
+    with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as config:
+        os.environ["AUTOTUNE_CONFIG_DIR"] = config
+        os.chdir(work)
+        try:
+            with contextlib.redirect_stdout(out):
+                exec(compile(code, "<docs-python>", "exec"), {"__name__": "__main__"})  # the project's own docs
+        finally:
+            os.chdir(saved_cwd)
+            os.environ.clear()
+            os.environ.update(saved_env)
+    lines = [line.rstrip() for line in out.getvalue().splitlines()]
+    return "```text\n" + "\n".join(lines) + "\n```\n"
+
+
 def regenerate(text: str) -> tuple[str, list[tuple[str, str, str]]]:
     """The document with every ``docs-check`` block regenerated, and (spec, old, new) for each block."""
     files = {match["name"]: match["content"] for match in FILE.finditer(text)}
@@ -137,7 +161,12 @@ def regenerate(text: str) -> tuple[str, list[tuple[str, str, str]]]:
         blocks.append((f"docs-generated: {match['name']}", match["body"], new))
         return match.group(1) + new + match.group(4)
 
-    return GENERATED.sub(generate, BLOCK.sub(replace, text)), blocks
+    def run_python(match: re.Match[str]) -> str:
+        new = python_output(match["code"])
+        blocks.append(("docs-python", match["body"], new))
+        return match.group(1) + new + match.group(4)
+
+    return PYTHON.sub(run_python, GENERATED.sub(generate, BLOCK.sub(replace, text))), blocks
 
 
 def _launch_checks() -> str:

@@ -5,7 +5,12 @@ The planning side (``autotune.schemas``, ``autotune.profiles``, ``autotune.costm
 training core lives in ``autotune.trainer`` and is the only package that imports the
 training stack (torch, transformers, peft, bitsandbytes, accelerate, deepspeed, datasets).
 
+The Python API (:mod:`autotune.api`, docs/api.md): ``from autotune import plan, estimate, launch_spec``; imported on
+first use, so that ``import autotune`` (the command line, the training core's process) stays light.
+
 Modules:
+  api          plan / estimate / launch_spec for Python callers (the session layer, without the command line)
+  session      a request's option groups → plan, estimate or table, with notes (shared by cli and api)
   schemas      pydantic schemas shared by every package (the bottom layer)
   profiles     the shipped catalogs (GPUs, models, measurements, calibration) and the readers of files
   costmodel    the analytic cost model: peak GPU memory and step time of one setting (prediction only)
@@ -25,4 +30,17 @@ Modules:
   quiet        third-party log and warning noise kept off the terminal
 """
 
+from typing import Any
+
 __version__ = "0.1.0"
+
+__all__ = ["EstimateOutcome", "LaunchPreview", "PlanOutcome", "SettingOptions", "estimate", "launch_spec", "plan"]
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names (``autotune.plan`` …), imported from :mod:`autotune.api` on first use (PEP 562)."""
+    if name in __all__:  # by name, not an import statement: the package itself depends on no layer
+        import importlib
+
+        return getattr(importlib.import_module("autotune.api"), name)
+    raise AttributeError(f"module 'autotune' has no attribute {name!r}")

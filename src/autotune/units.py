@@ -46,3 +46,18 @@ def nf4_bytes_per_param(double_quant: bool = True) -> float:
     if double_quant:
         return 0.5 + 1.0 / NF4_BLOCK_SIZE + 4.0 / (NF4_BLOCK_SIZE * NF4_DOUBLE_QUANT_BLOCK_SIZE)
     return 0.5 + 4.0 / NF4_BLOCK_SIZE
+
+
+def human_duration(seconds: float | None) -> str:
+    """'3 h 12 min', '45 s' ... for display."""
+    if seconds is None:
+        return "—"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    minutes = seconds / 60
+    if minutes < 120:
+        return f"{minutes:.0f} min"
+    hours = minutes / 60
+    if hours < 48:
+        return f"{int(hours)} h {int(minutes % 60):02d} min"
+    return f"{hours / 24:.1f} days"

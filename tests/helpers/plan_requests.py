@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from autotune.cli.planning import PLAN_OPTION_NAMES, PlanOptions, request_from_options
-from autotune.cli.setting_options import SETTING_OPTION_NAMES, SettingOptions
 from autotune.planner.request import PlanRequest
+from autotune.session.planning import PLAN_OPTION_NAMES, PlanOptions, request_from_options
+from autotune.session.setting_options import SETTING_OPTION_NAMES, SettingOptions
 
 
 def plan_options(**values: object) -> PlanOptions:
@@ -18,5 +18,5 @@ def plan_options(**values: object) -> PlanOptions:
 
 
 def plan_request(**values: object) -> tuple[PlanRequest, list[str]]:
-    """:func:`autotune.cli.planning.request_from_options` of :func:`plan_options` ``(**values)``."""
+    """:func:`autotune.session.planning.request_from_options` of :func:`plan_options` ``(**values)``."""
     return request_from_options(plan_options(**values))

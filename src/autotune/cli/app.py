@@ -118,7 +118,7 @@ def _plan_options_epilog(own: set[str]) -> str:
 
     The names come from ``plan`` itself, less the options in ``own``, which the command takes for itself.
     """
-    from autotune.cli.planning import PLAN_OUTPUT_PARAMS
+    from autotune.session.planning import PLAN_OUTPUT_PARAMS
 
     plan = build_command("plan")
     names = [

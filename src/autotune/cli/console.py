@@ -12,8 +12,11 @@ Each is created on first use, so importing this module costs nothing (``autotune
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from functools import cache
 from typing import TYPE_CHECKING, Final
+
+from autotune.session.progress import set_sink
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -87,3 +90,24 @@ def warn(message: str) -> None:
     from rich.markup import escape
 
     err_console().print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False)
+
+
+class RichSink:
+    """The session layer's progress on the stderr console (:mod:`autotune.session.progress`)."""
+
+    def status(self, text: str) -> AbstractContextManager[object]:
+        """Rich's spinner with ``text`` while a long step runs."""
+        from rich.markup import escape
+
+        return err_console().status(escape(text))
+
+    def note(self, text: str) -> None:
+        """``note: text`` on stderr (:func:`note`)."""
+        note(text)
+
+    def done(self, text: str) -> None:
+        """``text`` on stderr, as it is."""
+        err_console().print(text, highlight=False, markup=False)
+
+
+set_sink(RichSink())

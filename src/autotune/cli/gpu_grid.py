@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autotune.cli.console import console
-from autotune.cli.planning import PlanOptions, request_from_options
 from autotune.errors import AutotuneError, InvalidRequestError
 from autotune.planner.build import build_plan_file
 from autotune.planner.grid import (
@@ -31,6 +30,7 @@ from autotune.planner.request import PlanRequest
 from autotune.planner.search import DEFAULT_RUN_STEPS
 from autotune.profiles.catalog import current_gpus, resolve_gpu
 from autotune.schemas.plan import PlanFile
+from autotune.session.planning import PlanOptions, request_from_options
 
 if TYPE_CHECKING:  # the price table (and PyYAML with it) and the table's schema load only when a table is asked
     from autotune.profiles.prices import Prices

@@ -22,10 +22,8 @@ from rich.text import Text
 
 from autotune import run_lock
 from autotune.cli import options as opt
-from autotune.cli._shared import plan_estimator
 from autotune.cli.console import console, err_console, note, rule_width, warn
 from autotune.cli.plan_recheck import check_like_plan, recheck_plan_file, seq_len_warning
-from autotune.cli.resolve import catalog_gpu
 from autotune.errors import ConfigError, InvalidRequestError
 from autotune.hostcpu import cpu_precision_note
 from autotune.launcher import (
@@ -45,6 +43,8 @@ from autotune.quiet import quiet_third_party
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.schemas.trainer_options import option_flag
+from autotune.session.calibration_choice import plan_estimator
+from autotune.session.resolve import catalog_gpu
 from autotune.validation import format_validation_error
 
 _PLAN_SUFFIXES = (".yaml", ".yml")
@@ -309,7 +309,7 @@ def plan_from_model(model: str, plan_args: list[str], plan_command: Any) -> Plan
     Raises:
         click.UsageError / AutotuneError: bad plan options, unknown model or GPU, nothing fits.
     """
-    from autotune.cli.planning import parse_plan_args, plan_from_options
+    from autotune.session.planning import parse_plan_args, plan_from_options
 
     plan_file, _, notes = plan_from_options(parse_plan_args(plan_command, model, plan_args))
     for line in notes:

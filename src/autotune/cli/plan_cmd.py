@@ -16,16 +16,15 @@ import typer
 
 from autotune.cli import options as opt
 from autotune.cli.console import console
-from autotune.cli.dataset_lengths import dataset_workload
-from autotune.cli.dataset_plan import with_eval_data
 from autotune.cli.gpu_grid import single_count, wants_grid
-from autotune.cli.planning import PlanOptions, plan_from_options
 from autotune.cli.render import print_json, render_plan
-from autotune.cli.resolve import eval_data
-from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
+from autotune.cli.setting_options import takes_setting_options
 from autotune.errors import InvalidRequestError
 from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
+from autotune.session.plan_one import PlanOutcome, plan_prepared, prepare
+from autotune.session.planning import PlanOptions
+from autotune.session.setting_options import NOT_GIVEN, SettingOptions
 
 GpuListOpt = Annotated[
     str,
@@ -156,9 +155,7 @@ def plan_command(
         eval_steps=eval_steps,
         setting=setting,
     )
-    eval_data(eval_dataset, eval_fraction, eval_steps)  # bad eval options refused before any tokenizing
-    options, dataset_stats, dataset_notes = dataset_workload(options)
-    options = with_eval_data(options, dataset_stats)
+    options, dataset_stats, dataset_notes = prepare(options)
     started = time.perf_counter()  # the search's time, not the tokenizing's (which prints its own)
     if wants_grid(gpu, num_gpus, objective, deadline, budget, price):
         if plot is not None or verify:
@@ -168,13 +165,8 @@ def plan_command(
         plan_grid_command(options, num_gpus, deadline, budget, price, output, json_, started)
         return
     options = replace(options, num_gpus=single_count(num_gpus))
-    if dataset_stats is not None:
-        from autotune.cli.dataset_plan import plan_dataset
-
-        plan_file, result, notes = plan_dataset(options, dataset_stats)
-        notes = dataset_notes + notes
-    else:
-        plan_file, result, notes = plan_from_options(options)
+    outcome = plan_prepared(options, dataset_stats, dataset_notes)
+    plan_file, result, notes = outcome.plan_file, outcome.result, outcome.notes
     elapsed = time.perf_counter() - started
     if verify:
         from autotune.cli.plan_verify import verify_plan
@@ -197,20 +189,7 @@ def plan_command(
         )
         memory_breakdown_png(bars, plot, title=title)
     if json_:
-        data = plan_file.model_dump(mode="json")
-        print_json(
-            {
-                "plan": {"setting": data["setting"], **data["prediction"]},
-                "alternatives": [
-                    {"setting": a["setting"], "why_not_chosen": a["why_not_chosen"], **a["prediction"]}
-                    for a in data["alternatives"]
-                ],
-                "rejected": data["rejected"],
-                "notes": notes,
-                "searched": result.searched,
-                "plan_file": data,
-            }
-        )
+        print_json(PlanOutcome(plan_file, result, notes).json_dict())
         return
     render_plan(plan_file, notes, result.searched, elapsed)
     if output is not None:

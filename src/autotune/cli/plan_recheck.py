@@ -30,9 +30,9 @@ def check_like_plan(plan: PlanFile, resolve_gpu: GpuResolver, *, prefix: str = "
         UnknownNameError: the plan's GPU is not in the catalog (the message of ``plan --gpu``).
         InvalidRequestError: one line, ``prefix: `` then the message ``autotune plan`` gives.
     """
-    from autotune.cli.resolve import validated
     from autotune.planner.request import Overrides, PlanRequest
     from autotune.planner.space import check_overrides_supported
+    from autotune.session.resolve import validated
 
     setting = plan.setting
     cluster = plan.cluster
@@ -63,7 +63,7 @@ def check_like_plan(plan: PlanFile, resolve_gpu: GpuResolver, *, prefix: str = "
 
 def seq_len_warning(plan: PlanFile) -> str | None:
     """The note ``autotune plan`` prints for a sequence length above the model's maximum, or None."""
-    from autotune.cli.resolve import seq_len_note
+    from autotune.session.resolve import seq_len_note
 
     return seq_len_note(plan.model, plan.workload.seq_len)
 
@@ -82,7 +82,8 @@ def recheck_plan_file(
         plan: the plan as loaded.
         path: the plan file's name, for the messages.
         resolve_gpu: the GPU catalog lookup (raises ``UnknownNameError``).
-        estimate: the cost model with the plan's calibration (:func:`autotune.cli._shared.plan_estimator`);
+        estimate: the cost model with the plan's calibration
+            (:func:`autotune.session.calibration_choice.plan_estimator`);
             None when that calibration cannot be found.
         estimator_error: why there is no estimator (said in a warning: the fit is then not re-checked).
 

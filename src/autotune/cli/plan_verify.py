@@ -18,7 +18,7 @@ from autotune.planner.search import PlanResult, RunnerUp, Scored, choose, why_no
 from autotune.schemas.plan import PlanFile
 
 if TYPE_CHECKING:
-    from autotune.cli.planning import PlanOptions
+    from autotune.session.planning import PlanOptions
 
 GIB = 2**30
 
@@ -131,8 +131,8 @@ def verify_plan(
     options: PlanOptions, plan_file: PlanFile, result: PlanResult
 ) -> tuple[PlanFile, PlanResult, list[str]]:
     """Trace, show predicted vs traced side by side, and re-plan when the chosen setting does not fit."""
-    from autotune.cli.planning import request_from_options
     from autotune.planner.build import build_plan_file
+    from autotune.session.planning import request_from_options
 
     verified = verify_settings(plan_file, result)
     render_verified(verified)

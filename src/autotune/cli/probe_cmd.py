@@ -21,7 +21,6 @@ import typer
 from rich.table import Table
 
 from autotune.calibration.recalibrate import collect
-from autotune.cli._shared import coefficients_from_option, plan_coefficients
 from autotune.cli.console import console
 from autotune.cli.refit import (
     CONFIG_DIR_EPILOG,
@@ -34,7 +33,6 @@ from autotune.cli.refit import (
     render_recalibration,
     resolve_output,
 )
-from autotune.cli.resolve import catalog_gpu
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InvalidRequestError
 from autotune.launcher import LaunchOptions, LaunchSpec, build_launch_spec, run_launch
@@ -48,6 +46,8 @@ from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
+from autotune.session.calibration_choice import coefficients_from_option, plan_coefficients
+from autotune.session.resolve import catalog_gpu
 
 GpuDetector = Callable[[], list[str]]
 """Returns the names of this machine's GPUs (empty when there are none)."""

@@ -15,12 +15,12 @@ from autotune.calibration.recalibrate import Collected, Recalibration, recalibra
 from autotune.calibration.results import CaseResult
 from autotune.calibration.stack_fit import StackEvidence
 from autotune.calibration.validation import ErrorSummary, summarize
-from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
 from autotune.costmodel.calibration import save_coefficients
 from autotune.errors import ConfigError
 from autotune.profiles.user_config import user_calibration_path
 from autotune.schemas.calibration import TIME_SCALE_MAX, TIME_SCALE_MIN, CostCoefficients
+from autotune.session.calibration_choice import coefficients_from_option
 
 CONFIG_DIR_EPILOG = (
     "The user config dir is the first of: $AUTOTUNE_CONFIG_DIR; $XDG_CONFIG_HOME/autotune (when XDG_CONFIG_HOME is "

@@ -12,6 +12,7 @@ from autotune.schemas.dataset_stats import DatasetStats
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import TrainingSetting
+from autotune.units import human_duration
 
 if TYPE_CHECKING:  # rich's tables are imported when a table is drawn (not for --json)
     from rich.table import Table
@@ -31,21 +32,6 @@ def _finite(data: Any) -> Any:
     if isinstance(data, (list, tuple)):
         return [_finite(value) for value in data]
     return data
-
-
-def human_duration(seconds: float | None) -> str:
-    """'3 h 12 min', '45 s' ... for display."""
-    if seconds is None:
-        return "—"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    minutes = seconds / 60
-    if minutes < 120:
-        return f"{minutes:.0f} min"
-    hours = minutes / 60
-    if hours < 48:
-        return f"{int(hours)} h {int(minutes % 60):02d} min"
-    return f"{hours / 24:.1f} days"
 
 
 def human_seconds(seconds: float | None) -> str:

@@ -1,7 +1,7 @@
 """``autotune sweep``: the feasibility / throughput map of each method over sequence lengths.
 
 With ``--dataset`` each cell is priced on the data's workload at its ``seq_len``, by plan's path
-(:func:`autotune.cli.dataset_lengths.dataset_workload` and ``with_packing``; ``--packing auto`` keeps the layout
+(:func:`autotune.session.dataset_lengths.dataset_workload` and ``with_packing``; ``--packing auto`` keeps the layout
 with the faster whole run, :func:`autotune.planner.sweep.plan_layouts`).
 """
 
@@ -14,17 +14,18 @@ import typer
 from rich.table import Table
 
 from autotune.cli import options as opt
-from autotune.cli._shared import calibration_file
 from autotune.cli.console import console
-from autotune.cli.dataset_lengths import check_packing, dataset_workload, packing_layouts, with_packing
-from autotune.cli.planning import PlanOptions, request_from_options
 from autotune.cli.render import print_json
-from autotune.cli.resolve import host_memory_note
-from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
+from autotune.cli.setting_options import takes_setting_options
 from autotune.errors import InvalidRequestError
 from autotune.planner.request import PlanRequest
 from autotune.planner.sweep import CellRequest, SweepCell, SweepResult, sweep
 from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
+from autotune.session.calibration_choice import calibration_file
+from autotune.session.dataset_lengths import check_packing, dataset_workload, packing_layouts, with_packing
+from autotune.session.planning import PlanOptions, request_from_options
+from autotune.session.resolve import host_memory_note
+from autotune.session.setting_options import NOT_GIVEN, SettingOptions
 
 METHODS = ("full", "lora", "qlora")
 DEFAULT_SEQ_LENS = "512,1024,2048,4096,8192"

@@ -23,10 +23,12 @@ import typer
 from autotune.cli import options as opt
 from autotune.cli.console import console
 from autotune.cli.render import print_json
-from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
-from autotune.cli.tracing import render_trace, require_torch, run_trace, setting_inputs
+from autotune.cli.setting_options import takes_setting_options
+from autotune.cli.tracing import render_trace, require_torch, run_trace
 from autotune.errors import InvalidRequestError
 from autotune.schemas.setting import DEFAULT_SEQ_LEN, attention_run_error
+from autotune.session.estimating import setting_inputs
+from autotune.session.setting_options import NOT_GIVEN, SettingOptions
 
 
 @takes_setting_options(stated=True)

@@ -1,7 +1,7 @@
-"""Shared by ``trace``, ``estimate --trace`` and ``plan --verify``: setting inputs, the torch check, the trace.
+"""Shared by ``trace``, ``estimate --trace`` and ``plan --verify``: the torch check, running the trace, rendering it.
 
-The setting flags are turned into a validated setting and workload (``setting_inputs``); then the torch check, running
-the trace and rendering it.
+The setting flags become a validated setting and workload in the session layer
+(:func:`autotune.session.estimating.setting_inputs`).
 
 Everything torch is imported inside the functions, so the CLI and planning stay torch-free. The ``--json``
 fields of a trace are documented in ``autotune.cli.trace_cmd``.
@@ -10,36 +10,18 @@ fields of a trace are documented in ``autotune.cli.trace_cmd``.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from autotune.cli.console import console
-from autotune.cli.resolve import resolve_cluster, resolve_model, validated
-from autotune.cli.setting_options import SettingOptions
-from autotune.errors import ConfigError, InvalidRequestError
-from autotune.planner.space import grad_sync_error, offload_accumulation_error
-from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding
+from autotune.errors import ConfigError
+from autotune.session.estimating import SettingInputs
 
 if TYPE_CHECKING:
     from autotune.schemas.trace import TraceReport
 
 GIB = 2**30
-
-
-@dataclass(frozen=True)
-class SettingInputs:
-    """A resolved model, cluster, setting and workload from the command-line flags."""
-
-    spec: ModelSpec
-    source: str
-    cluster: ClusterSpec
-    notes: list[str]
-    setting: TrainingSetting
-    workload: Workload
 
 
 def require_torch() -> None:
@@ -53,52 +35,6 @@ def require_torch() -> None:
         raise ConfigError(
             f"tracing needs {', '.join(missing)}: pip install 'autotune[train]' (torch 2.13 first, see README)"
         )
-
-
-def setting_inputs(
-    model: str,
-    gpu: str,
-    num_gpus: int,
-    num_nodes: int,
-    host_memory_gib: float | None,
-    options: SettingOptions,
-    *,
-    seq_len: int,
-    num_samples: int | None = None,
-    dataset_tokens: int | None = None,
-    epochs: float = 1.0,
-) -> SettingInputs:
-    """The one setting that ``estimate`` and ``trace`` evaluate: the options given, the setting's defaults for the rest.
-
-    Sharding and precision not given take the cluster's defaults (:func:`default_sharding`,
-    :func:`default_precision`); every other field its :class:`TrainingSetting` default. The global batch is
-    micro batch × accumulation × GPUs.
-
-    Raises:
-        AutotuneError: unknown model or GPU, or an invalid setting (one line each).
-    """
-    spec, source = resolve_model(model)
-    cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
-    given = options.overrides().forced()
-    defaults = {
-        "sharding": default_sharding(cluster.world_size),
-        "precision": default_precision(cluster.gpu.supports_bf16),
-    }
-    setting = validated(TrainingSetting, **{**defaults, **given})
-    problem = grad_sync_error(setting.grad_sync, setting.sharding, cluster.world_size) or (
-        offload_accumulation_error(setting.sharding, setting.grad_accum, setting.grad_sync, cluster.world_size)
-    )
-    if problem:
-        raise InvalidRequestError(problem)
-    workload = validated(
-        Workload,
-        seq_len=seq_len,
-        global_batch_size=setting.sequences_per_step(cluster.world_size),
-        num_samples=num_samples,
-        dataset_tokens=dataset_tokens,
-        epochs=epochs,
-    )
-    return SettingInputs(spec, source, cluster, notes, setting, workload)
 
 
 def run_trace(inputs: SettingInputs) -> TraceReport:

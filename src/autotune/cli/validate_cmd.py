@@ -12,13 +12,13 @@ from autotune.calibration.cases import prepare_cases
 from autotune.calibration.results import evaluate
 from autotune.calibration.validation import summarize
 from autotune.cli import options as opt
-from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console, err_console
 from autotune.cli.render import human_seconds, print_json
 from autotune.cli.tables import Column, print_table
 from autotune.cli.validation_text import percent, ranking_text, summary_text, worst_text
 from autotune.profiles.measurements import all_measurements, load_measurement_set
 from autotune.schemas.calibration import Measurement
+from autotune.session.calibration_choice import coefficients_from_option
 
 
 def _pct(value: float | None) -> str:

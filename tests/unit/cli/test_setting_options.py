@@ -10,11 +10,11 @@ from cli_runner import run
 
 from autotune.cli import trace_cmd
 from autotune.cli.app import build_command
-from autotune.cli.setting_options import SETTING_OPTION_NAMES, SettingOptions
-from autotune.cli.tracing import SettingInputs, setting_inputs
 from autotune.errors import AutotuneError
 from autotune.planner.request import Overrides
 from autotune.schemas.setting import TrainingSetting
+from autotune.session.estimating import SettingInputs, setting_inputs
+from autotune.session.setting_options import SETTING_OPTION_NAMES, SettingOptions
 
 CLUSTER_OPTIONS = {"--gpu", "--num-gpus", "--num-nodes", "--host-memory-gib"}
 

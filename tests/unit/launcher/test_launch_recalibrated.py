@@ -16,7 +16,6 @@ from plan_requests import plan_request
 from plans import estimate
 
 from autotune import planner
-from autotune.cli._shared import plan_coefficients
 from autotune.cli.app import main
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.estimate import estimate_setting
@@ -27,6 +26,7 @@ from autotune.planner.fit import fit_shortfall
 from autotune.profiles.catalog import resolve_gpu
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import save_plan
+from autotune.session.calibration_choice import plan_coefficients
 
 
 @pytest.fixture

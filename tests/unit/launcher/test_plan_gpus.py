@@ -8,10 +8,10 @@ import pytest
 from cli_runner import run
 from plans import make_plan
 
-from autotune.cli.resolve import catalog_gpu
 from autotune.launcher import gpus
 from autotune.launcher.plan_gpus import machine_gpus, too_few_gpus
 from autotune.schemas.plan_io import save_plan
+from autotune.session.resolve import catalog_gpu
 
 from .test_launch_refusals import snapshot
 

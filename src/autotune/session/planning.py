@@ -11,17 +11,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from autotune.cli._shared import coefficients_from_option, stack_note
-from autotune.cli.attention_note import masked_attention_notes
-from autotune.cli.resolve import (
-    build_request,
-    eval_data,
-    host_memory_note,
-    kernels_notes,
-    lora_dropout_notes,
-    offload_time_notes,
-)
-from autotune.cli.setting_options import SETTING_OPTION_NAMES, SettingOptions
 from autotune.costmodel.calibration import default_coefficients
 from autotune.errors import InvalidRequestError
 from autotune.planner.build import build_plan_file
@@ -30,6 +19,17 @@ from autotune.planner.search import PlanResult, search
 from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats, PackedBatches, PaddedBatches
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
+from autotune.session.attention_note import masked_attention_notes
+from autotune.session.calibration_choice import coefficients_from_option, stack_note
+from autotune.session.resolve import (
+    build_request,
+    eval_data,
+    host_memory_note,
+    kernels_notes,
+    lora_dropout_notes,
+    offload_time_notes,
+)
+from autotune.session.setting_options import SETTING_OPTION_NAMES, SettingOptions
 
 
 @dataclass(frozen=True)

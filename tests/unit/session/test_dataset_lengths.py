@@ -1,4 +1,4 @@
-"""Where ``--dataset`` takes its tokenizer from (src/autotune/cli/dataset_lengths.py ``tokenizer_source``)."""
+"""Where ``--dataset`` takes its tokenizer from (src/autotune/session/dataset_lengths.py ``tokenizer_source``)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from autotune.cli.dataset_lengths import tokenizer_source
 from autotune.errors import InvalidRequestError
 from autotune.launcher.preflight import TOKENIZER_FILES
+from autotune.session.dataset_lengths import tokenizer_source
 
 
 @pytest.mark.parametrize("name", TOKENIZER_FILES)

@@ -26,7 +26,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, get_args
 
-from autotune.cli.console import err_console
 from autotune.errors import InvalidRequestError
 from autotune.schemas.dataset_stats import (
     PACKINGS,
@@ -40,9 +39,11 @@ from autotune.schemas.dataset_stats import (
     summarize,
 )
 from autotune.schemas.trainer_options import DatasetFormat
+from autotune.session.progress import sink
+from autotune.units import human_duration
 
 if TYPE_CHECKING:
-    from autotune.cli.planning import PlanOptions
+    from autotune.session.planning import PlanOptions
 
 DATASET_FORMATS: Final[tuple[str, ...]] = get_args(DatasetFormat)
 """What ``--dataset-format`` takes (the launch's choices: :data:`autotune.schemas.trainer_options.DatasetFormat`)."""
@@ -104,7 +105,7 @@ def read_lengths(dataset: str, source: str, dataset_format: str, max_rows: int) 
     if not set_by_user(PARALLELISM_ENV):
         env[PARALLELISM_ENV] = "true"  # the child never forks: let the Rust tokenizer use every core
     started = time.perf_counter()
-    with err_console().status(f"tokenizing {dataset} with the tokenizer of {source} …"):
+    with sink().status(f"tokenizing {dataset} with the tokenizer of {source} …"):
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=LENGTHS_TIMEOUT_S, check=False, env=env)
         except subprocess.TimeoutExpired:
@@ -127,7 +128,7 @@ def read_lengths(dataset: str, source: str, dataset_format: str, max_rows: int) 
         raise InvalidRequestError(f"dataset {dataset} has no rows")
     elapsed = time.perf_counter() - started
     if elapsed > 1.0:
-        err_console().print(f"tokenized {lengths.rows_read:,} rows of {dataset} in {elapsed:.1f} s", highlight=False)
+        sink().done(f"tokenized {lengths.rows_read:,} rows of {dataset} in {elapsed:.1f} s")
     return lengths
 
 
@@ -208,8 +209,6 @@ def packing_choice_note(chosen: Packing, total_time_s: Mapping[Packing, float | 
 
     ``total_time_s``: both layouts' whole runs (None: no setting fits); ``command``: 'plan' or 'estimate'.
     """
-    from autotune.cli.render import human_duration
-
     other = next(layout for layout in total_time_s if layout != chosen)
     times = {layout: "no setting fits" if t is None else human_duration(t) for layout, t in total_time_s.items()}
     return (

@@ -1,4 +1,4 @@
-"""Helpers shared by command modules: which calibration to use, and the estimator a plan was made with."""
+"""Which calibration a request uses (the option, the user's file, the shipped fit); a plan's estimator."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autotune.cli.console import note
 from autotune.costmodel.calibration import SHIPPED_CALIBRATION, default_coefficients, load_coefficients
 from autotune.errors import ConfigError
 from autotune.profiles.user_config import find_user_calibration
 from autotune.schemas.calibration import USER_STACK, CostCoefficients
+from autotune.session.progress import sink
 
 if TYPE_CHECKING:  # the launcher package is imported only by the commands that launch
     from autotune.launcher.overrides import Estimator, GpuResolver
@@ -48,7 +48,7 @@ def calibration_file(path: Path | None) -> Path | None:
     user_file = find_user_calibration()
     if user_file is not None:
         name = load_coefficients(user_file).name
-        note(f"using calibration '{name}' from {user_file} (--calibration FILE to choose another)")
+        sink().note(f"using calibration '{name}' from {user_file} (--calibration FILE to choose another)")
     return user_file
 
 

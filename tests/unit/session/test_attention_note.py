@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.cli.attention_note import NOTED_SPEEDUP, masked_attention_notes
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.estimate import estimate_setting
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.session.attention_note import NOTED_SPEEDUP, masked_attention_notes
 
 MODEL = resolve_model_profile("llama3-8b")
 COEFFICIENTS = default_coefficients()

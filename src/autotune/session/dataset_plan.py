@@ -1,6 +1,6 @@
 """``plan --dataset``: plan the user's data packed and padded (``--packing auto``), keep the faster whole run.
 
-The layouts' workloads come from :func:`autotune.cli.dataset_lengths.with_packing`; the choice is
+The layouts' workloads come from :func:`autotune.session.dataset_lengths.with_packing`; the choice is
 :func:`autotune.planner.packing.choose_packing` (the whole run's predicted time). The plan file records the layout in
 ``dataset.packing``, and ``autotune launch`` batches the data that way (``Workload.tokens_per_sample`` set: padded).
 """
@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autotune.cli.dataset_lengths import (
+from autotune.errors import InfeasibleError
+from autotune.planner.packing import choose_packing
+from autotune.planner.search import PlanResult
+from autotune.schemas.dataset_stats import DatasetStats, Packing
+from autotune.schemas.plan import PlanFile
+from autotune.session.dataset_lengths import (
     dataset_samples,
     packing_choice_note,
     packing_layouts,
     packing_note,
     with_packing,
 )
-from autotune.cli.planning import PlanOptions, plan_from_options
-from autotune.errors import InfeasibleError
-from autotune.planner.packing import choose_packing
-from autotune.planner.search import PlanResult
-from autotune.schemas.dataset_stats import DatasetStats, Packing
-from autotune.schemas.plan import PlanFile
+from autotune.session.planning import PlanOptions, plan_from_options
 
 
 def plan_dataset(options: PlanOptions, stats: DatasetStats) -> tuple[PlanFile, PlanResult, list[str]]:
@@ -59,11 +59,11 @@ def with_eval_data(options: PlanOptions, stats: DatasetStats | None) -> PlanOpti
     """``options`` with what pricing their eval set needs: the ``--dataset``'s rows, the ``--eval-dataset`` tokenized.
 
     ``stats``: the ``--dataset``'s (None without one). The eval file is tokenized as the launch would
-    (:func:`autotune.cli.dataset_lengths.dataset_samples`, the training file's loader, at ``options.seq_len``) only
+    (:func:`autotune.session.dataset_lengths.dataset_samples`, the training file's loader, at ``options.seq_len``) only
     when the run has a size to price (``--dataset``, ``--num-samples`` or ``--dataset-tokens``).
 
     Raises:
-        AutotuneError: what :func:`~autotune.cli.dataset_lengths.dataset_samples` refuses for the eval file.
+        AutotuneError: what :func:`~autotune.session.dataset_lengths.dataset_samples` refuses for the eval file.
     """
     rows = stats.rows_total if stats is not None else None
     sized = stats is not None or options.num_samples is not None or options.dataset_tokens is not None
@@ -82,7 +82,7 @@ def eval_dataset_stats(
     """``--eval-dataset`` tokenized as the launch would, at ``seq_len`` (the training file's loader).
 
     Raises:
-        AutotuneError: what :func:`autotune.cli.dataset_lengths.dataset_samples` refuses.
+        AutotuneError: what :func:`autotune.session.dataset_lengths.dataset_samples` refuses.
     """
     _, stats, _ = dataset_samples(model, eval_dataset, tokenizer, dataset_format, max_rows, seq_len, False)
     return stats
