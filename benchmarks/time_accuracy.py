@@ -26,9 +26,9 @@ from autotune.calibration.cases import prepare_cases
 from autotune.calibration.crossval import cross_validate, fit_from_priors
 from autotune.calibration.ranking import by_source
 from autotune.calibration.results import CaseResult
-from autotune.cli.validation_text import ranking_text
 from autotune.profiles.measurements import all_measurements
 from autotune.schemas.calibration import source_table
+from autotune.session.validation_text import ranking_text
 
 
 def signed_error_by_checkpointing(results: Sequence[CaseResult]) -> list[str]:

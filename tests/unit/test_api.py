@@ -22,8 +22,19 @@ README_PLANS = [
         {"method": "qlora", "micro_batch_size": 2, "compile": False},
     ),
     (
-        ["llama3-70b", "--gpu", "h100", "--num-gpus", "8", "--seq-len", "4096", "--global-batch-size", "64"]
-        + ["--objective", "speed"],
+        [
+            "llama3-70b",
+            "--gpu",
+            "h100",
+            "--num-gpus",
+            "8",
+            "--seq-len",
+            "4096",
+            "--global-batch-size",
+            "64",
+            "--objective",
+            "speed",
+        ],
         {"num_gpus": 8, "seq_len": 4096, "global_batch_size": 64, "objective": "speed"},
     ),
 ]

@@ -12,9 +12,18 @@ from autotune.cli.console import console
 from autotune.cli.render import dataset_table, print_json, render_estimate
 from autotune.cli.setting_options import takes_setting_options
 from autotune.cli.tracing import render_predicted_vs_traced, render_trace, require_torch, run_trace
-from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
 from autotune.session.estimating import estimate_one
+from autotune.session.option_groups import (
+    DEFAULT_NODES,
+    DEFAULT_SIZE,
+    NO_DATASET,
+    NO_EVAL,
+    DatasetOptions,
+    EvalOptions,
+    NodeOptions,
+    SizeOptions,
+)
 from autotune.session.planning import PlanOptions
 from autotune.session.setting_options import NOT_GIVEN, SettingOptions
 
@@ -24,21 +33,12 @@ def estimate_command(
     model: opt.ModelArg,
     gpu: opt.GpuOpt,
     num_gpus: opt.NumGpusOpt = 1,
-    num_nodes: opt.NumNodesOpt = 1,
-    host_memory_gib: opt.HostMemoryOpt = None,
+    nodes: NodeOptions = DEFAULT_NODES,
     seq_len: opt.SeqLenOpt = DEFAULT_SEQ_LEN,
     setting: SettingOptions = NOT_GIVEN,
-    num_samples: opt.NumSamplesOpt = None,
-    dataset_tokens: opt.DatasetTokensOpt = None,
-    epochs: opt.EpochsOpt = 1.0,
-    dataset: opt.PlanDatasetOpt = None,
-    tokenizer: opt.TokenizerOpt = None,
-    dataset_format: opt.PlanDatasetFormatOpt = "auto",
-    max_rows: opt.MaxRowsOpt = DEFAULT_MAX_ROWS,
-    packing: opt.PackingOpt = "auto",
-    eval_dataset: opt.EvalDatasetOpt = None,
-    eval_fraction: opt.EvalFractionOpt = None,
-    eval_steps: opt.EvalStepsOpt = None,
+    size: SizeOptions = DEFAULT_SIZE,
+    data: DatasetOptions = NO_DATASET,
+    evaluation: EvalOptions = NO_EVAL,
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also draw the memory breakdown to this PNG (needs matplotlib).")
@@ -55,11 +55,9 @@ def estimate_command(
         check_plot_path(plot)  # fail before any work
     if trace:
         require_torch()
-    options = PlanOptions(
-        model=model, gpu=gpu, num_gpus=num_gpus, num_nodes=num_nodes, host_memory_gib=host_memory_gib,
-        seq_len=seq_len, num_samples=num_samples, dataset_tokens=dataset_tokens, epochs=epochs, calibration=calibration,
-        dataset=dataset, tokenizer=tokenizer, dataset_format=dataset_format, max_rows=max_rows, packing=packing,
-        eval_dataset=eval_dataset, eval_fraction=eval_fraction, eval_steps=eval_steps, setting=setting,
+    options = PlanOptions.from_groups(
+        model=model, gpu=gpu, num_gpus=num_gpus, nodes=nodes, size=size, data=data, evaluation=evaluation,
+        setting=setting, seq_len=seq_len, calibration=calibration,
     )  # fmt: skip
     outcome = estimate_one(options)
     traced = run_trace(outcome.inputs) if trace else None

@@ -21,9 +21,9 @@ from rich.table import Table
 from rich.text import Text
 
 from autotune import run_lock
-from autotune.cli import options as opt
 from autotune.cli.console import console, err_console, note, rule_width, warn
 from autotune.cli.plan_recheck import check_like_plan, recheck_plan_file, seq_len_warning
+from autotune.cli.setting_options import takes_option_groups
 from autotune.errors import ConfigError, InvalidRequestError
 from autotune.hostcpu import cpu_precision_note
 from autotune.launcher import (
@@ -44,6 +44,7 @@ from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.schemas.trainer_options import option_flag
 from autotune.session.calibration_choice import plan_estimator
+from autotune.session.option_groups import NO_EVAL, EvalOptions
 from autotune.session.resolve import catalog_gpu
 from autotune.validation import format_validation_error
 
@@ -65,6 +66,7 @@ def _help(name: str) -> str:
     return f"{text} (default: {default})"
 
 
+@takes_option_groups()
 def launch_command(
     ctx: typer.Context,
     target: Annotated[str, typer.Argument(metavar="PLAN.yaml|MODEL", help="A plan file, or a model to plan first.")],
@@ -112,9 +114,7 @@ def launch_command(
     warmup_ratio: Annotated[float | None, typer.Option("--warmup-ratio", help=_help("warmup_ratio"))] = None,
     seed: Annotated[int | None, typer.Option("--seed", help=_help("seed"))] = None,
     full_determinism: Annotated[bool, typer.Option("--full-determinism", help=_help("full_determinism"))] = False,
-    eval_dataset: opt.EvalDatasetOpt = None,
-    eval_fraction: opt.EvalFractionOpt = None,
-    eval_steps: opt.EvalStepsOpt = None,
+    evaluation: EvalOptions = NO_EVAL,
     report_to: Annotated[str | None, typer.Option("--report-to", help=_help("report_to"))] = None,
     profile_steps: Annotated[int | None, typer.Option("--profile-steps", help=_help("profile_steps"))] = None,
     calibration: Annotated[
@@ -158,9 +158,9 @@ def launch_command(
         warmup_ratio=warmup_ratio,
         seed=seed,
         full_determinism=full_determinism,
-        eval_dataset=_absolute_if_local(eval_dataset) if eval_dataset is not None else None,
-        eval_fraction=eval_fraction,
-        eval_steps=eval_steps,
+        eval_dataset=_absolute_if_local(evaluation.eval_dataset) if evaluation.eval_dataset is not None else None,
+        eval_fraction=evaluation.eval_fraction,
+        eval_steps=evaluation.eval_steps,
         report_to=report_to,
         profile_steps=profile_steps,
     )

@@ -1,9 +1,7 @@
 """Option types shared by ``plan``, ``estimate``, ``trace``, ``sweep`` and ``launch`` (help texts from the schemas).
 
-The eval options (``--eval-dataset``, ``--eval-fraction``, ``--eval-steps``) are launch's, declared here once:
-``launch`` runs them, ``plan`` and ``estimate`` price them (and ``plan -o`` records them for the launch).
-
-The setting options are declared in :class:`autotune.cli.setting_options.SettingOptions`.
+The option groups (nodes, the run's size, the dataset, the eval set, the setting) are declared once in the session
+layer (:mod:`autotune.session.option_groups`, :class:`autotune.session.setting_options.SettingOptions`).
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ from typing import Annotated
 import typer
 
 from autotune.schemas.setting import DESCRIPTIONS
-from autotune.schemas.trainer_options import TrainerOptions
 
 # typer needs Optional[...] (not X | None) inside Annotated on Python 3.10.
 ModelArg = Annotated[
@@ -25,48 +22,8 @@ ModelArg = Annotated[
 ]
 GpuOpt = Annotated[str, typer.Option("--gpu", help="GPU name or alias (autotune gpus), e.g. 4090, a100, h100.")]
 NumGpusOpt = Annotated[int, typer.Option("--num-gpus", help="GPUs per node.")]
-NumNodesOpt = Annotated[int, typer.Option("--num-nodes", help="Nodes.")]
-HostMemoryOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--host-memory-gib",
-        help="Host RAM per node for CPU offload, GiB (default: assumed 2× the node's GPU memory).",
-    ),
-]
 SeqLenOpt = Annotated[int, typer.Option("--seq-len", help=DESCRIPTIONS["seq_len"])]
 GlobalBatchOpt = Annotated[int, typer.Option("--global-batch-size", help=DESCRIPTIONS["global_batch_size"])]
-NumSamplesOpt = Annotated[int | None, typer.Option("--num-samples", help=DESCRIPTIONS["num_samples"])]
-DatasetTokensOpt = Annotated[int | None, typer.Option("--dataset-tokens", help=DESCRIPTIONS["dataset_tokens"])]
-EpochsOpt = Annotated[float, typer.Option("--epochs", help=DESCRIPTIONS["epochs"])]
-PlanDatasetOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--dataset",
-        help="Your training data (local .jsonl / .json / .parquet / .txt, or a cached hub dataset): tokenized as a "
-        "launch would, its length distribution is reported and its packed blocks are the workload.",
-    ),
-]
-TokenizerOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--tokenizer",
-        help="Tokenizer for --dataset (model directory, .gguf or cached hub id; default: MODEL's own, if it has one).",
-    ),
-]
-PlanDatasetFormatOpt = Annotated[
-    str, typer.Option("--dataset-format", help="Format of --dataset: auto, instruction, chat or text.")
-]
-PackingOpt = Annotated[
-    str,
-    typer.Option(
-        "--packing",
-        help="With --dataset: packed (whole examples in blocks of seq_len), padded (one example per row, padded to "
-        "its micro batch's longest), or auto (the one whose whole run is faster).",
-    ),
-]
-MaxRowsOpt = Annotated[
-    int, typer.Option("--max-rows", help="Rows of --dataset tokenized at most; the rest are assumed alike.")
-]
 ObjectiveOpt = Annotated[
     str, typer.Option("--objective", help="quality (full > LoRA > QLoRA, then fastest), speed, or memory.")
 ]
@@ -79,13 +36,3 @@ CalibrationOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
-
-
-def _eval_help(name: str) -> str:
-    """The eval option's help: the training core's description (:class:`TrainerOptions`), the one text."""
-    return TrainerOptions.model_fields[name].description or ""
-
-
-EvalDatasetOpt = Annotated[str | None, typer.Option("--eval-dataset", help=_eval_help("eval_dataset"))]
-EvalFractionOpt = Annotated[float | None, typer.Option("--eval-fraction", help=_eval_help("eval_fraction"))]
-EvalStepsOpt = Annotated[int | None, typer.Option("--eval-steps", help=_eval_help("eval_steps"))]

@@ -20,8 +20,20 @@ from autotune.cli.gpu_grid import single_count, wants_grid
 from autotune.cli.render import print_json, render_plan
 from autotune.cli.setting_options import takes_setting_options
 from autotune.errors import InvalidRequestError
-from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
+from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
+from autotune.session.option_groups import (
+    DEFAULT_NODES,
+    DEFAULT_SIZE,
+    NO_DATASET,
+    NO_EVAL,
+    NO_GRID,
+    DatasetOptions,
+    EvalOptions,
+    GridOptions,
+    NodeOptions,
+    SizeOptions,
+)
 from autotune.session.plan_one import PlanOutcome, plan_prepared, prepare
 from autotune.session.planning import PlanOptions
 from autotune.session.setting_options import NOT_GIVEN, SettingOptions
@@ -43,24 +55,12 @@ PlanObjectiveOpt = Annotated[
         "time (shortest run) or cost (cheapest run).",
     ),
 ]
-DeadlineOpt = Annotated[
-    str | None, typer.Option("--deadline", help="Longest acceptable run, e.g. 12h, 90m, 2d (needs the run's size).")
-]
-BudgetOpt = Annotated[
-    float | None, typer.Option("--budget", help="Most the run may cost, in the price table's currency (USD).")
-]
-PriceOpt = Annotated[
-    list[str] | None,
-    typer.Option("--price", help="GPU=PRICE per GPU-hour, e.g. h100=2.49; wins over the price tables. Repeatable."),
-]
 
 
 def plan_grid_command(
     options: PlanOptions,
     num_gpus: str,
-    deadline: str | None,
-    budget: float | None,
-    price: list[str] | None,
+    table_options: GridOptions,
     output: Path | None,
     json_: bool,
     started: float,
@@ -68,7 +68,7 @@ def plan_grid_command(
     """``plan`` over several GPU types × counts: validate, plan every cell, choose, print (and write with ``-o``)."""
     from autotune.cli.gpu_grid import grid_ask, render_grid, run_grid, write_grid
 
-    ask = grid_ask(options, num_gpus, deadline, budget, price)
+    ask = grid_ask(options, num_gpus, table_options.deadline, table_options.budget, table_options.price)
     report, plan_file = run_grid(options, ask)
     elapsed = time.perf_counter() - started
     table = write_grid(report, plan_file, output) if output is not None else None
@@ -92,23 +92,14 @@ def plan_command(
     model: opt.ModelArg,
     gpu: GpuListOpt,
     num_gpus: NumGpusListOpt = "1",
-    num_nodes: opt.NumNodesOpt = 1,
-    host_memory_gib: opt.HostMemoryOpt = None,
+    nodes: NodeOptions = DEFAULT_NODES,
     seq_len: opt.SeqLenOpt = DEFAULT_SEQ_LEN,
     global_batch_size: opt.GlobalBatchOpt = 32,
     objective: PlanObjectiveOpt = "quality",
     setting: SettingOptions = NOT_GIVEN,
-    num_samples: opt.NumSamplesOpt = None,
-    dataset_tokens: opt.DatasetTokensOpt = None,
-    epochs: opt.EpochsOpt = 1.0,
-    dataset: opt.PlanDatasetOpt = None,
-    tokenizer: opt.TokenizerOpt = None,
-    dataset_format: opt.PlanDatasetFormatOpt = "auto",
-    max_rows: opt.MaxRowsOpt = DEFAULT_MAX_ROWS,
-    packing: opt.PackingOpt = "auto",
-    eval_dataset: opt.EvalDatasetOpt = None,
-    eval_fraction: opt.EvalFractionOpt = None,
-    eval_steps: opt.EvalStepsOpt = None,
+    size: SizeOptions = DEFAULT_SIZE,
+    data: DatasetOptions = NO_DATASET,
+    evaluation: EvalOptions = NO_EVAL,
     calibration: opt.CalibrationOpt = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the plan YAML here.")] = None,
     plot: Annotated[
@@ -122,47 +113,25 @@ def plan_command(
         ),
     ] = False,
     json_: opt.JsonOpt = False,
-    deadline: DeadlineOpt = None,
-    budget: BudgetOpt = None,
-    price: PriceOpt = None,
+    table: GridOptions = NO_GRID,
 ) -> None:
     """Find the best setting that fits MODEL on your GPUs; every option fixes one choice."""
     if plot is not None:
         from autotune.cli.plots import check_plot_path
 
         check_plot_path(plot)  # before anything is written
-    started = time.perf_counter()
-    options = PlanOptions(
-        model=model,
-        gpu=gpu,
-        num_gpus=1,
-        num_nodes=num_nodes,
-        host_memory_gib=host_memory_gib,
-        seq_len=seq_len,
-        global_batch_size=global_batch_size,
-        num_samples=num_samples,
-        dataset_tokens=dataset_tokens,
-        epochs=epochs,
-        objective=objective,
-        calibration=calibration,
-        dataset=dataset,
-        tokenizer=tokenizer,
-        dataset_format=dataset_format,
-        max_rows=max_rows,
-        packing=packing,
-        eval_dataset=eval_dataset,
-        eval_fraction=eval_fraction,
-        eval_steps=eval_steps,
-        setting=setting,
-    )
+    options = PlanOptions.from_groups(
+        model=model, gpu=gpu, num_gpus=1, nodes=nodes, size=size, data=data, evaluation=evaluation, setting=setting,
+        seq_len=seq_len, global_batch_size=global_batch_size, objective=objective, calibration=calibration,
+    )  # fmt: skip
     options, dataset_stats, dataset_notes = prepare(options)
     started = time.perf_counter()  # the search's time, not the tokenizing's (which prints its own)
-    if wants_grid(gpu, num_gpus, objective, deadline, budget, price):
+    if wants_grid(gpu, num_gpus, objective, table.deadline, table.budget, table.price):
         if plot is not None or verify:
             raise InvalidRequestError(
                 "--plot and --verify take one GPU type and count; plan the table first, then the chosen row alone"
             )
-        plan_grid_command(options, num_gpus, deadline, budget, price, output, json_, started)
+        plan_grid_command(options, num_gpus, table, output, json_, started)
         return
     options = replace(options, num_gpus=single_count(num_gpus))
     outcome = plan_prepared(options, dataset_stats, dataset_notes)
@@ -178,29 +147,39 @@ def plan_command(
 
         save_plan(plan_file, output)
     if plot is not None:
-        from autotune.cli.plots import memory_breakdown_png
-
-        bars = [(f"chosen: {plan_file.setting.short()}", plan_file.prediction)]
-        bars += [(alt.setting.short(), alt.prediction) for alt in plan_file.alternatives]
-        cluster = plan_file.cluster
-        title = (
-            f"{plan_file.model.key} on {cluster.world_size}× {cluster.gpu}, "
-            f"seq_len {plan_file.workload.seq_len}: chosen setting and runner-ups"
-        )
-        memory_breakdown_png(bars, plot, title=title)
+        plot_plan(plan_file, plot)
     if json_:
         print_json(PlanOutcome(plan_file, result, notes).json_dict())
         return
     render_plan(plan_file, notes, result.searched, elapsed)
     if output is not None:
-        import shlex
-
-        console().print(f"[green]wrote[/] {output}; run it with:")
-        data_arg = shlex.quote(plan_file.dataset.fingerprint.path) if plan_file.dataset is not None else "DATA"
-        console().print(
-            f"  autotune launch {shlex.quote(str(output))} --dataset {data_arg} --output-dir RUN",
-            soft_wrap=True,
-            markup=False,
-        )
+        print_launch_hint(plan_file, output)
     if plot is not None:
         console().print(f"[green]wrote[/] {plot}")
+
+
+def plot_plan(plan_file: PlanFile, plot: Path) -> None:
+    """``--plot``: the memory of the chosen setting and its runner-ups, as bars, to ``plot``."""
+    from autotune.cli.plots import memory_breakdown_png
+
+    bars = [(f"chosen: {plan_file.setting.short()}", plan_file.prediction)]
+    bars += [(alt.setting.short(), alt.prediction) for alt in plan_file.alternatives]
+    cluster = plan_file.cluster
+    title = (
+        f"{plan_file.model.key} on {cluster.world_size}× {cluster.gpu}, "
+        f"seq_len {plan_file.workload.seq_len}: chosen setting and runner-ups"
+    )
+    memory_breakdown_png(bars, plot, title=title)
+
+
+def print_launch_hint(plan_file: PlanFile, output: Path) -> None:
+    """'wrote OUTPUT; run it with: autotune launch OUTPUT --dataset DATA --output-dir RUN' (the plan's dataset)."""
+    import shlex
+
+    console().print(f"[green]wrote[/] {output}; run it with:")
+    data_arg = shlex.quote(plan_file.dataset.fingerprint.path) if plan_file.dataset is not None else "DATA"
+    console().print(
+        f"  autotune launch {shlex.quote(str(output))} --dataset {data_arg} --output-dir RUN",
+        soft_wrap=True,
+        markup=False,
+    )

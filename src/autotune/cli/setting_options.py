@@ -13,6 +13,7 @@ values are validated once, by :class:`autotune.planner.request.Overrides` (:meth
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import typing
@@ -23,6 +24,7 @@ import typer
 
 from autotune.planner.space import LOSS_IMPLEMENTATIONS
 from autotune.schemas.setting import TrainingSetting, loss_impl_description
+from autotune.session.option_groups import OptionGroup
 from autotune.session.setting_options import SETTING_OPTION_NAMES, Flag, SettingOptions
 
 CommandT = TypeVar("CommandT", bound=Callable[..., None])
@@ -64,41 +66,76 @@ def _option_parameters(*, stated: bool, leave_out: frozenset[str]) -> list[inspe
     return parameters
 
 
-def takes_setting_options(
-    *, stated: bool, leave_out: tuple[str, ...] = ()
+def _group_parameters(group: type[OptionGroup]) -> list[inspect.Parameter]:
+    """One keyword parameter per field of ``group``, typed with the typer option its :class:`Flag` describes."""
+    hints = typing.get_type_hints(group, include_extras=True)
+    parameters = []
+    for field in dataclasses.fields(group):
+        base, flag = typing.get_args(hints[field.name])
+        assert isinstance(flag, Flag)
+        annotation = Annotated[base, typer.Option(flag.decls, help=flag.help)]  # type: ignore[valid-type]
+        parameters.append(
+            inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default, annotation=annotation)
+        )
+    return parameters
+
+
+def _option_group(hint: object) -> type[OptionGroup] | None:
+    """The option group a parameter's type names, or None (a plain option)."""
+    return hint if isinstance(hint, type) and issubclass(hint, OptionGroup) else None
+
+
+def takes_option_groups(
+    *, stated: bool = False, leave_out: tuple[str, ...] = ()
 ) -> Callable[[CommandT], Callable[..., None]]:
-    """Decorate a command whose ``setting: SettingOptions`` parameter stands for every setting option.
+    """Decorate a command whose group parameters (``setting: SettingOptions``, ``size: SizeOptions``…) are options.
+
+    Each parameter typed with an option group (:class:`autotune.session.option_groups.OptionGroup`, or
+    :class:`SettingOptions` named ``setting``) becomes one typer option per field of the group, in its place in the
+    signature; the wrapper builds the groups back and calls the command with them.
 
     Args:
         stated: the command evaluates one stated setting (``estimate``, ``trace``): its help shows the setting's
             defaults. Else the planner chooses what is not given (``plan``, ``sweep``).
-        leave_out: options the command replaces by its own (``sweep``'s ``--methods`` for ``--method``).
+        leave_out: setting options the command replaces by its own (``sweep``'s ``--methods`` for ``--method``).
 
     Returns:
-        A decorator: the command's signature gets the options in place of ``setting``; the wrapper builds the
-        :class:`SettingOptions` and calls the command with it.
+        A decorator: the command's signature gets the options in place of the groups.
     """
     left_out = frozenset(leave_out)
 
     def decorate(command: CommandT) -> Callable[..., None]:
         signature = inspect.signature(command)
         hints = typing.get_type_hints(command, include_extras=True)
-        parameters = []
+        parameters: list[inspect.Parameter] = []
+        groups: dict[str, tuple[type[Any], list[str]]] = {}
         for parameter in signature.parameters.values():
+            group = _option_group(hints[parameter.name])
             if parameter.name == "setting":
-                parameters += _option_parameters(stated=stated, leave_out=left_out)
+                expanded = _option_parameters(stated=stated, leave_out=left_out)
+                groups["setting"] = (SettingOptions, [p.name for p in expanded])
+            elif group is not None:
+                expanded = _group_parameters(group)
+                groups[parameter.name] = (group, [p.name for p in expanded])
             else:
                 kind = inspect.Parameter.KEYWORD_ONLY
-                parameters.append(parameter.replace(kind=kind, annotation=hints[parameter.name]))
-        names = [name for name in SETTING_OPTION_NAMES if name not in left_out]
+                expanded = [parameter.replace(kind=kind, annotation=hints[parameter.name])]
+            parameters += expanded
 
         @functools.wraps(command)
         def wrapper(**values: Any) -> None:
-            setting = SettingOptions(**{name: values.pop(name) for name in names})
-            command(setting=setting, **values)
+            built = {name: group(**{f: values.pop(f) for f in names}) for name, (group, names) in groups.items()}
+            command(**built, **values)
 
         wrapper.__signature__ = signature.replace(parameters=parameters, return_annotation=None)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
         return wrapper
 
     return decorate
+
+
+def takes_setting_options(
+    *, stated: bool, leave_out: tuple[str, ...] = ()
+) -> Callable[[CommandT], Callable[..., None]]:
+    """:func:`takes_option_groups` for a command with a ``setting: SettingOptions`` parameter (and maybe groups)."""
+    return takes_option_groups(stated=stated, leave_out=leave_out)

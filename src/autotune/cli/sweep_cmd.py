@@ -18,14 +18,20 @@ from autotune.cli.console import console
 from autotune.cli.render import print_json
 from autotune.cli.setting_options import takes_setting_options
 from autotune.errors import InvalidRequestError
-from autotune.planner.request import PlanRequest
-from autotune.planner.sweep import CellRequest, SweepCell, SweepResult, sweep
-from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
+from autotune.planner.sweep import SweepCell, SweepResult, sweep
 from autotune.session.calibration_choice import calibration_file
-from autotune.session.dataset_lengths import check_packing, dataset_workload, packing_layouts, with_packing
-from autotune.session.planning import PlanOptions, request_from_options
-from autotune.session.resolve import host_memory_note
+from autotune.session.dataset_lengths import check_packing
+from autotune.session.option_groups import (
+    DEFAULT_NODES,
+    DEFAULT_SIZE,
+    NO_DATASET,
+    DatasetOptions,
+    NodeOptions,
+    SizeOptions,
+)
+from autotune.session.planning import PlanOptions
 from autotune.session.setting_options import NOT_GIVEN, SettingOptions
+from autotune.session.sweeping import SweepRequests
 
 METHODS = ("full", "lora", "qlora")
 DEFAULT_SEQ_LENS = "512,1024,2048,4096,8192"
@@ -115,8 +121,7 @@ def sweep_command(
     model: opt.ModelArg,
     gpu: opt.GpuOpt,
     num_gpus: opt.NumGpusOpt = 1,
-    num_nodes: opt.NumNodesOpt = 1,
-    host_memory_gib: opt.HostMemoryOpt = None,
+    nodes: NodeOptions = DEFAULT_NODES,
     seq_len: Annotated[
         str, typer.Option("--seq-len", help="Comma-separated sequence lengths (tokens) to plan for.")
     ] = DEFAULT_SEQ_LENS,
@@ -126,14 +131,8 @@ def sweep_command(
     ] = ",".join(METHODS),
     objective: opt.ObjectiveOpt = "quality",
     setting: SettingOptions = NOT_GIVEN,
-    num_samples: opt.NumSamplesOpt = None,
-    dataset_tokens: opt.DatasetTokensOpt = None,
-    epochs: opt.EpochsOpt = 1.0,
-    dataset: opt.PlanDatasetOpt = None,
-    tokenizer: opt.TokenizerOpt = None,
-    dataset_format: opt.PlanDatasetFormatOpt = "auto",
-    max_rows: opt.MaxRowsOpt = DEFAULT_MAX_ROWS,
-    packing: opt.PackingOpt = "auto",
+    size: SizeOptions = DEFAULT_SIZE,
+    data: DatasetOptions = NO_DATASET,
     calibration: opt.CalibrationOpt = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also draw tokens/s and peak memory vs seq_len to this PNG.")
@@ -151,50 +150,15 @@ def sweep_command(
         from autotune.cli.plots import check_plot_path
 
         check_plot_path(plot)  # fail before any work
-    options = PlanOptions(
-        model=model,
-        gpu=gpu,
-        num_gpus=num_gpus,
-        num_nodes=num_nodes,
-        host_memory_gib=host_memory_gib,
-        global_batch_size=global_batch_size,
-        num_samples=num_samples,
-        dataset_tokens=dataset_tokens,
-        epochs=epochs,
-        objective=objective,
+    options = PlanOptions.from_groups(
+        model=model, gpu=gpu, num_gpus=num_gpus, nodes=nodes, size=size, data=data, setting=setting,
+        global_batch_size=global_batch_size, objective=objective,
         calibration=calibration_file(calibration),  # its note once, not once per cell
-        dataset=dataset,
-        tokenizer=tokenizer,
-        dataset_format=dataset_format,
-        max_rows=max_rows,
-        packing=packing,
-        setting=setting,
-    )
-    check_packing(packing, dataset)
-    notes: list[str] = []
-    last_request: list[PlanRequest] = []
-
-    def request_for(cell_options: PlanOptions) -> PlanRequest:
-        request, request_notes = request_from_options(cell_options)
-        notes.extend(note for note in request_notes if note not in notes)
-        last_request[:] = [request]
-        return request
-
-    def make_request(method: str, length: int) -> CellRequest:
-        cell_options = options.with_method(method, length)
-        if dataset is None:
-            return request_for(cell_options)
-        # plan --dataset's path at this seq_len: the data tokenized once (dataset_lengths caches it), its layouts
-        cell_options, stats, dataset_notes = dataset_workload(cell_options)
-        notes.extend(note for note in dataset_notes if note not in notes)
-        assert stats is not None
-        layouts = packing_layouts(packing)
-        return {layout: request_for(with_packing(cell_options, stats, layout)) for layout in layouts}
-
-    result = sweep_with_progress(make_request, chosen, seq_lens)
-    if last_request:
-        settings = [s for cell in result.cells for s in (cell.setting, cell.closest_setting) if s is not None]
-        notes += host_memory_note(last_request[0].cluster, host_memory_gib, settings)
+    )  # fmt: skip
+    check_packing(data.packing, data.dataset)
+    requests = SweepRequests(options)
+    result = sweep_with_progress(requests, chosen, seq_lens)
+    notes = requests.closing_notes(result)
     if plot is not None:
         from autotune.cli.plot_sweep import sweep_png
 

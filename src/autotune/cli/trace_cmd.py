@@ -28,6 +28,7 @@ from autotune.cli.tracing import render_trace, require_torch, run_trace
 from autotune.errors import InvalidRequestError
 from autotune.schemas.setting import DEFAULT_SEQ_LEN, attention_run_error
 from autotune.session.estimating import setting_inputs
+from autotune.session.option_groups import DEFAULT_NODES, NodeOptions
 from autotune.session.setting_options import NOT_GIVEN, SettingOptions
 
 
@@ -36,15 +37,14 @@ def trace_command(
     model: opt.ModelArg,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU (cuBLAS workspace, sharding, default precision).")] = "h100",
     num_gpus: opt.NumGpusOpt = 1,
-    num_nodes: opt.NumNodesOpt = 1,
-    host_memory_gib: opt.HostMemoryOpt = None,
+    nodes: NodeOptions = DEFAULT_NODES,
     seq_len: opt.SeqLenOpt = DEFAULT_SEQ_LEN,
     setting: SettingOptions = NOT_GIVEN,
     json_: opt.JsonOpt = False,
 ) -> None:
     """Trace one training step on fake tensors: live memory per phase, ops, FLOPs (needs torch)."""
     require_torch()
-    inputs = setting_inputs(model, gpu, num_gpus, num_nodes, host_memory_gib, setting, seq_len=seq_len)
+    inputs = setting_inputs(model, gpu, num_gpus, nodes.num_nodes, nodes.host_memory_gib, setting, seq_len=seq_len)
     attention_error = attention_run_error(inputs.setting.attention_impl)
     if attention_error:  # the trace builds today's transformers model
         raise InvalidRequestError(attention_error)

@@ -15,10 +15,10 @@ from autotune.cli import options as opt
 from autotune.cli.console import console, err_console
 from autotune.cli.render import human_seconds, print_json
 from autotune.cli.tables import Column, print_table
-from autotune.cli.validation_text import percent, ranking_text, summary_text, worst_text
 from autotune.profiles.measurements import all_measurements, load_measurement_set
 from autotune.schemas.calibration import Measurement
 from autotune.session.calibration_choice import coefficients_from_option
+from autotune.session.validation_text import percent, ranking_text, summary_text, worst_text
 
 
 def _pct(value: float | None) -> str:

@@ -21,6 +21,16 @@ from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
 from autotune.session.attention_note import masked_attention_notes
 from autotune.session.calibration_choice import coefficients_from_option, stack_note
+from autotune.session.option_groups import (
+    DEFAULT_NODES,
+    DEFAULT_SIZE,
+    NO_DATASET,
+    NO_EVAL,
+    DatasetOptions,
+    EvalOptions,
+    NodeOptions,
+    SizeOptions,
+)
 from autotune.session.resolve import (
     build_request,
     eval_data,
@@ -68,6 +78,20 @@ class PlanOptions:
     """Rows of ``dataset`` (what ``--eval-fraction`` holds a share of), not a command-line value."""
     eval_stats: DatasetStats | None = None
     """``eval_dataset`` tokenized (``dataset_plan.eval_dataset_stats``), not a command-line value."""
+
+    @classmethod
+    def from_groups(
+        cls,
+        *,
+        nodes: NodeOptions = DEFAULT_NODES,
+        size: SizeOptions = DEFAULT_SIZE,
+        data: DatasetOptions = NO_DATASET,
+        evaluation: EvalOptions = NO_EVAL,
+        **values: Any,
+    ) -> PlanOptions:
+        """The request from its option groups (nodes, size, dataset, eval set) and the other fields by name."""
+        groups = {**nodes.values(), **size.values(), **data.values(), **evaluation.values()}
+        return cls(**groups, **values)
 
     def with_method(self, method: str, seq_len: int) -> PlanOptions:
         """These options with ``method`` forced and ``seq_len`` (one cell of ``sweep``).

@@ -1,4 +1,4 @@
-"""Terminal text of the calibration layer's figures (the package returns data; the CLI and the benchmarks render it).
+"""Plain text of the calibration layer's figures (the package returns data; the CLI and the benchmarks print this).
 
 The error summary of ``validate`` / ``calibrate`` and the per-source ranking lines of ``validate --cv``.
 """
