@@ -23,7 +23,7 @@ from rich.text import Text
 from autotune import run_lock
 from autotune.cli.console import console, err_console, note, rule_width, warn
 from autotune.cli.plan_recheck import check_like_plan, recheck_plan_file, seq_len_warning
-from autotune.cli.setting_options import takes_option_groups
+from autotune.cli.setting_options import schema_group, takes_option_groups
 from autotune.errors import ConfigError, InvalidRequestError
 from autotune.hostcpu import cpu_precision_note
 from autotune.launcher import (
@@ -44,7 +44,7 @@ from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.schemas.trainer_options import option_flag
 from autotune.session.calibration_choice import plan_estimator
-from autotune.session.option_groups import NO_EVAL, EvalOptions
+from autotune.session.option_groups import NO_EVAL, EvalOptions, OptionGroup
 from autotune.session.resolve import catalog_gpu
 from autotune.validation import format_validation_error
 
@@ -66,15 +66,26 @@ def _help(name: str) -> str:
     return f"{text} (default: {default})"
 
 
+RUN_OPTION_NAMES = (
+    "dataset_format", "max_steps", "cpu", "resume", "slurm", "skypilot", "submit", "node_rank", "main_process_ip",
+    "main_process_port", "save_steps", "logging_steps", "learning_rate", "warmup_ratio", "seed", "full_determinism",
+    "report_to", "profile_steps",
+)  # fmt: skip
+"""The launch options that are :class:`LaunchOptions` fields as they are: one group, declared by the schema."""
+
+RunOptions = schema_group(LaunchOptions, RUN_OPTION_NAMES, _help, stated=("dataset_format", "node_rank"))
+RunOpt = Annotated[OptionGroup, RunOptions]
+NO_RUN_OPTIONS = RunOptions()
+
+
 @takes_option_groups()
 def launch_command(
     ctx: typer.Context,
     target: Annotated[str, typer.Argument(metavar="PLAN.yaml|MODEL", help="A plan file, or a model to plan first.")],
     dataset: Annotated[str, typer.Option("--dataset", help=_help("dataset"))],
     output_dir: Annotated[Path, typer.Option("--output-dir", help=_help("output_dir"))],
-    dataset_format: Annotated[str, typer.Option("--dataset-format", help=_help("dataset_format"))] = "auto",
-    max_steps: Annotated[int | None, typer.Option("--max-steps", help=_help("max_steps"))] = None,
-    cpu: Annotated[bool, typer.Option("--cpu", help=_help("cpu"))] = False,
+    run: RunOpt = NO_RUN_OPTIONS,
+    evaluation: EvalOptions = NO_EVAL,
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="Print the command, the files and the environment; write and run nothing."),
@@ -88,7 +99,6 @@ def launch_command(
             "--verbose", help="Show the training stack's own log lines, warnings and progress bars (quiet by default)."
         ),
     ] = False,
-    resume: Annotated[bool, typer.Option("--resume", help=_help("resume"))] = False,
     detach: Annotated[
         bool,
         typer.Option(
@@ -100,23 +110,6 @@ def launch_command(
         list[str] | None,
         typer.Option("--set", metavar="KEY=VALUE", help="Override a plan field, e.g. micro_batch_size=2 (repeatable)."),
     ] = None,
-    slurm: Annotated[bool, typer.Option("--slurm", help=_help("slurm"))] = False,
-    skypilot: Annotated[bool, typer.Option("--skypilot", help=_help("skypilot"))] = False,
-    submit: Annotated[bool, typer.Option("--submit", help=_help("submit"))] = False,
-    node_rank: Annotated[int, typer.Option("--node-rank", help=_help("node_rank"))] = 0,
-    main_process_ip: Annotated[str | None, typer.Option("--main-process-ip", help=_help("main_process_ip"))] = None,
-    main_process_port: Annotated[
-        int | None, typer.Option("--main-process-port", help=_help("main_process_port"))
-    ] = None,
-    save_steps: Annotated[int | None, typer.Option("--save-steps", help=_help("save_steps"))] = None,
-    logging_steps: Annotated[int | None, typer.Option("--logging-steps", help=_help("logging_steps"))] = None,
-    learning_rate: Annotated[float | None, typer.Option("--learning-rate", help=_help("learning_rate"))] = None,
-    warmup_ratio: Annotated[float | None, typer.Option("--warmup-ratio", help=_help("warmup_ratio"))] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help=_help("seed"))] = None,
-    full_determinism: Annotated[bool, typer.Option("--full-determinism", help=_help("full_determinism"))] = False,
-    evaluation: EvalOptions = NO_EVAL,
-    report_to: Annotated[str | None, typer.Option("--report-to", help=_help("report_to"))] = None,
-    profile_steps: Annotated[int | None, typer.Option("--profile-steps", help=_help("profile_steps"))] = None,
     calibration: Annotated[
         Path | None,
         typer.Option(
@@ -131,39 +124,27 @@ def launch_command(
     """
     if verbose:
         quiet_third_party(verbose=True)  # exports AUTOTUNE_VERBOSE=1 for the trainer
-    if submit and not slurm:
-        raise InvalidRequestError("--submit submits the SLURM script of --slurm: add --slurm")
-    if skypilot and detach:
-        raise InvalidRequestError(
-            "--detach runs a launch here in the background; --skypilot runs nothing here: drop --detach"
-        )
-    options = _options(
-        dataset=_absolute_if_local(dataset),
-        dataset_format=dataset_format,
-        output_dir=str(output_dir.expanduser().absolute()),
-        max_steps=max_steps,
-        cpu=cpu,
-        resume=resume,
-        slurm=slurm,
-        submit=submit,
-        skypilot=skypilot,
-        project_dir=installed_checkout() if skypilot else None,
-        python=sys.executable if slurm else None,
-        node_rank=node_rank,
-        main_process_ip=main_process_ip,
-        main_process_port=main_process_port,
-        save_steps=save_steps,
-        logging_steps=logging_steps,
-        learning_rate=learning_rate,
-        warmup_ratio=warmup_ratio,
-        seed=seed,
-        full_determinism=full_determinism,
-        eval_dataset=_absolute_if_local(evaluation.eval_dataset) if evaluation.eval_dataset is not None else None,
-        eval_fraction=evaluation.eval_fraction,
-        eval_steps=evaluation.eval_steps,
-        report_to=report_to,
-        profile_steps=profile_steps,
-    )
+    options = launch_options(dataset, output_dir, run, evaluation, detach=detach)
+    plan, options, plan_check, warnings = launch_plan(ctx, target, options, sets, calibration)
+    # Every check runs before the run directory is created, in a launch and a dry run alike (one ordered list).
+    context = LaunchContext(plan=plan, options=options, dry_run=dry_run, recheck=plan_check, resolve_gpu=catalog_gpu)
+    checked = run_checks(context)
+    for line in warnings + checked.warnings:  # after every refusal: a refused launch prints one line
+        warn(line)
+    start_launch(checked, dry_run=dry_run, show_files=show_files, detach=detach)
+
+
+def launch_plan(
+    ctx: typer.Context, target: str, options: LaunchOptions, sets: list[str] | None, calibration: Path | None
+) -> tuple[PlanFile, LaunchOptions, Callable[[PlanFile], list[str]], list[str]]:
+    """The plan launch runs (``target`` read, or a MODEL planned with ``ctx``'s plan options), ``--set`` applied.
+
+    Returns the plan, the options with the plan's eval set, the plan-file re-check to run among the launch checks
+    and the warnings of ``--set``.
+
+    Raises:
+        AutotuneError: the plan file or the MODEL's planning refuses, or a ``--set`` value is refused (one line).
+    """
     plan_args = list(ctx.args)
     if not target.endswith(_PLAN_SUFFIXES):  # a MODEL is planned with launch's eval options priced
         plan_args += eval_args(options)
@@ -171,33 +152,63 @@ def launch_command(
         target, plan_args, plan_command=lambda: _plan_click_command(ctx), launch_flags=_flags(ctx.command)
     )
     options = with_plan_eval(options, plan)
-    if sets:
+    if sets:  # override_plan re-checks the new setting like plan and warns if it no longer fits
         estimate, resolve_gpu = plan_estimator(plan, calibration)
         plan = override_plan(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
-    warnings: list[str] = []
-    plan_check: Callable[[PlanFile], list[str]] = plan_check_none
-    if sets:  # override_plan re-checked the new setting like plan and warned if it no longer fits
-        warnings = [f"--set: {text}" for text in [seq_len_warning(plan)] if text]
-    elif target.endswith(_PLAN_SUFFIXES):
-        plan_check = functools.partial(recheck, target=target, calibration=calibration)
-    # Every check runs before the run directory is created, in a launch and a dry run alike (one ordered list).
-    context = LaunchContext(plan=plan, options=options, dry_run=dry_run, recheck=plan_check, resolve_gpu=catalog_gpu)
-    checked = run_checks(context)
-    options, spec, restart, out = checked.options, checked.spec, checked.restart, checked.out
+        return plan, options, plan_check_none, [f"--set: {text}" for text in [seq_len_warning(plan)] if text]
+    if target.endswith(_PLAN_SUFFIXES):
+        return plan, options, functools.partial(recheck, target=target, calibration=calibration), []
+    return plan, options, plan_check_none, []
+
+
+def launch_options(
+    dataset: str, output_dir: Path, run: OptionGroup, evaluation: EvalOptions, *, detach: bool
+) -> LaunchOptions:
+    """The validated :class:`LaunchOptions` of launch's arguments (local paths made absolute).
+
+    Raises:
+        InvalidRequestError: ``--submit`` without ``--slurm``, ``--skypilot`` with ``--detach``, or a value the schema
+            refuses (one line naming the option).
+    """
+    given = run.given()
+    if given.get("submit") and not given.get("slurm"):
+        raise InvalidRequestError("--submit submits the SLURM script of --slurm: add --slurm")
+    if given.get("skypilot") and detach:
+        raise InvalidRequestError(
+            "--detach runs a launch here in the background; --skypilot runs nothing here: drop --detach"
+        )
+    eval_dataset = evaluation.eval_dataset
+    return _options(
+        **given,
+        dataset=_absolute_if_local(dataset),
+        output_dir=str(output_dir.expanduser().absolute()),
+        project_dir=installed_checkout() if given.get("skypilot") else None,
+        python=sys.executable if given.get("slurm") else None,
+        eval_dataset=_absolute_if_local(eval_dataset) if eval_dataset is not None else None,
+        eval_fraction=evaluation.eval_fraction,
+        eval_steps=evaluation.eval_steps,
+    )
+
+
+def start_launch(checked: LaunchContext, *, dry_run: bool, show_files: bool, detach: bool) -> None:
+    """After every check passed: write the job files (SLURM, SkyPilot) or show and run the launch.
+
+    Raises:
+        SystemExit: the training core's exit code, when it is not 0.
+    """
+    options, spec, restart, out, plan = checked.options, checked.spec, checked.restart, checked.out, checked.plan
     assert spec is not None
-    for line in warnings + checked.warnings:  # after every refusal: a refused launch prints one line
-        warn(line)
-    if restart and not skypilot:  # --skypilot rewrites the files of a task that never ran here
+    if restart and not options.skypilot:  # --skypilot rewrites the files of a task that never ran here
         prepare_restart(out, dry_run=dry_run)
-    if (skypilot or (slurm and not submit)) and not dry_run:
-        write_job_files(spec, options, existing=resume or restart)
+    if (options.skypilot or (options.slurm and not options.submit)) and not dry_run:
+        write_job_files(spec, options, existing=options.resume or restart)
         return
     render_spec(spec, options, dry_run=dry_run, show_files=show_files)
     console().print(Text(training_line(plan, options)), soft_wrap=True)
-    precision_note = cpu_precision_note(plan.setting.precision) if cpu else None
+    precision_note = cpu_precision_note(plan.setting.precision) if options.cpu else None
     if precision_note:  # the training core applies the same rule (autotune.hostcpu)
         console().print(f"[yellow]note:[/] {precision_note}", highlight=False)
-    code = run_launch(spec, out, resume=resume or restart, dry_run=dry_run, detach=detach)
+    code = run_launch(spec, out, resume=options.resume or restart, dry_run=dry_run, detach=detach)
     if code != 0:
         # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code from app(),
         # and the trainer's exit code must reach the shell.

@@ -20,6 +20,7 @@ from autotune.cli.gpu_grid import single_count, wants_grid
 from autotune.cli.render import print_json, render_plan
 from autotune.cli.setting_options import takes_setting_options
 from autotune.errors import InvalidRequestError
+from autotune.planner.search import PlanResult
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
 from autotune.session.option_groups import (
@@ -64,8 +65,18 @@ def plan_grid_command(
     output: Path | None,
     json_: bool,
     started: float,
+    one_plan_only: bool = False,
 ) -> None:
-    """``plan`` over several GPU types × counts: validate, plan every cell, choose, print (and write with ``-o``)."""
+    """``plan`` over several GPU types × counts: validate, plan every cell, choose, print (and write with ``-o``).
+
+    Raises:
+        InvalidRequestError: ``one_plan_only`` (``--plot`` or ``--verify`` given: they take one GPU type and count),
+            or what the table's options refuse.
+    """
+    if one_plan_only:
+        raise InvalidRequestError(
+            "--plot and --verify take one GPU type and count; plan the table first, then the chosen row alone"
+        )
     from autotune.cli.gpu_grid import grid_ask, render_grid, run_grid, write_grid
 
     ask = grid_ask(options, num_gpus, table_options.deadline, table_options.budget, table_options.price)
@@ -127,21 +138,12 @@ def plan_command(
     options, dataset_stats, dataset_notes = prepare(options)
     started = time.perf_counter()  # the search's time, not the tokenizing's (which prints its own)
     if wants_grid(gpu, num_gpus, objective, table.deadline, table.budget, table.price):
-        if plot is not None or verify:
-            raise InvalidRequestError(
-                "--plot and --verify take one GPU type and count; plan the table first, then the chosen row alone"
-            )
-        plan_grid_command(options, num_gpus, table, output, json_, started)
+        plan_grid_command(options, num_gpus, table, output, json_, started, one_plan_only=plot is not None or verify)
         return
     options = replace(options, num_gpus=single_count(num_gpus))
     outcome = plan_prepared(options, dataset_stats, dataset_notes)
-    plan_file, result, notes = outcome.plan_file, outcome.result, outcome.notes
     elapsed = time.perf_counter() - started
-    if verify:
-        from autotune.cli.plan_verify import verify_plan
-
-        plan_file, result, verify_notes = verify_plan(options, plan_file, result)
-        notes += verify_notes
+    plan_file, result, notes = verified(options, outcome) if verify else outcome.astuple()
     if output is not None:
         from autotune.schemas.plan_io import save_plan
 
@@ -156,6 +158,14 @@ def plan_command(
         print_launch_hint(plan_file, output)
     if plot is not None:
         console().print(f"[green]wrote[/] {plot}")
+
+
+def verified(options: PlanOptions, outcome: PlanOutcome) -> tuple[PlanFile, PlanResult, list[str]]:
+    """``--verify``: the plan re-checked by tracing its setting and runner-ups (re-planned on a miss), with notes."""
+    from autotune.cli.plan_verify import verify_plan
+
+    plan_file, result, verify_notes = verify_plan(options, outcome.plan_file, outcome.result)
+    return plan_file, result, outcome.notes + verify_notes
 
 
 def plot_plan(plan_file: PlanFile, plot: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from autotune.calibration.recalibrate import collect
+from autotune.calibration.recalibrate import Collected, Recalibration, collect
 from autotune.cli.console import console
 from autotune.cli.refit import (
     CONFIG_DIR_EPILOG,
@@ -180,6 +180,12 @@ def probe(
         if runs_dir is None:
             shutil.rmtree(base, ignore_errors=True)
     render_recalibration(result, target, start=start)
+    print_moved(plan, collected, result, start)
+    return target
+
+
+def print_moved(plan: PlanFile, collected: Collected, result: Recalibration, start: CostCoefficients) -> None:
+    """The plan's prediction before and after the refit, beside what its own probe run measured."""
     gpu_key = next((c.measurement.gpu for c in collected.cases), plan.cluster.gpu)
     cluster = ClusterSpec(
         gpu=resolve_gpu(gpu_key)[0],
@@ -195,7 +201,6 @@ def probe(
     before = estimate_setting(plan.model, cluster, plan.workload, plan.setting, start)
     after = estimate_setting(plan.model, cluster, plan.workload, plan.setting, result.coefficients)
     console().print(_moved_table(plan, before, after, measured))
-    return target
 
 
 def probe_command(

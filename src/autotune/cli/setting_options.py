@@ -21,9 +21,11 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
+from pydantic import BaseModel
 
 from autotune.planner.space import LOSS_IMPLEMENTATIONS
 from autotune.schemas.setting import TrainingSetting, loss_impl_description
+from autotune.schemas.trainer_options import option_flag
 from autotune.session.option_groups import OptionGroup
 from autotune.session.setting_options import SETTING_OPTION_NAMES, Flag, SettingOptions
 
@@ -80,9 +82,44 @@ def _group_parameters(group: type[OptionGroup]) -> list[inspect.Parameter]:
     return parameters
 
 
+def schema_group(
+    model: type[BaseModel], names: tuple[str, ...], describe: Callable[[str], str], stated: tuple[str, ...] = ()
+) -> type[OptionGroup]:
+    """An option group of ``model``'s fields ``names``, declared by the schema itself (no second list of options).
+
+    Each field becomes ``--field-name`` (:func:`autotune.schemas.trainer_options.option_flag`) with help
+    ``describe(name)``; its type is the field's (a ``Literal`` is read as text: the schema validates the choice); its
+    default is the field's for an on/off switch and for the fields in ``stated``, and None (not given) otherwise,
+    so that the schema's own default, and its record of what was given, apply when the group's values reach it
+    (:meth:`autotune.session.option_groups.OptionGroup.given`).
+    """
+    fields: list[tuple[str, Any, Any]] = []
+    for name in names:
+        info = model.model_fields[name]
+        annotation: Any = info.annotation
+        if typing.get_origin(annotation) is typing.Literal:
+            annotation = str | None
+        elif annotation is not bool and type(None) not in typing.get_args(annotation):
+            annotation = annotation | None
+        default = info.get_default() if annotation is bool or name in stated else None
+        if name in stated:
+            annotation = type(default)
+        flag = Flag(option_flag(name), describe(name))
+        fields.append((name, Annotated[annotation, flag], dataclasses.field(default=default)))
+    group = dataclasses.make_dataclass(f"{model.__name__}Group", fields, bases=(OptionGroup,), frozen=True)
+    return typing.cast("type[OptionGroup]", group)
+
+
 def _option_group(hint: object) -> type[OptionGroup] | None:
-    """The option group a parameter's type names, or None (a plain option)."""
-    return hint if isinstance(hint, type) and issubclass(hint, OptionGroup) else None
+    """The option group a parameter's type names, or None (a plain option).
+
+    ``Group``, or ``Annotated[OptionGroup, Group]`` for a group built at run time (:func:`schema_group`).
+    """
+    candidates = [hint, *typing.get_args(hint)[1:]] if typing.get_origin(hint) is Annotated else [hint]
+    for candidate in candidates:
+        if isinstance(candidate, type) and issubclass(candidate, OptionGroup) and candidate is not OptionGroup:
+            return candidate
+    return None
 
 
 def takes_option_groups(

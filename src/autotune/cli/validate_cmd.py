@@ -10,7 +10,7 @@ import typer
 
 from autotune.calibration.cases import prepare_cases
 from autotune.calibration.results import evaluate
-from autotune.calibration.validation import summarize
+from autotune.calibration.validation import RowReport, summarize
 from autotune.cli import options as opt
 from autotune.cli.console import console, err_console
 from autotune.cli.render import human_seconds, print_json
@@ -74,6 +74,14 @@ def validate_command(
     if json_:
         print_json({"calibration": name, "summary": summary.as_dict(), "rows": [r.as_dict() for r in summary.rows]})
         return
+    print_rows_table(summary.rows, f"Predicted vs measured ({len(results)} rows, calibration '{name}')")
+    console().print(summary_text(summary, worst))
+    if plot is not None:
+        console().print(f"[green]wrote[/] {plot}")
+
+
+def print_rows_table(rows: list[RowReport], title: str) -> None:
+    """The table of every row: memory and time measured, predicted and their errors; the OOM verdicts."""
     columns = [
         Column("row"),
         Column("mem.\nmeas.", "right", drop_order=3),
@@ -100,12 +108,9 @@ def validate_command(
             f"{'OOM' if row.oom_measured else 'ran'}/{'fits' if row.predicted_fits else 'OOM'}"
             + ("" if row.verdict_correct else " [red]✗[/]"),
         ]
-        for row in summary.rows
+        for row in rows
     ]
-    print_table(f"Predicted vs measured ({len(results)} rows, calibration '{name}')", columns, table_rows)
-    console().print(summary_text(summary, worst))
-    if plot is not None:
-        console().print(f"[green]wrote[/] {plot}")
+    print_table(title, columns, table_rows)
 
 
 def _cross_validate(rows: list[Measurement], cv_by: str, worst: int, json_: bool, plot: Path | None) -> None:

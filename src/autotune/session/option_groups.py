@@ -31,6 +31,10 @@ class OptionGroup:
         """The group's fields by name."""
         return asdict(self)
 
+    def given(self) -> dict[str, Any]:
+        """The fields given (not None), by name: what a schema that records what was given should receive."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
 
 @dataclass(frozen=True)
 class NodeOptions(OptionGroup):

@@ -28,6 +28,10 @@ class PlanOutcome:
     result: PlanResult
     notes: list[str]
 
+    def astuple(self) -> tuple[PlanFile, PlanResult, list[str]]:
+        """(plan file, search result, notes)."""
+        return self.plan_file, self.result, self.notes
+
     def json_dict(self) -> dict[str, Any]:
         """What ``autotune plan --json`` prints: the chosen setting and prediction, runner-ups, rejections, notes.
 
