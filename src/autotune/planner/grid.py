@@ -325,12 +325,17 @@ def _row_reasons(rows: list[GridRow]) -> list[str]:
 DURATION_UNITS_S = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 """``--deadline`` units: seconds, minutes, hours, days."""
 
+MAX_DURATION_S = 10 * 365 * 86400.0
+"""Longest ``--deadline``: ten years. A bound, not a judgement: no fine-tuning run is planned that long, and it keeps
+the seconds finite (``1e306d`` would overflow to infinity)."""
+
 
 def parse_duration_s(text: str, option: str = "--deadline") -> float:
     """``'12h'`` -> 43200.0: a positive number followed by a unit of :data:`DURATION_UNITS_S`.
 
     Raises:
-        InvalidRequestError: no unit, an unknown unit, or a number that is not positive and finite.
+        InvalidRequestError: no unit, an unknown unit, a number that is not positive and finite, or a time over
+            :data:`MAX_DURATION_S`.
     """
     value = text.strip().lower()
     number = value.rstrip("abcdefghijklmnopqrstuvwxyz")
@@ -343,7 +348,12 @@ def parse_duration_s(text: str, option: str = "--deadline") -> float:
         amount = -1.0
     if not 0 < amount < float("inf"):
         raise InvalidRequestError(f"{option} {text!r}: the time must be a positive number, e.g. {option} 12h")
-    return amount * DURATION_UNITS_S[unit]
+    seconds = amount * DURATION_UNITS_S[unit]
+    if seconds > MAX_DURATION_S:
+        raise InvalidRequestError(
+            f"{option} {text!r}: at most {MAX_DURATION_S / 86400:g}d (ten years), e.g. {option} 12h"
+        )
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from autotune.errors import ConfigError, InvalidRequestError, UnknownNameError
 from autotune.profiles.catalog import resolve_gpu
 from autotune.profiles.user_config import config_dir
-from autotune.schemas.prices import PriceTable
+from autotune.schemas.prices import MAX_PRICE_PER_GPU_HOUR, PriceTable
 from autotune.yamlio import load_validated, parse_mapping, validate
 
 USER_PRICES_FILE = "prices.yaml"
@@ -85,11 +85,19 @@ def _check_keys(table: PriceTable, origin: str) -> None:
 def load_price_table() -> tuple[PriceTable, str]:
     """The table in force: the user's ``prices.yaml`` if it exists, else the shipped one; and a label saying which.
 
+    Anything at the user's path (a directory, a FIFO, a link to nothing) is the user's table: it is read or refused,
+    never silently replaced by the shipped one.
+
     Raises:
-        ConfigError: the user file is unreadable, malformed, fails the schema or names an unknown GPU.
+        ConfigError: the user file is not a regular file (a directory, FIFO, dangling link), unreadable, malformed,
+            fails the schema or names an unknown GPU.
     """
     path = user_prices_path()
-    if path.is_file():
+    if path.is_symlink() and not path.exists():
+        raise ConfigError(
+            f"price table {path} is a link to nothing: fix or remove it (the shipped prices are not used)"
+        )
+    if path.exists():
         table = load_validated(path, PriceTable, "price table")
         _check_keys(table, str(path))
         return table, f"user file {path} read {table.date.isoformat()}"
@@ -105,7 +113,8 @@ def parse_price_option(value: str) -> tuple[str, float]:
     """``'h100=2.49'`` -> ``('h100-80gb', 2.49)``: a GPU name (resolved in the catalog) and USD per GPU-hour.
 
     Raises:
-        InvalidRequestError: not ``GPU=NUMBER``, or the number is not positive and finite.
+        InvalidRequestError: not ``GPU=NUMBER``, or the number is not positive, finite and at most
+            :data:`autotune.schemas.prices.MAX_PRICE_PER_GPU_HOUR`.
         UnknownNameError: the GPU is not in the catalog (the message names the closest).
     """
     name, sep, number = value.partition("=")
@@ -118,6 +127,11 @@ def parse_price_option(value: str) -> tuple[str, float]:
     if not math.isfinite(price) or price <= 0:
         raise InvalidRequestError(
             f"--price {value!r}: the price must be a positive number of USD per GPU-hour, e.g. {name.strip()}=2.49"
+        )
+    if price > MAX_PRICE_PER_GPU_HOUR:
+        raise InvalidRequestError(
+            f"--price {value!r}: at most {MAX_PRICE_PER_GPU_HOUR:g} per GPU-hour (a bound that keeps every cost "
+            f"finite), e.g. {name.strip()}=2.49"
         )
     try:
         spec, _ = resolve_gpu(name)
