@@ -7,7 +7,6 @@ schema). Read by :mod:`autotune.profiles.prices`.
 from __future__ import annotations
 
 import datetime
-
 from typing import Annotated
 
 from pydantic import Field, model_validator
