@@ -23,6 +23,7 @@ from rich.text import Text
 from autotune import run_lock
 from autotune.cli import options as opt
 from autotune.cli._shared import plan_estimator
+from autotune.cli.cloud_options import CloudOptions, takes_cloud_options, with_node_needs
 from autotune.cli.console import console, err_console, note, rule_width, warn
 from autotune.cli.plan_recheck import check_like_plan, recheck_plan_file, seq_len_warning
 from autotune.cli.resolve import catalog_gpu
@@ -65,6 +66,7 @@ def _help(name: str) -> str:
     return f"{text} (default: {default})"
 
 
+@takes_cloud_options
 def launch_command(
     ctx: typer.Context,
     target: Annotated[str, typer.Argument(metavar="PLAN.yaml|MODEL", help="A plan file, or a model to plan first.")],
@@ -100,6 +102,7 @@ def launch_command(
     ] = None,
     slurm: Annotated[bool, typer.Option("--slurm", help=_help("slurm"))] = False,
     skypilot: Annotated[bool, typer.Option("--skypilot", help=_help("skypilot"))] = False,
+    cloud: CloudOptions = CloudOptions(),  # noqa: B008  (takes_cloud_options replaces it by --bucket, --spot)
     submit: Annotated[bool, typer.Option("--submit", help=_help("submit"))] = False,
     node_rank: Annotated[int, typer.Option("--node-rank", help=_help("node_rank"))] = 0,
     main_process_ip: Annotated[str | None, typer.Option("--main-process-ip", help=_help("main_process_ip"))] = None,
@@ -148,6 +151,7 @@ def launch_command(
         submit=submit,
         skypilot=skypilot,
         project_dir=installed_checkout() if skypilot else None,
+        **cloud.values(),
         python=sys.executable if slurm else None,
         node_rank=node_rank,
         main_process_ip=main_process_ip,
@@ -174,6 +178,7 @@ def launch_command(
     if sets:
         estimate, resolve_gpu = plan_estimator(plan, calibration)
         plan = override_plan(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)
+    options = with_node_needs(options, plan)
     warnings: list[str] = []
     plan_check: Callable[[PlanFile], list[str]] = plan_check_none
     if sets:  # override_plan re-checked the new setting like plan and warned if it no longer fits
