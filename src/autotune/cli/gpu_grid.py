@@ -205,6 +205,7 @@ def _row_report(row: GridRow, chosen: bool, ask: GridAsk) -> GridRowReport:
         run_time_s=row.run_time_s,
         gpu_hours=row.gpu_hours,
         price_per_gpu_hour=row.price_per_gpu_hour,
+        price_source=ask.prices.sources.get(row.gpu) if row.price_per_gpu_hour is not None else None,
         cost=row.cost,
         cost_per_million_tokens=row.cost_per_million_tokens,
         band=row.result.best.estimate.time_uncertainty_fraction if row.result else None,

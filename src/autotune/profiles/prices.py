@@ -9,9 +9,10 @@ catalog does not know is an error naming the closest names.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -23,6 +24,10 @@ from autotune.yamlio import load_validated, parse_mapping, validate
 
 USER_PRICES_FILE = "prices.yaml"
 SHIPPED_PRICES_FILE = "prices.yaml"
+
+STALE_AFTER_DAYS = 60
+"""A price table read longer ago than this says its age: list prices move by tens of percent within months (RunPod
+and Lambda repriced H100s between captures a few months apart), so an old table is a reason to check."""
 
 
 @dataclass(frozen=True)
@@ -37,14 +42,29 @@ class Prices:
     currency: str
     origin: str
     overridden: tuple[str, ...] = ()
+    read_on: datetime.date | None = None
+    """The table's date (None: no table)."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Catalog GPU key -> where its price comes from: each provider's price, page and capture date, or ``--price``."""
 
     def price(self, gpu_key: str) -> float | None:
         """USD per GPU-hour of a catalog GPU, or None when no price is known."""
         return self.per_gpu_hour.get(gpu_key)
 
-    def describe(self) -> str:
-        """One line: the currency, which table and its date, and the ``--price`` overrides."""
+    def age_days(self, today: datetime.date | None = None) -> int | None:
+        """Days since the table was read (``today``: default the local date); None without a date."""
+        if self.read_on is None:
+            return None
+        return ((today or datetime.date.today()) - self.read_on).days
+
+    def describe(self, today: datetime.date | None = None) -> str:
+        """One line: the currency, which table and its date (with its age past :data:`STALE_AFTER_DAYS`), and the
+        ``--price`` overrides.
+        """
         text = f"prices: {self.currency} per GPU-hour, {self.origin}"
+        age = self.age_days(today)
+        if age is not None and age > STALE_AFTER_DAYS:
+            text += f" ({age} days old: list prices move; check them, or give --price GPU=PRICE or your prices.yaml)"
         if self.overridden:
             text += "; --price " + ", ".join(f"{key}={self.per_gpu_hour[key]:g}" for key in self.overridden)
         return text
@@ -150,4 +170,20 @@ def resolve_prices(options: list[str] | None = None) -> Prices:
     table, origin = load_price_table()
     per_gpu_hour = {key: prices.typical for key, prices in table.gpus.items()}
     per_gpu_hour.update(overrides)
-    return Prices(per_gpu_hour, table.currency, origin, tuple(overrides))
+    sources = {key: price_source(table, key) for key in table.gpus}
+    sources.update({key: f"--price {key}={price:g}" for key, price in overrides.items()})
+    return Prices(per_gpu_hour, table.currency, origin, tuple(overrides), table.date, sources)
+
+
+def price_source(table: PriceTable, gpu_key: str) -> str:
+    """Where ``table``'s price of ``gpu_key`` comes from, one line: ``typical 2.89 = median of runpod-secure 2.89
+    (https://www.runpod.io/pricing, read 2026-09-25), ...`` (a table without providers: its ``source``).
+    """
+    prices = table.gpus[gpu_key]
+    quotes = [
+        f"{key} {price:g} ({table.providers[key].url}, read {(table.providers[key].checked or table.date).isoformat()})"
+        for key, price in prices.providers.items()
+    ]
+    if not quotes:
+        return f"typical {prices.typical:g} ({' '.join(table.source.split())}, read {table.date.isoformat()})"
+    return f"typical {prices.typical:g} = median of " + ", ".join(quotes)

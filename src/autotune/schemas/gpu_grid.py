@@ -28,6 +28,9 @@ class GridRowReport(StrictModel):
         default=None, description="Price used, currency per GPU-hour (None: unknown)."
     )
     cost: float | None = Field(default=None, description="GPU-hours × price (None: no price or nothing fits).")
+    price_source: str | None = Field(
+        default=None, description="Where the price comes from: each provider's price, page and capture date."
+    )
     cost_per_million_tokens: float | None = Field(
         default=None, description="Cost of one million training tokens: price × GPUs / 3600 / tokens_per_s × 10^6."
     )

@@ -26,7 +26,10 @@ class Provider(FrozenModel):
     """One provider whose list prices the table quotes."""
 
     name: str = Field(description="Provider and offer, e.g. 'RunPod Secure Cloud'.")
-    url: str = Field(description="The provider's public pricing page.")
+    url: str = Field(description="The provider's public pricing page (every price of this provider's is read there).")
+    checked: datetime.date | None = Field(
+        default=None, description="The day its prices were read (YYYY-MM-DD; default: the table's date)."
+    )
 
 
 class GpuPrices(FrozenModel):

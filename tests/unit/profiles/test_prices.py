@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import statistics
 from pathlib import Path
@@ -123,3 +124,27 @@ def test_current_gpus_are_datacenter_and_workstation_cards_of_current_architectu
     for spec in specs:
         assert spec.architecture.startswith(("Hopper", "Ada Lovelace", "Blackwell", "CDNA 3")), spec.key
         assert "GeForce" not in spec.name and "Radeon" not in spec.name, spec.key
+
+
+def test_every_shipped_price_names_its_page_and_capture_date() -> None:
+    table = shipped_price_table()
+    prices = resolve_prices()
+    for key, gpu_prices in table.gpus.items():
+        source = prices.sources[key]
+        for provider_key, price in gpu_prices.providers.items():
+            provider = table.providers[provider_key]
+            assert provider.checked is not None, provider_key
+            assert f"{provider_key} {price:g} ({provider.url}, read {provider.checked.isoformat()})" in source
+    assert {"b200", "gh200"} <= set(table.gpus)
+
+
+def test_the_tables_age_is_said_past_sixty_days() -> None:
+    prices = resolve_prices()
+    read = shipped_price_table().date
+    assert "days old" not in prices.describe(today=read + datetime.timedelta(days=60))
+    old = prices.describe(today=read + datetime.timedelta(days=61))
+    assert "(61 days old: list prices move" in old and "--price GPU=PRICE" in old
+
+
+def test_a_price_option_says_it_is_the_source() -> None:
+    assert resolve_prices(["h100=2.49"]).sources["h100-80gb"] == "--price h100-80gb=2.49"
