@@ -58,8 +58,9 @@ class Prices:
         return ((today or datetime.date.today()) - self.read_on).days
 
     def describe(self, today: datetime.date | None = None) -> str:
-        """One line: the currency, which table and its date (with its age past :data:`STALE_AFTER_DAYS`), and the
-        ``--price`` overrides.
+        """One line: the currency, the table and its date, its age past :data:`STALE_AFTER_DAYS`, the overrides.
+
+        ``today``: the date the age is counted to (default: the local date).
         """
         text = f"prices: {self.currency} per GPU-hour, {self.origin}"
         age = self.age_days(today)
@@ -176,8 +177,10 @@ def resolve_prices(options: list[str] | None = None) -> Prices:
 
 
 def price_source(table: PriceTable, gpu_key: str) -> str:
-    """Where ``table``'s price of ``gpu_key`` comes from, one line: ``typical 2.89 = median of runpod-secure 2.89
-    (https://www.runpod.io/pricing, read 2026-09-25), ...`` (a table without providers: its ``source``).
+    """Where ``table``'s price of ``gpu_key`` comes from, in one line.
+
+    ``typical 2.89 = median of runpod-secure 2.89 (https://www.runpod.io/pricing, read 2026-09-25), ...``; a GPU
+    priced without providers names the table's ``source`` instead.
     """
     prices = table.gpus[gpu_key]
     quotes = [
