@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import stat
 import subprocess
@@ -242,8 +243,12 @@ def test_the_real_skypilot_accepts_the_task(
     sky = pytest.importorskip("sky", reason="skypilot is an optional extra: pip install -e '.[skypilot]'")
     task = _task(make_plan(**plan_values), _options(tmp_path, **option_values))
     assert skypilot.skypilot_schema_error(task) is None
-    parsed = sky.Task.from_yaml_config(task)  # what `sky launch` builds from the file
+    parsed = sky.Task.from_yaml_config(copy.deepcopy(task))  # what `sky launch` builds from the file (it pops keys)
     assert parsed.num_nodes == task["num_nodes"] and set(parsed.storage_mounts) == {_options(tmp_path).output_dir}
+    offers = task["resources"].get("any_of", [task["resources"]])
+    assert {resources.accelerators and next(iter(resources.accelerators)) for resources in parsed.resources} == {
+        offer["accelerators"].split(":")[0] for offer in offers
+    }
 
 
 def test_launch_writes_the_task_and_prints_sky_launch(
@@ -345,3 +350,52 @@ def test_a_line_break_in_the_dataset_or_eval_dataset_is_refused(tmp_path: Path, 
     with pytest.raises(InvalidRequestError, match="control character") as error:
         build_launch_spec(make_plan(sharding="none", gpu="l4"), options)
     assert f"--{field.replace('_', '-')}" in str(error.value)
+
+
+def test_launch_spot_with_a_bucket_asks_for_the_plans_memory_and_disk(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = _checkout(tmp_path, lock=True)
+    monkeypatch.setattr(launch_cmd, "installed_checkout", lambda: str(checkout))
+    plan = tmp_path / "plan.yaml"
+    planned = (
+        "plan",
+        "llama3-70b",
+        "--gpu",
+        "h100",
+        "--method",
+        "lora",
+        "--sharding",
+        "zero3-offload",
+        "-o",
+        str(plan),
+    )
+    assert run(capsys, *planned)[0] == 0
+    host_gib = yaml.safe_load(plan.read_text())["prediction"]["host_memory_gib"]
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "x"}\n')
+    out = tmp_path / "runs" / "spot"
+    args = ["launch", str(plan), "--dataset", str(data), "--output-dir", str(out), "--skypilot"]
+    code, stdout, err = run(capsys, *args, "--spot", "--bucket", "my-runs")
+    assert code == 0, err
+    assert f"sky jobs launch -n autotune-spot {out / 'sky.yaml'}" in stdout
+    task = yaml.safe_load((out / "sky.yaml").read_text())
+    resources = task["resources"]
+    assert host_gib > 100 and int(resources["memory"].rstrip("+")) >= host_gib  # the offload's host RAM
+    assert resources["disk_size"] > 131  # at least the 70B model's 16-bit weights (131 GiB)
+    assert resources["use_spot"] is True and task["file_mounts"][str(out)]["name"] == "my-runs"
+
+
+def test_launch_refuses_a_hostile_output_dir_before_writing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = _checkout(tmp_path, lock=True)
+    monkeypatch.setattr(launch_cmd, "installed_checkout", lambda: str(checkout))
+    plan = tmp_path / "plan.yaml"
+    assert run(capsys, "plan", "llama3-8b", "--gpu", "l4", "-o", str(plan))[0] == 0
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "x"}\n')
+    out = tmp_path / "runs" / "x;touch pwned"
+    code, _, err = run(capsys, "launch", str(plan), "--dataset", str(data), "--output-dir", str(out), "--skypilot")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "';'" in err, err
+    assert not out.exists()
