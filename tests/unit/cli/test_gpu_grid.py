@@ -166,3 +166,19 @@ def test_a_single_plan_states_what_num_samples_assumes(capsys: pytest.CaptureFix
     assert "--num-samples 1,000 is taken as 1,000 × seq_len 1024 = 1,024,000 tokens" in " ".join((out + err).split())
     code, out, err = run(capsys, "plan", "llama3-8b", "--gpu", "h100", "--dataset-tokens", "1000000")
     assert code == 0 and "--num-samples" not in out + err
+
+
+def test_the_70b_qlora_cost_grid_prints_the_tie_and_its_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("plan", "llama3-70b", "--gpu", "4090,a100-80gb", "--num-gpus", "8", "--method", "qlora")
+    report = grid_json(capsys, *args, "--num-samples", "50000", "--epochs", "2", "--objective", "cost")
+    cheapest = min(report["rows"], key=lambda row: row["cost"])
+    tied = [row for row in report["rows"] if overlaps(row, cheapest, "cost")]
+    assert len(tied) == 2 and report["chosen"]["run_time_s"] == min(row["run_time_s"] for row in tied)
+    tie = next(note for note in report["notes"] if note.startswith("tie:"))
+    chosen = report["chosen"]
+    assert "cost ties go to the faster row" in tie and (chosen["gpu"], chosen["num_gpus"]) != (
+        cheapest["gpu"],
+        cheapest["num_gpus"],
+    )
+    assert f"{chosen['num_gpus']}× {chosen['gpu']} instead of {cheapest['num_gpus']}× {cheapest['gpu']}" in tie
+    assert not any(note.startswith("method:") for note in report["notes"])  # --method qlora was asked
