@@ -102,5 +102,6 @@ def with_node_needs(options: LaunchOptions, plan: PlanFile) -> LaunchOptions:
     dataset = Path(options.dataset)
     dataset_bytes = dataset.stat().st_size if dataset.is_absolute() and dataset.is_file() else 0
     host_gib = plan.prediction.host_memory_gib
-    needs = node_needs(plan.model, plan.setting, gpu, host_gib, dataset_bytes)
-    return options.model_copy(update={"node_memory_gib": needs.memory_gib, "node_disk_gib": needs.disk_gib})
+    needs = node_needs(plan.model, plan.setting, gpu, plan.cluster.num_gpus_per_node, host_gib, dataset_bytes)
+    memory = needs.memory_gib if needs.memory_gib > 0 else None  # QLoRA without offload: no host-RAM floor to ask
+    return options.model_copy(update={"node_memory_gib": memory, "node_disk_gib": needs.disk_gib})

@@ -2,9 +2,10 @@
 
 Disk (:func:`node_disk_bytes`): the model's 16-bit weights as downloaded, the checkpoints on disk at once, the
 dataset, and an allowance for the environment. Host RAM (:func:`node_memory_bytes`): what CPU offload keeps on the
-host (the plan's ``host_memory_gib``), and at least the 16-bit weights, which ``from_pretrained`` reads through host
-memory (with FSDP's ``cpu_ram_efficient_loading`` rank 0 holds the whole model there; transformers
-``modeling_utils.py``, accelerate ``FullyShardedDataParallelPlugin``).
+host (the plan's ``host_memory_gib``), and at least the weights ``from_pretrained`` loads through host memory
+(``autotune.trainer.model.load_model``: on the CPU in the plan's load dtype; QLoRA places them on the GPU as it
+quantizes). DDP loads one copy per process; FSDP loads one, on rank 0 (the launcher sets accelerate's
+``fsdp_cpu_ram_efficient_loading``); DeepSpeed ZeRO-3 partitions the model as it is built (``zero.Init``).
 """
 
 from __future__ import annotations
@@ -62,16 +63,35 @@ def node_disk_bytes(model: ModelSpec, setting: TrainingSetting, gpu: GpuSpec, da
     return weights + checkpoints + dataset_bytes + ENVIRONMENT_ALLOWANCE_BYTES
 
 
-def node_memory_bytes(model: ModelSpec, host_memory_gib: float) -> float:
-    """Host RAM one node needs: CPU offload's ``host_memory_gib`` (GiB), at least the 16-bit weights' bytes."""
-    return max(host_memory_gib * GIB, count_params(model).total_params * DOWNLOAD_BYTES_PER_PARAM)
+def loading_copies(setting: TrainingSetting, gpus_per_node: int) -> int:
+    """Whole copies of the weights one node holds in host RAM while loading (see the module docstring)."""
+    if setting.method == "qlora":
+        return 0
+    return gpus_per_node if setting.sharding == "ddp" else 1
+
+
+def node_memory_bytes(
+    model: ModelSpec, setting: TrainingSetting, gpu: GpuSpec, gpus_per_node: int, host_memory_gib: float
+) -> float:
+    """Host RAM one node needs: CPU offload's ``host_memory_gib`` (GiB), at least the weights loaded through it.
+
+    The weights: :func:`loading_copies` × parameters × the load dtype's bytes
+    (:func:`autotune.costmodel.precision.dtype_bytes` ``weight_bytes``).
+    """
+    loading = loading_copies(setting, gpus_per_node) * count_params(model).total_params
+    return max(host_memory_gib * GIB, loading * dtype_bytes(setting, gpu).weight_bytes)
 
 
 def node_needs(
-    model: ModelSpec, setting: TrainingSetting, gpu: GpuSpec, host_memory_gib: float, dataset_bytes: int
+    model: ModelSpec,
+    setting: TrainingSetting,
+    gpu: GpuSpec,
+    gpus_per_node: int,
+    host_memory_gib: float,
+    dataset_bytes: int,
 ) -> NodeNeeds:
     """:func:`node_memory_bytes` and :func:`node_disk_bytes` in GiB."""
     return NodeNeeds(
-        memory_gib=node_memory_bytes(model, host_memory_gib) / GIB,
+        memory_gib=node_memory_bytes(model, setting, gpu, gpus_per_node, host_memory_gib) / GIB,
         disk_gib=node_disk_bytes(model, setting, gpu, dataset_bytes) / GIB,
     )

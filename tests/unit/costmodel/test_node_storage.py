@@ -47,7 +47,18 @@ def test_disk_and_memory_are_the_sum_and_the_larger_of_their_parts(model: ModelS
         weights + CHECKPOINTS_ON_DISK * checkpoint_bytes(model, setting, gpu) + 10**9 + ENVIRONMENT_ALLOWANCE_BYTES
     )
     assert node_disk_bytes(model, setting, gpu, 10**9) == pytest.approx(expected)
-    assert node_memory_bytes(model, 0.0) == pytest.approx(weights)  # the weights pass through host RAM
-    assert node_memory_bytes(model, 500.0) == 500.0 * GIB  # an offload needing more sets it
-    needs = node_needs(model, setting, gpu, 0.0, 0)
+    assert node_memory_bytes(model, setting, gpu, 1, 0.0) == pytest.approx(weights)  # loaded through host RAM
+    assert node_memory_bytes(model, setting, gpu, 1, 500.0) == 500.0 * GIB  # an offload needing more sets it
+    needs = node_needs(model, setting, gpu, 1, 0.0, 0)
     assert needs.memory_gib == pytest.approx(weights / GIB) and needs.disk_gib > needs.memory_gib
+
+
+def test_ddp_loads_a_copy_per_process_fsdp_one_and_qlora_none(model: ModelSpec) -> None:
+    gpu, _ = resolve_gpu("h100")
+    weights = count_params(model).total_params * 2
+    ddp = TrainingSetting(method="lora", precision="bf16", sharding="ddp")
+    fsdp = TrainingSetting(method="lora", precision="bf16", sharding="fsdp")
+    qlora = TrainingSetting(method="qlora", precision="bf16", sharding="ddp")
+    assert node_memory_bytes(model, ddp, gpu, 8, 0.0) == pytest.approx(8 * weights)
+    assert node_memory_bytes(model, fsdp, gpu, 8, 0.0) == pytest.approx(weights)
+    assert node_memory_bytes(model, qlora, gpu, 8, 0.0) == 0.0
