@@ -5,6 +5,7 @@ Modules:
   plan_cmd, estimate_cmd, sweep_cmd, launch_cmd, probe_cmd, calibrate_cmd, validate_cmd, catalog_cmd, trace_cmd
                  one module per command; none imports another, none imports ``app``
   export_cmd     ``autotune export``: its checks here; the export runs in the training core's process
+  cloud_options  launch's SkyPilot options (--bucket, --spot), declared once, and the node needs from the plan
   setting_options  the setting options of plan / estimate / trace / sweep, declared once (SettingOptions) and put
                  into each command's signature by one decorator
   planning       options (PlanOptions) → PlanRequest → plan, shared by plan / sweep / launch MODEL
