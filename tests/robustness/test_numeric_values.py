@@ -166,3 +166,30 @@ def test_launch_refuses_bad_trainer_values(
     )
     _refused(code, err)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--price", "h100=1e308"], "at most 1e+06 per GPU-hour"),
+        (["--deadline", "1e306d"], "at most 3650d (ten years)"),
+        (["--deadline", "4000d"], "at most 3650d (ten years)"),
+    ],
+)
+def test_plan_grid_refuses_numbers_past_their_bound(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, _, err = run(capsys, "plan", "llama3-8b", "--gpu", "4090,h100", "--num-samples", "1000", *args)
+    _refused(code, err)
+    assert message in err
+
+
+def test_a_user_price_past_its_bound_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from autotune.profiles.prices import user_prices_path
+
+    path = user_prices_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("date: 2026-01-01\nsource: mine\ngpus:\n  h100-80gb: {typical: 1.0e+308}\n", encoding="utf-8")
+    code, _, err = run(capsys, "plan", "llama3-8b", "--gpu", "4090,h100", "--objective", "cost")
+    _refused(code, err)
+    assert str(path) in err

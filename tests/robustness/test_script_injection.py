@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -202,6 +203,8 @@ def test_hostile_path_in_skypilot_task(tmp_path: Path, value: str, field: str) -
         assert "\n" not in str(error)
         return
     task = yaml.safe_load(spec.files["sky.yaml"])
-    assert task["file_mounts"][path] == path
+    mounted = task["file_mounts"][path]
+    assert (mounted["source"] if field == "output_dir" else mounted) == path  # the output directory is a bucket's
+    assert all(re.fullmatch(r"/[A-Za-z0-9._/@+=,:-]*", destination) for destination in task["file_mounts"])
     argv = node_command(plan, options, node_rank="1", master_addr="node0", master_port="29500")
     assert _run_skypilot_node(tmp_path, task["run"]) == with_interpreter(argv, "python")[1:]

@@ -19,8 +19,10 @@ from autotune.planner.grid import (
     GRID_OBJECTIVES,
     GridObjective,
     GridRow,
-    choose_row,
+    Tie,
+    choose,
     format_duration,
+    method_note,
     parse_duration_s,
     plan_row,
     setting_objective,
@@ -163,12 +165,16 @@ def plan_grid(base: PlanOptions, ask: GridAsk) -> list[GridRow]:
     return rows
 
 
-def grid_report(rows: list[GridRow], chosen: GridRow, ask: GridAsk, plan_file: PlanFile) -> GridReport:
-    """The table as its schema (what ``--json`` prints)."""
+def grid_report(
+    rows: list[GridRow], tie: Tie, ask: GridAsk, plan_file: PlanFile, notes: list[str] | None = None
+) -> GridReport:
+    """The table as its schema (what ``--json`` prints); ``notes``: lines printed under it (the tie line first)."""
     from autotune.schemas.gpu_grid import GridReport
 
+    chosen = tie.chosen
     whole_run = plan_file.workload.num_samples is not None or plan_file.workload.dataset_tokens is not None
     reports = [_row_report(row, row is chosen, ask) for row in rows]
+    lines = [tie.line(ask.prices.currency)] if tie.broken else []
     return GridReport(
         objective=ask.objective,
         whole_run=whole_run,
@@ -179,6 +185,7 @@ def grid_report(rows: list[GridRow], chosen: GridRow, ask: GridAsk, plan_file: P
         rows=reports,
         chosen=reports[rows.index(chosen)],
         plan_file=plan_file.model_dump(mode="json"),
+        notes=lines + list(notes or []),
     )
 
 
@@ -198,8 +205,10 @@ def _row_report(row: GridRow, chosen: bool, ask: GridAsk) -> GridRowReport:
         run_time_s=row.run_time_s,
         gpu_hours=row.gpu_hours,
         price_per_gpu_hour=row.price_per_gpu_hour,
+        price_source=ask.prices.sources.get(row.gpu) if row.price_per_gpu_hour is not None else None,
         cost=row.cost,
         cost_per_million_tokens=row.cost_per_million_tokens,
+        band=row.result.best.estimate.time_uncertainty_fraction if row.result else None,
         meets_limits=row.fits and within_limits(row, ask.deadline_s, ask.budget),
         chosen=chosen,
         note=note,
@@ -212,11 +221,17 @@ def run_grid(base: PlanOptions, ask: GridAsk) -> tuple[GridReport, PlanFile]:
     Raises:
         InfeasibleError: nothing fits anywhere, or no row meets the deadline / budget (one line with the numbers).
     """
+    from autotune.session.resolve import num_samples_note
+
     rows = plan_grid(base, ask)
-    chosen = choose_row(rows, ask.objective, deadline_s=ask.deadline_s, budget=ask.budget, currency=ask.prices.currency)
+    tie = choose(rows, ask.objective, deadline_s=ask.deadline_s, budget=ask.budget, currency=ask.prices.currency)
+    chosen = tie.chosen
     assert chosen.request is not None and chosen.result is not None
     plan_file = build_plan_file(chosen.request, chosen.result)
-    return grid_report(rows, chosen, ask, plan_file), plan_file
+    eligible = [row for row in rows if row.fits and within_limits(row, ask.deadline_s, ask.budget)]
+    notes = [method_note(chosen, eligible, ask.objective, base.setting.method is not None)]
+    notes.append(num_samples_note(base.num_samples, base.seq_len, base.packed is not None))
+    return grid_report(rows, tie, ask, plan_file, [note for note in notes if note]), plan_file
 
 
 def table_path(output: Path) -> Path:
@@ -308,6 +323,8 @@ def render_grid(report: GridReport, elapsed_s: float) -> None:
         f"[bold]chosen:[/] {chosen.num_gpus}× {escape(chosen.gpu)}, {escape(chosen.setting or '')}",
         soft_wrap=True,
     )
+    for note in report.notes:
+        out.print(note, soft_wrap=True, markup=False)
     out.print(escape(report.prices), soft_wrap=True, markup=False)
     for row in report.rows:
         if row.fits and row.price_per_gpu_hour is None:

@@ -44,6 +44,7 @@ from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.schemas.trainer_options import option_flag
 from autotune.session.calibration_choice import plan_estimator
+from autotune.session.node_needs import with_node_needs
 from autotune.session.option_groups import NO_EVAL, EvalOptions, OptionGroup
 from autotune.session.resolve import catalog_gpu
 from autotune.validation import format_validation_error
@@ -67,9 +68,9 @@ def _help(name: str) -> str:
 
 
 RUN_OPTION_NAMES = (
-    "dataset_format", "max_steps", "cpu", "resume", "slurm", "skypilot", "submit", "node_rank", "main_process_ip",
-    "main_process_port", "save_steps", "logging_steps", "learning_rate", "warmup_ratio", "seed", "full_determinism",
-    "report_to", "profile_steps",
+    "dataset_format", "max_steps", "cpu", "resume", "slurm", "skypilot", "bucket", "spot", "submit", "node_rank",
+    "main_process_ip", "main_process_port", "save_steps", "logging_steps", "learning_rate", "warmup_ratio", "seed",
+    "full_determinism", "report_to", "profile_steps",
 )  # fmt: skip
 """The launch options that are :class:`LaunchOptions` fields as they are: one group, declared by the schema."""
 
@@ -151,7 +152,7 @@ def launch_plan(
     plan = resolve_plan(
         target, plan_args, plan_command=lambda: _plan_click_command(ctx), launch_flags=_flags(ctx.command)
     )
-    options = with_plan_eval(options, plan)
+    options = with_node_needs(with_plan_eval(options, plan), plan)
     if sets:  # override_plan re-checks the new setting like plan and warns if it no longer fits
         estimate, resolve_gpu = plan_estimator(plan, calibration)
         plan = override_plan(plan, sets, estimate=estimate, resolve_gpu=resolve_gpu)

@@ -19,6 +19,7 @@ Modules:
   adapter_time    the work LoRA adapters and QLoRA dequantization add to a layer's pass
   collectives     collective communication time (latency plus ring bandwidth, the frameworks' buckets)
   optimizer_step  the optimizer step and CPU offload traffic
+  node_storage    host RAM and disk a cloud node needs for a plan (the SkyPilot task's memory / disk_size)
   offload         PCIe weight and gradient streaming under CPU offload (FSDP, ZeRO-3) and its overlap rule
   device          the GPU as the time terms see it (FLOP/s per dtype, bandwidth), built once per GPU
   layer_time      one decoder layer's forward and backward pass, one function per term

@@ -218,8 +218,10 @@ LAUNCH_CHECKS: Final[tuple[LaunchCheck, ...]] = (
         "Triton GPU kernels), an attention implementation today's transformers cannot run, a topology that cannot "
         "be launched as asked, a value that would change meaning in a command or script (below); `--skypilot` with "
         "`--slurm`, `--cpu`, `--resume`, `--node-rank` or `--main-process-ip`, without a source checkout to install "
-        "from, or for a card SkyPilot has no name for (`--skypilot: SkyPilot has no accelerator name for h100-pcie "
-        "…`);",
+        "from, for a card SkyPilot has no name for (`--skypilot: SkyPilot has no accelerator name for rx-7900-xtx "
+        "…`) or a node size no listed provider rents, with a mounted path a shell would read (SkyPilot writes "
+        "`file_mounts` destinations unquoted into the node's `sudo mkdir -p` / `ln -s`) or a `--bucket` that is not a "
+        "bucket name; `--spot` / `--bucket` without `--skypilot`;",
         _check_plan_and_options,
     ),
     LaunchCheck(

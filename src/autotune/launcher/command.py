@@ -205,7 +205,9 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
         )
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Control characters and line breaks: C0, DEL, C1 (U+0085 NEL is one: YAML and Python's ``str.splitlines`` break a
+line there) and the Unicode line / paragraph separators."""
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.\-]{0,252}[A-Za-z0-9])?$|^\[?[0-9A-Fa-f:.]+\]?$")
 _CLASS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -233,16 +235,17 @@ def check_values(plan: PlanFile, options: LaunchOptions) -> None:
     }
     if options.main_process_ip is not None:
         values["--main-process-ip"] = options.main_process_ip
+    if options.eval_dataset is not None:
+        values["--eval-dataset"] = options.eval_dataset
     for name, value in values.items():
         if _CONTROL.search(value):
             raise InvalidRequestError(
                 f"{name} {value!r} contains a control character (newline, tab, ...); "
                 "it would break the command or script it is written into: rename it"
             )
-    if options.dataset.startswith("-"):
-        raise InvalidRequestError(
-            f"--dataset {options.dataset!r} starts with '-' and would be read as an option: use ./{options.dataset}"
-        )
+    for name, data in (("--dataset", options.dataset), ("--eval-dataset", options.eval_dataset)):
+        if data is not None and data.startswith("-"):
+            raise InvalidRequestError(f"{name} {data!r} starts with '-' and would be read as an option: use ./{data}")
     if options.main_process_ip is not None and not _HOST.match(options.main_process_ip):
         raise InvalidRequestError(f"--main-process-ip {options.main_process_ip!r} is not a host name or IP address")
     if not _CLASS_NAME.match(plan.model.decoder_layer_class):

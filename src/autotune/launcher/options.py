@@ -55,6 +55,27 @@ class LaunchOptions(TrainerOptions):
         description="Write a SkyPilot task (OUT/sky.yaml) for the plan's GPU type, count and nodes instead of running, "
         "and print its `sky launch` command; nothing is started.",
     )
+    bucket: str | None = Field(
+        default=None,
+        description="With --skypilot: the bucket that holds the output directory (outputs and checkpoints), mounted "
+        "on the nodes so that sky down or a preemption loses nothing and a relaunch resumes; SkyPilot creates it or "
+        "reuses the one it created (default: autotune-<output dir name>-<hash of its path>).",
+    )
+    spot: bool = Field(
+        default=False,
+        description="With --skypilot: run on spot instances as a SkyPilot managed job (sky jobs launch), which "
+        "relaunches after a preemption and resumes from the newest checkpoint in the bucket.",
+    )
+    node_memory_gib: float | None = Field(
+        default=None,
+        gt=0,
+        description="Host RAM per node the task asks for, GiB (autotune launch fills it from the plan).",
+    )
+    node_disk_gib: float | None = Field(
+        default=None,
+        gt=0,
+        description="Disk per node the task asks for, GiB (autotune launch fills it from the plan).",
+    )
     project_dir: str | None = Field(
         default=None,
         description="The autotune source checkout SkyPilot's nodes install from with its lock, constraints.txt "

@@ -30,9 +30,11 @@ schema (:func:`skypilot_schema_error`).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import json
+import math
 import re
 import shlex
 from importlib import metadata
@@ -44,31 +46,26 @@ import yaml
 from autotune.errors import InvalidRequestError
 from autotune.launcher.command import RUN_ENV, comment_text, node_command, output_path, shell_join
 from autotune.launcher.options import DEFAULT_MASTER_PORT, SKYPILOT_TASK_FILE, LaunchOptions
+from autotune.launcher.skypilot_offers import skypilot_resources
 from autotune.launcher.slurm import with_interpreter
+from autotune.run_lock import LOCK_FILE
 from autotune.schemas.plan import PlanFile
 
-SKYPILOT_ACCELERATORS: Final[dict[str, tuple[str, ...]]] = {
-    "a100-40gb": ("A100",),
-    "a100-80gb": ("A100-80GB",),
-    "a10g": ("A10G",),
-    "h100-80gb": ("H100",),
-    "h200": ("H200",),
-    "l4": ("L4",),
-    "l40s": ("L40S",),
-    "mi300x": ("MI300X",),
-    "rtx-3090": ("RTX3090",),
-    "rtx-4090": ("RTX4090",),
-    "rtx-6000-ada": ("RTX6000-Ada",),
-    "rtx-a6000": ("A6000", "RTXA6000"),
-    "t4": ("T4",),
-    "v100-16gb": ("V100",),
-    "v100-32gb": ("V100-32GB",),
-}
-"""Catalog GPU key → SkyPilot's accelerator name(s) for that card, from ``sky show-gpus -a``
-(skypilot-org/skypilot ``docs/source/compute/show-gpus-all.txt`` @ 1c9d60b). Two names are one card under two
-providers' names (Lambda's ``A6000``, RunPod's ``RTXA6000``); the task lists both and SkyPilot tries them in order.
-Cards SkyPilot has no name for (the H100 PCIe: its ``H100`` is the SXM card on most clouds; RTX PRO 6000;
-RX 7900 XTX) are refused rather than swapped for another card."""
+OUTPUT_MOUNT_MODE: Final[str] = "MOUNT_CACHED"
+"""How the output directory's bucket is mounted: SkyPilot's cached mount, which supports every file operation a
+checkpoint write needs and uploads asynchronously (docs.skypilot.co, "Cloud Buckets": storage modes MOUNT, COPY,
+MOUNT_CACHED; MOUNT streams writes and does not support the random writes and renames of a checkpoint save)."""
+
+MOUNT_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/@+=,:-]*$")
+"""What a mounted path may hold: SkyPilot 0.14.1 puts a ``file_mounts`` destination unquoted into the node's
+``sudo mkdir -p`` / ``ln -s`` commands (``sky/backends/backend_utils.py``,
+``FileMountHelper.make_safe_symlink_command``, read in the 0.14.1 wheel the ``skypilot`` extra pins), so a character
+a shell would read (``;``, space, ``$``, quotes, ``*``, a line break, any non-ASCII such as U+0085) would run as a
+command there as root. Such paths are refused."""
+
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+"""A bucket name every store SkyPilot creates accepts: 3-63 lowercase letters, digits, dots and dashes (S3's rule,
+docs.aws.amazon.com "Bucket naming rules"; GCS's is the same for names without dots)."""
 
 NODE_VENV: Final[str] = "$HOME/autotune-venv"
 """The virtual environment the setup installs into and the run uses, on each node."""
@@ -100,8 +97,9 @@ def skypilot_task(plan: PlanFile, options: LaunchOptions) -> dict[str, Any]:
     """
     assert options.project_dir is not None, "options skypilot_option_error refuses"
     cluster = plan.cluster
-    names = skypilot_accelerators(cluster.gpu)
-    count = cluster.num_gpus_per_node
+    resources = {**skypilot_resources(cluster.gpu, cluster.num_gpus_per_node), **node_resources(options)}
+    mounts = mounted_paths(plan, options)
+    check_mount_paths(mounts)
     command = with_interpreter(
         node_command(plan, options, node_rank=_NODE_RANK, master_addr=_MASTER_ADDR, master_port=_MASTER_PORT),
         _PYTHON,
@@ -118,15 +116,14 @@ def skypilot_task(plan: PlanFile, options: LaunchOptions) -> dict[str, Any]:
         *resume_lines(options, cluster.num_nodes),
         f"{shell_join(command, references)} {_RESUME}",
     ]
+    output = {"name": bucket_name(options), "source": options.output_dir, "mode": OUTPUT_MOUNT_MODE}
     task: dict[str, Any] = {
         "name": f"autotune-{cluster_name_part(plan.model.key)}",
         "num_nodes": cluster.num_nodes,
-        "resources": {
-            "accelerators": f"{names[0]}:{count}" if len(names) == 1 else [f"{name}:{count}" for name in names]
-        },
+        "resources": resources,
         "workdir": options.project_dir,
         "envs": dict(RUN_ENV),
-        "file_mounts": {path: path for path in mounted_paths(plan, options)},
+        "file_mounts": {path: output if path == options.output_dir else path for path in mounts},
         "setup": "\n".join(setup_lines(plan, options)) + "\n",
         "run": "\n".join(run) + "\n",
     }
@@ -147,8 +144,12 @@ def resume_lines(options: LaunchOptions, num_nodes: int) -> list[str]:
             'AUTOTUNE_RESUME=""',
         ]
     out = shlex.quote(options.output_dir)
+    lock = shlex.quote(str(PurePosixPath(options.output_dir) / LOCK_FILE))
     return [
-        "# A relaunch on this cluster resumes from the run's newest checkpoint, or starts again if it never trained.",
+        "# The output directory is the task's bucket: a lock in it was left by a node that is gone (a preempted or",
+        "# downed one; SkyPilot runs one copy of a one-node task at a time), and its host name is not this node's.",
+        f"rm -f {lock}",
+        "# A relaunch resumes from the run's newest checkpoint in the bucket, or starts again if it never trained.",
         f'AUTOTUNE_RESUME="$("$AUTOTUNE_PYTHON" -m {RELAUNCH_MODULE} {out})"',
     ]
 
@@ -177,7 +178,8 @@ def skypilot_option_error(options: LaunchOptions) -> str | None:
     """Why ``--skypilot`` cannot go with the other options given, or None.
 
     SkyPilot places the processes itself (node ranks, node 0's address), runs on the plan's GPUs (not ``--cpu``), is
-    one kind of job beside SLURM's, resumes by itself on a relaunch, and installs from a source checkout.
+    one kind of job beside SLURM's, resumes by itself on a relaunch, and installs from a source checkout; the bucket
+    is a name SkyPilot can create (:data:`BUCKET_NAME`).
     """
     if options.slurm:
         return "--skypilot and --slurm each write the job that runs the plan (SkyPilot task, SLURM script): choose one"
@@ -192,6 +194,11 @@ def skypilot_option_error(options: LaunchOptions) -> str | None:
     given = [flag for flag, value in placement if value]
     if given:
         return f"--skypilot sets each node's rank and node 0's address itself: drop {' and '.join(given)}"
+    if options.bucket is not None and not BUCKET_NAME.match(options.bucket):
+        return (
+            f"--bucket {options.bucket!r}: a bucket name is 3-63 lowercase letters, digits, dots and dashes (SkyPilot "
+            "creates it, or reuses the one it created, and uploads the output directory to it)"
+        )
     if options.project_dir is None:
         return (
             "--skypilot installs autotune on the nodes from the source checkout this autotune was installed from "
@@ -200,19 +207,50 @@ def skypilot_option_error(options: LaunchOptions) -> str | None:
     return None
 
 
-def skypilot_accelerators(gpu: str) -> tuple[str, ...]:
-    """SkyPilot's accelerator name(s) for the catalog GPU ``gpu`` (:data:`SKYPILOT_ACCELERATORS`).
+def node_resources(options: LaunchOptions) -> dict[str, Any]:
+    """``resources`` beyond the accelerators: host RAM and disk the plan needs per node, spot instances.
+
+    ``memory``: ``"N+"`` GiB (SkyPilot's at-least form, docs.skypilot.co "YAML Configuration": ``resources.memory``),
+    ``disk_size``: GB of the node's OS disk (SkyPilot's default is 256), both from ``options.node_memory_gib`` /
+    ``options.node_disk_gib`` that ``autotune launch`` fills from the plan
+    (:func:`autotune.costmodel.node_storage.node_needs`); ``use_spot`` with ``--spot`` (run as a managed job,
+    :func:`sky_launch_command`).
+    """
+    resources: dict[str, Any] = {}
+    if options.node_memory_gib is not None:
+        resources["memory"] = f"{math.ceil(options.node_memory_gib)}+"
+    if options.node_disk_gib is not None:
+        resources["disk_size"] = math.ceil(options.node_disk_gib)
+    if options.spot:
+        resources["use_spot"] = True
+    return resources
+
+
+def check_mount_paths(paths: list[str]) -> None:
+    """Refuse a mounted path a shell would read as more than a path (:data:`MOUNT_SAFE_PATH`).
 
     Raises:
-        InvalidRequestError: SkyPilot has no name for that card (the message lists the cards it has).
+        InvalidRequestError: one line naming the path and the first character refused.
     """
-    names = SKYPILOT_ACCELERATORS.get(gpu)
-    if names is None:
-        raise InvalidRequestError(
-            f"--skypilot: SkyPilot has no accelerator name for {gpu} (sky show-gpus -a); plan for one of "
-            f"{', '.join(SKYPILOT_ACCELERATORS)} (autotune plan ... --gpu NAME -o plan.yaml)"
-        )
-    return names
+    for path in paths:
+        if not MOUNT_SAFE_PATH.match(path):
+            bad = next(char for char in path if not MOUNT_SAFE_PATH.match("/" + char))
+            raise InvalidRequestError(
+                f"--skypilot: {path!r} contains {bad!r}: SkyPilot writes mounted paths unquoted into shell commands "
+                "on the node (make_safe_symlink_command); use letters, digits and . _ - / @ + = , : only"
+            )
+
+
+def bucket_name(options: LaunchOptions) -> str:
+    """The bucket that holds the output directory: ``--bucket``, else ``autotune-`` + the directory's name + a hash.
+
+    The default is the same for every launch of one output directory (a relaunch finds its checkpoints) and differs
+    between directories of the same name (8 hex digits of the absolute path's SHA-256).
+    """
+    if options.bucket is not None:
+        return options.bucket
+    digest = hashlib.sha256(options.output_dir.encode()).hexdigest()[:8]
+    return f"autotune-{cluster_name_part(PurePosixPath(options.output_dir).name)[:40]}-{digest}"
 
 
 def mounted_paths(plan: PlanFile, options: LaunchOptions) -> list[str]:
@@ -263,8 +301,16 @@ def cluster_name(options: LaunchOptions) -> str:
 
 
 def sky_launch_command(options: LaunchOptions) -> list[str]:
-    """``sky launch -c CLUSTER OUT/sky.yaml``: what the user runs to start the task (autotune never runs it)."""
-    return ["sky", "launch", "-c", cluster_name(options), output_path(options, SKYPILOT_TASK_FILE)]
+    """What the user runs to start the task (autotune never runs it).
+
+    ``sky launch -c CLUSTER OUT/sky.yaml``; with ``--spot``, ``sky jobs launch -n NAME OUT/sky.yaml``: a managed job,
+    which SkyPilot relaunches on a new node after a preemption (docs.skypilot.co, "Managed Jobs"), where the run
+    resumes from the newest checkpoint in the bucket (:func:`resume_lines`).
+    """
+    task = output_path(options, SKYPILOT_TASK_FILE)
+    if options.spot:
+        return ["sky", "jobs", "launch", "-n", cluster_name(options), task]
+    return ["sky", "launch", "-c", cluster_name(options), task]
 
 
 def installed_checkout(distribution: str = "autotune") -> str | None:

@@ -73,6 +73,8 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
             script or config (see :func:`autotune.launcher.command.check_values`); ``--skypilot`` with options it
             cannot go with, or for a GPU SkyPilot has no name for (:mod:`autotune.launcher.skypilot`).
     """
+    if not options.skypilot and (options.spot or options.bucket is not None):
+        raise InvalidRequestError("--spot and --bucket shape the SkyPilot task: add --skypilot")
     skypilot_error = skypilot_option_error(options) if options.skypilot else None
     if skypilot_error:  # before the topology: "--skypilot with --cpu" says so, not "--cpu cannot run FSDP"
         raise InvalidRequestError(skypilot_error)
@@ -103,9 +105,9 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
             )
         if cluster.num_nodes > 1:
             notes.append(
-                f"multi-node: each of the {cluster.num_nodes} nodes keeps its own copy of {options.output_dir} (node "
-                "0 holds the report and the final weights; a sharded checkpoint's parts stay on the nodes that wrote "
-                "them), so a relaunch does not resume: mount storage all nodes share there to resume"
+                f"multi-node: the {cluster.num_nodes} nodes share {options.output_dir} through the task's bucket, but "
+                "a relaunch does not resume by itself (each node would decide alone): after a stop, launch the plan "
+                "again with --resume on the nodes"
             )
     elif options.slurm:
         files[SLURM_SCRIPT_FILE] = slurm_script(plan, options)

@@ -13,6 +13,13 @@ Objectives (one ``--objective`` for both stages):
   be chosen by cost); ``quality`` the row whose setting the quality order prefers (full > LoRA > QLoRA), then the
   shortest run; ``memory`` the lowest peak, then the shortest run. Ties go to the fewer GPU-hours.
 
+Under ``time`` and ``cost`` a difference inside the model's own uncertainty is no difference (:func:`break_tie`):
+each row's run time and cost span value × (1 ± its ``Estimate.time_uncertainty_fraction``, the ± band the plan prints
+on the micro-step; cost is time × GPUs × price, so it carries the same relative band). The rows whose span overlaps
+the leader's are a tie, broken by the other objective: cost ties go to the faster row, time ties to the cheaper one;
+the tie is said in one line (:meth:`Tie.line`). When the choice lands on a lower-quality method than another row or
+runner-up offered and the user did not ask for a method, :func:`method_note` names it with its quality note.
+
 Run time is the whole run (dataset × epochs) when the workload is given, else ``DEFAULT_RUN_STEPS`` optimizer steps
 (:func:`autotune.planner.search.run_time_s`): the same number of tokens in every row, so time and cost compare alike;
 without a workload the table shows cost per million training tokens instead of the run's cost.
@@ -150,7 +157,19 @@ def choose_row(
     budget: float | None = None,
     currency: str = "USD",
 ) -> GridRow:
-    """The best fitting row under the limits by :func:`row_key`.
+    """The chosen row of :func:`choose` (the best fitting row under the limits, ties broken)."""
+    return choose(rows, objective, deadline_s=deadline_s, budget=budget, currency=currency).chosen
+
+
+def choose(
+    rows: list[GridRow],
+    objective: GridObjective,
+    *,
+    deadline_s: float | None = None,
+    budget: float | None = None,
+    currency: str = "USD",
+) -> Tie:
+    """The best fitting row under the limits by :func:`row_key`, a tie inside the band broken (:func:`break_tie`).
 
     Raises:
         InfeasibleError: no row fits; none meets the deadline (names the fastest row and its time); none meets
@@ -186,7 +205,117 @@ def choose_row(
         raise InfeasibleError(
             "--objective cost: no fitting row has a price; give one with --price GPU=PRICE or use --objective time"
         )
-    return min(eligible, key=lambda row: row_key(row, objective))
+    return break_tie(eligible, objective)
+
+
+TIE_BREAKERS: dict[str, GridObjective] = {"cost": "time", "time": "cost"}
+"""The objective that breaks a tie of the one asked: cost ties go to the faster row, time ties to the cheaper."""
+
+
+@dataclass(frozen=True)
+class Tie:
+    """The outcome of the choice under ``objective``.
+
+    ``leader``: the best row by the objective alone; ``tied``: the rows whose ranges overlap the leader's (the leader
+    itself included); ``chosen``: the leader when nothing ties, else the best tied row by :data:`TIE_BREAKERS`.
+    """
+
+    objective: GridObjective
+    leader: GridRow
+    tied: tuple[GridRow, ...]
+    chosen: GridRow
+
+    @property
+    def broken(self) -> bool:
+        """Whether other rows tied with the leader (the tie rule decided)."""
+        return len(self.tied) > 1
+
+    def line(self, currency: str = "USD") -> str:
+        """One line: the rows whose ranges overlap under the objective, the rule, and the row it chose."""
+        spans = ", ".join(f"{row.label} {_span_text(row, self.objective, currency)}" for row in self.tied)
+        rule = "cost ties go to the faster row" if self.objective == "cost" else "time ties go to the cheaper row"
+        verdict = (
+            f"{self.chosen.label} stays"
+            if self.chosen is self.leader
+            else f"{self.chosen.label} instead of {self.leader.label}"
+        )
+        return f"tie: the {self.objective} ranges overlap within the model's ± band ({spans}); {rule}: {verdict}"
+
+
+def row_span(row: GridRow, objective: GridObjective) -> tuple[float, float]:
+    """The range of a fitting row's run time (``time``) or cost (``cost``): value × (1 ± its time band).
+
+    The band is the chosen setting's ``Estimate.time_uncertainty_fraction`` (the ``± %`` the plan prints on the
+    micro-step, from held-out residuals: ``autotune.costmodel.calibration.error_band``); cost = GPU-hours × price
+    scales the time, so it carries the same relative band. A row without the value spans nothing (inf, inf).
+    """
+    assert row.result is not None
+    value = row.cost if objective == "cost" else row.run_time_s
+    if value is None:
+        return (float("inf"), float("inf"))
+    band = row.result.best.estimate.time_uncertainty_fraction
+    return (value * max(0.0, 1.0 - band), value * (1.0 + band))
+
+
+def break_tie(eligible: list[GridRow], objective: GridObjective) -> Tie:
+    """Choose among fitting rows within the limits: the best by :func:`row_key`, unless others tie with it.
+
+    Under ``time`` and ``cost`` the rows whose :func:`row_span` overlaps the leader's are tied with it, and the tie
+    goes to the best of them by the other objective (:data:`TIE_BREAKERS`, then ``row_key`` of the objective asked);
+    other objectives are not banded (quality and memory are not predicted times). One rule: ``choose_row`` and the
+    printed tie line both come from here.
+    """
+    leader = min(eligible, key=lambda row: row_key(row, objective))
+    other = TIE_BREAKERS.get(objective)
+    if other is None:
+        return Tie(objective, leader, (leader,), leader)
+    low, high = row_span(leader, objective)
+    tied = tuple(row for row in eligible if row_span(row, objective)[0] <= high and row_span(row, objective)[1] >= low)
+    if objective == "cost":
+        tied = tuple(row for row in tied if row.cost is not None)
+    chosen = min(tied, key=lambda row: (row_key(row, other), row_key(row, objective)))
+    return Tie(objective, leader, tied, chosen)
+
+
+def method_note(chosen: GridRow, eligible: list[GridRow], objective: GridObjective, method_given: bool) -> str | None:
+    """The quality note when the choice took a lower-quality method than was on offer and no ``--method`` was given.
+
+    On offer: another eligible row's setting or a runner-up of the chosen row (quality order
+    :data:`autotune.planner.search.METHOD_QUALITY_ORDER`: full > LoRA > QLoRA). None when ``method_given`` or nothing
+    better was on offer.
+    """
+    if method_given or chosen.result is None:
+        return None
+    method = chosen.result.best.setting.method
+    offered = [row.result.best.setting.method for row in eligible if row.result is not None]
+    offered += [alternative.setting.method for alternative in chosen.result.alternatives]
+    better = sorted(
+        {m for m in offered if METHOD_QUALITY_ORDER[m] < METHOD_QUALITY_ORDER[method]},
+        key=METHOD_QUALITY_ORDER.__getitem__,
+    )
+    if not better:
+        return None
+    return (
+        f"method: {method} was chosen for {objective}; you gave no --method and {' or '.join(better)} was on offer. "
+        f"{METHOD_QUALITY_NOTES[method]}; --method {better[-1]} plans with it instead"
+    )
+
+
+METHOD_QUALITY_NOTES: dict[str, str] = {
+    "full": "full fine-tuning trains every weight",
+    "lora": "LoRA trains low-rank adapters on the frozen 16-bit weights (Hu et al. 2021: on par with full fine-tuning "
+    "on their GLUE and GPT-3 tasks, not on every task)",
+    "qlora": "QLoRA trains LoRA adapters on a base quantized to 4-bit NF4 (Dettmers et al. 2023 report it matching "
+    "16-bit LoRA on their benchmarks; the quantized base is an approximation of the model)",
+}
+"""What each method gives up, one clause each (the planner's quality order, ``autotune.planner.search``)."""
+
+
+def _span_text(row: GridRow, objective: GridObjective, currency: str) -> str:
+    low, high = row_span(row, objective)
+    if objective == "cost":
+        return f"{low:,.2f}–{high:,.2f} {currency}"
+    return f"{format_duration(low)}–{format_duration(high)}"
 
 
 def _row_reasons(rows: list[GridRow]) -> list[str]:
@@ -196,12 +325,17 @@ def _row_reasons(rows: list[GridRow]) -> list[str]:
 DURATION_UNITS_S = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 """``--deadline`` units: seconds, minutes, hours, days."""
 
+MAX_DURATION_S = 10 * 365 * 86400.0
+"""Longest ``--deadline``: ten years. A bound, not a judgement: no fine-tuning run is planned that long, and it keeps
+the seconds finite (``1e306d`` would overflow to infinity)."""
+
 
 def parse_duration_s(text: str, option: str = "--deadline") -> float:
     """``'12h'`` -> 43200.0: a positive number followed by a unit of :data:`DURATION_UNITS_S`.
 
     Raises:
-        InvalidRequestError: no unit, an unknown unit, or a number that is not positive and finite.
+        InvalidRequestError: no unit, an unknown unit, a number that is not positive and finite, or a time over
+            :data:`MAX_DURATION_S`.
     """
     value = text.strip().lower()
     number = value.rstrip("abcdefghijklmnopqrstuvwxyz")
@@ -214,7 +348,12 @@ def parse_duration_s(text: str, option: str = "--deadline") -> float:
         amount = -1.0
     if not 0 < amount < float("inf"):
         raise InvalidRequestError(f"{option} {text!r}: the time must be a positive number, e.g. {option} 12h")
-    return amount * DURATION_UNITS_S[unit]
+    seconds = amount * DURATION_UNITS_S[unit]
+    if seconds > MAX_DURATION_S:
+        raise InvalidRequestError(
+            f"{option} {text!r}: at most {MAX_DURATION_S / 86400:g}d (ten years), e.g. {option} 12h"
+        )
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

@@ -9,20 +9,25 @@ catalog does not know is an error naming the closest names.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from autotune.errors import ConfigError, InvalidRequestError, UnknownNameError
 from autotune.profiles.catalog import resolve_gpu
 from autotune.profiles.user_config import config_dir
-from autotune.schemas.prices import PriceTable
+from autotune.schemas.prices import MAX_PRICE_PER_GPU_HOUR, PriceTable
 from autotune.yamlio import load_validated, parse_mapping, validate
 
 USER_PRICES_FILE = "prices.yaml"
 SHIPPED_PRICES_FILE = "prices.yaml"
+
+STALE_AFTER_DAYS = 60
+"""A price table read longer ago than this says its age: list prices move by tens of percent within months (RunPod
+and Lambda repriced H100s between captures a few months apart), so an old table is a reason to check."""
 
 
 @dataclass(frozen=True)
@@ -37,14 +42,30 @@ class Prices:
     currency: str
     origin: str
     overridden: tuple[str, ...] = ()
+    read_on: datetime.date | None = None
+    """The table's date (None: no table)."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Catalog GPU key -> where its price comes from: each provider's price, page and capture date, or ``--price``."""
 
     def price(self, gpu_key: str) -> float | None:
         """USD per GPU-hour of a catalog GPU, or None when no price is known."""
         return self.per_gpu_hour.get(gpu_key)
 
-    def describe(self) -> str:
-        """One line: the currency, which table and its date, and the ``--price`` overrides."""
+    def age_days(self, today: datetime.date | None = None) -> int | None:
+        """Days since the table was read (``today``: default the local date); None without a date."""
+        if self.read_on is None:
+            return None
+        return ((today or datetime.date.today()) - self.read_on).days
+
+    def describe(self, today: datetime.date | None = None) -> str:
+        """One line: the currency, the table and its date, its age past :data:`STALE_AFTER_DAYS`, the overrides.
+
+        ``today``: the date the age is counted to (default: the local date).
+        """
         text = f"prices: {self.currency} per GPU-hour, {self.origin}"
+        age = self.age_days(today)
+        if age is not None and age > STALE_AFTER_DAYS:
+            text += f" ({age} days old: list prices move; check them, or give --price GPU=PRICE or your prices.yaml)"
         if self.overridden:
             text += "; --price " + ", ".join(f"{key}={self.per_gpu_hour[key]:g}" for key in self.overridden)
         return text
@@ -85,11 +106,19 @@ def _check_keys(table: PriceTable, origin: str) -> None:
 def load_price_table() -> tuple[PriceTable, str]:
     """The table in force: the user's ``prices.yaml`` if it exists, else the shipped one; and a label saying which.
 
+    Anything at the user's path (a directory, a FIFO, a link to nothing) is the user's table: it is read or refused,
+    never silently replaced by the shipped one.
+
     Raises:
-        ConfigError: the user file is unreadable, malformed, fails the schema or names an unknown GPU.
+        ConfigError: the user file is not a regular file (a directory, FIFO, dangling link), unreadable, malformed,
+            fails the schema or names an unknown GPU.
     """
     path = user_prices_path()
-    if path.is_file():
+    if path.is_symlink() and not path.exists():
+        raise ConfigError(
+            f"price table {path} is a link to nothing: fix or remove it (the shipped prices are not used)"
+        )
+    if path.exists():
         table = load_validated(path, PriceTable, "price table")
         _check_keys(table, str(path))
         return table, f"user file {path} read {table.date.isoformat()}"
@@ -105,7 +134,8 @@ def parse_price_option(value: str) -> tuple[str, float]:
     """``'h100=2.49'`` -> ``('h100-80gb', 2.49)``: a GPU name (resolved in the catalog) and USD per GPU-hour.
 
     Raises:
-        InvalidRequestError: not ``GPU=NUMBER``, or the number is not positive and finite.
+        InvalidRequestError: not ``GPU=NUMBER``, or the number is not positive, finite and at most
+            :data:`autotune.schemas.prices.MAX_PRICE_PER_GPU_HOUR`.
         UnknownNameError: the GPU is not in the catalog (the message names the closest).
     """
     name, sep, number = value.partition("=")
@@ -118,6 +148,11 @@ def parse_price_option(value: str) -> tuple[str, float]:
     if not math.isfinite(price) or price <= 0:
         raise InvalidRequestError(
             f"--price {value!r}: the price must be a positive number of USD per GPU-hour, e.g. {name.strip()}=2.49"
+        )
+    if price > MAX_PRICE_PER_GPU_HOUR:
+        raise InvalidRequestError(
+            f"--price {value!r}: at most {MAX_PRICE_PER_GPU_HOUR:g} per GPU-hour (a bound that keeps every cost "
+            f"finite), e.g. {name.strip()}=2.49"
         )
     try:
         spec, _ = resolve_gpu(name)
@@ -136,4 +171,22 @@ def resolve_prices(options: list[str] | None = None) -> Prices:
     table, origin = load_price_table()
     per_gpu_hour = {key: prices.typical for key, prices in table.gpus.items()}
     per_gpu_hour.update(overrides)
-    return Prices(per_gpu_hour, table.currency, origin, tuple(overrides))
+    sources = {key: price_source(table, key) for key in table.gpus}
+    sources.update({key: f"--price {key}={price:g}" for key, price in overrides.items()})
+    return Prices(per_gpu_hour, table.currency, origin, tuple(overrides), table.date, sources)
+
+
+def price_source(table: PriceTable, gpu_key: str) -> str:
+    """Where ``table``'s price of ``gpu_key`` comes from, in one line.
+
+    ``typical 2.89 = median of runpod-secure 2.89 (https://www.runpod.io/pricing, read 2026-09-25), ...``; a GPU
+    priced without providers names the table's ``source`` instead.
+    """
+    prices = table.gpus[gpu_key]
+    quotes = [
+        f"{key} {price:g} ({table.providers[key].url}, read {(table.providers[key].checked or table.date).isoformat()})"
+        for key, price in prices.providers.items()
+    ]
+    if not quotes:
+        return f"typical {prices.typical:g} ({' '.join(table.source.split())}, read {table.date.isoformat()})"
+    return f"typical {prices.typical:g} = median of " + ", ".join(quotes)

@@ -28,8 +28,16 @@ class GridRowReport(StrictModel):
         default=None, description="Price used, currency per GPU-hour (None: unknown)."
     )
     cost: float | None = Field(default=None, description="GPU-hours × price (None: no price or nothing fits).")
+    price_source: str | None = Field(
+        default=None, description="Where the price comes from: each provider's price, page and capture date."
+    )
     cost_per_million_tokens: float | None = Field(
         default=None, description="Cost of one million training tokens: price × GPUs / 3600 / tokens_per_s × 10^6."
+    )
+    band: float | None = Field(
+        default=None,
+        description="± relative band on run time and cost (the chosen setting's time band): rows whose ranges overlap "
+        "tie under --objective time / cost (autotune.planner.grid.break_tie).",
     )
     meets_limits: bool = Field(default=False, description="Fits and meets --deadline and --budget (when given).")
     chosen: bool = Field(default=False, description="The row the objective chose.")
@@ -47,4 +55,9 @@ class GridReport(StrictModel):
     prices: str = Field(description="Which prices were used and their date.")
     rows: list[GridRowReport] = Field(description="One row per GPU type × count, in the order given.")
     chosen: GridRowReport = Field(description="The chosen row (also marked chosen in rows).")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="One line each: the tie inside the model's band and how it was broken, a method chosen that the "
+        "user did not ask for, what --num-samples assumes (autotune.planner.grid).",
+    )
     plan_file: dict[str, Any] = Field(description="The plan file of the chosen row (what -o writes).")

@@ -7,35 +7,40 @@ schema). Read by :mod:`autotune.profiles.prices`.
 from __future__ import annotations
 
 import datetime
+from typing import Annotated
 
 from pydantic import Field, model_validator
 
 from autotune.schemas._base import FrozenModel
+
+MAX_PRICE_PER_GPU_HOUR = 1e6
+"""Largest price per GPU-hour a table or ``--price`` may give, in its currency. Not a judgement of prices (the dearest
+list price in the shipped table is under 10 USD; a weak currency's is a few thousand): a bound that keeps every cost
+(GPU-hours × price) a finite number, so a typo such as ``1e308`` is one line, not an overflow."""
+
+PricePerGpuHour = Annotated[float, Field(gt=0, le=MAX_PRICE_PER_GPU_HOUR, strict=True)]
+"""A price per GPU-hour: a number (strict: ``true`` is not 1.0), positive, at most :data:`MAX_PRICE_PER_GPU_HOUR`."""
 
 
 class Provider(FrozenModel):
     """One provider whose list prices the table quotes."""
 
     name: str = Field(description="Provider and offer, e.g. 'RunPod Secure Cloud'.")
-    url: str = Field(description="The provider's public pricing page.")
+    url: str = Field(description="The provider's public pricing page (every price of this provider's is read there).")
+    checked: datetime.date | None = Field(
+        default=None, description="The day its prices were read (YYYY-MM-DD; default: the table's date)."
+    )
 
 
 class GpuPrices(FrozenModel):
     """One GPU's prices, USD per GPU-hour: per provider, and the typical figure the planner uses."""
 
-    typical: float = Field(
-        gt=0, description="The price the planner uses, per GPU-hour (the shipped table: the providers' median)."
+    typical: PricePerGpuHour = Field(
+        description="The price the planner uses, per GPU-hour (the shipped table: the providers' median)."
     )
-    providers: dict[str, float] = Field(
+    providers: dict[str, PricePerGpuHour] = Field(
         default_factory=dict, description="Provider key -> on-demand list price, USD per GPU-hour."
     )
-
-    @model_validator(mode="after")
-    def _positive(self) -> GpuPrices:
-        bad = [key for key, price in self.providers.items() if price <= 0]
-        if bad:
-            raise ValueError(f"providers {', '.join(bad)}: a price is a positive number of USD per GPU-hour")
-        return self
 
 
 class PriceTable(FrozenModel):

@@ -247,6 +247,24 @@ def seq_len_note(spec: ModelSpec, seq_len: int) -> str | None:
     return f"--seq-len {seq_len} exceeds {spec.key}'s max_position_embeddings {spec.max_position_embeddings}"
 
 
+def num_samples_note(num_samples: int | None, seq_len: int, from_dataset: bool) -> str | None:
+    """What ``--num-samples N`` assumes: N sequences of ``seq_len`` tokens each (N × seq_len per epoch), or None.
+
+    ``Workload.tokens_per_epoch`` prices every sample as a full ``seq_len`` block (packed data); instruction data is
+    mostly shorter, so times and costs scale with the real token count, which ``--dataset`` measures and
+    ``--dataset-tokens`` states. None when no ``--num-samples`` was given or a ``--dataset`` gave the samples
+    (``from_dataset``: its packed blocks are full by construction).
+    """
+    if num_samples is None or from_dataset:
+        return None
+    tokens = num_samples * seq_len
+    return (
+        f"--num-samples {num_samples:,} is taken as {num_samples:,} × seq_len {seq_len} = {tokens:,} tokens per epoch "
+        "(every sample a full block); if your samples are shorter, give --dataset FILE (measured) or --dataset-tokens "
+        "N: time and cost scale with the tokens"
+    )
+
+
 def build_request(
     *,
     model: str,
@@ -300,6 +318,7 @@ def build_request(
         workload = workload.with_batches(batches)
     workload = evaluated_workload(workload, evaluation, eval_steps, dataset_rows, eval_stats)
     notes += [note for note in [seq_len_note(spec, seq_len)] if note]
+    notes += [note for note in [num_samples_note(num_samples, seq_len, batches is not None)] if note]
     request = validated(
         PlanRequest,
         model=spec,

@@ -23,6 +23,13 @@ def grid_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     return json.loads(out)
 
 
+def overlaps(row: dict, other: dict, field: str) -> bool:
+    """Whether two table rows' ranges (value × (1 ± band)) of ``field`` overlap."""
+    key = "cost" if field == "cost" else "run_time_s"
+    low, high = (row[key] * (1 - row["band"]), row[key] * (1 + row["band"]))
+    return low <= other[key] * (1 + other["band"]) and other[key] * (1 - other["band"]) <= high
+
+
 def test_one_row_per_type_and_count_and_time_chooses_differently_from_cost(capsys: pytest.CaptureFixture[str]) -> None:
     cost = grid_json(capsys, *QUESTION, "--objective", "cost")
     cells = [(row["gpu"], row["num_gpus"]) for row in cost["rows"]]
@@ -30,9 +37,14 @@ def test_one_row_per_type_and_count_and_time_chooses_differently_from_cost(capsy
     assert sum(row["chosen"] for row in cost["rows"]) == 1
     eligible = [row for row in cost["rows"] if row["meets_limits"]]
     assert all(row["run_time_s"] <= 24 * 3600 for row in eligible)
-    assert cost["chosen"]["cost"] == min(row["cost"] for row in eligible)
+    cheapest = min(eligible, key=lambda row: row["cost"])
+    tied = [row for row in eligible if overlaps(row, cheapest, "cost")]
+    assert cost["chosen"]["run_time_s"] == min(row["run_time_s"] for row in tied)  # cost ties go to the faster
+    assert (len(tied) > 1) == any(note.startswith("tie: the cost ranges overlap") for note in cost["notes"])
     time = grid_json(capsys, *QUESTION, "--objective", "time")
-    assert time["chosen"]["run_time_s"] == min(row["run_time_s"] for row in eligible)
+    fastest = min(eligible, key=lambda row: row["run_time_s"])
+    tied = [row for row in eligible if overlaps(row, fastest, "run_time_s")]
+    assert time["chosen"]["cost"] == min(row["cost"] for row in tied)  # time ties go to the cheaper
     assert (time["chosen"]["gpu"], time["chosen"]["num_gpus"]) != (cost["chosen"]["gpu"], cost["chosen"]["num_gpus"])
     plan = time["plan_file"]
     assert (plan["cluster"]["gpu"], plan["cluster"]["num_gpus_per_node"]) == (
@@ -135,3 +147,38 @@ def test_counts_parse_and_launch_refuses_a_table(capsys: pytest.CaptureFixture[s
     for table_option in (("--gpu", "4090,h100"), ("--gpu", "h100", "--deadline", "12h")):
         code, _, err = run(capsys, *launch, *table_option)
         assert code == 2 and "launch runs one GPU type and count" in err, err
+
+
+def test_the_8b_cost_grid_prints_the_tie_its_rule_and_the_token_assumption(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("plan", "llama3-8b", "--gpu", "4090,a100-80gb,h100", "--num-gpus", "1", "--num-samples", "50000")
+    code, out, err = run(capsys, *args, "--epochs", "2", "--objective", "cost")
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "tie: the cost ranges overlap within the model's ± band" in text
+    assert "cost ties go to the faster row" in text
+    assert "--num-samples 50,000 is taken as 50,000 × seq_len 2048 = 102,400,000 tokens per epoch" in text
+    assert "--dataset FILE" in text and "--dataset-tokens N" in text
+
+
+def test_a_single_plan_states_what_num_samples_assumes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "plan", "llama3-8b", "--gpu", "h100", "--num-samples", "1000", "--seq-len", "1024")
+    assert code == 0, err
+    assert "--num-samples 1,000 is taken as 1,000 × seq_len 1024 = 1,024,000 tokens" in " ".join((out + err).split())
+    code, out, err = run(capsys, "plan", "llama3-8b", "--gpu", "h100", "--dataset-tokens", "1000000")
+    assert code == 0 and "--num-samples" not in out + err
+
+
+def test_the_70b_qlora_cost_grid_prints_the_tie_and_its_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("plan", "llama3-70b", "--gpu", "4090,a100-80gb", "--num-gpus", "8", "--method", "qlora")
+    report = grid_json(capsys, *args, "--num-samples", "50000", "--epochs", "2", "--objective", "cost")
+    cheapest = min(report["rows"], key=lambda row: row["cost"])
+    tied = [row for row in report["rows"] if overlaps(row, cheapest, "cost")]
+    assert len(tied) == 2 and report["chosen"]["run_time_s"] == min(row["run_time_s"] for row in tied)
+    tie = next(note for note in report["notes"] if note.startswith("tie:"))
+    chosen = report["chosen"]
+    assert "cost ties go to the faster row" in tie and (chosen["gpu"], chosen["num_gpus"]) != (
+        cheapest["gpu"],
+        cheapest["num_gpus"],
+    )
+    assert f"{chosen['num_gpus']}× {chosen['gpu']} instead of {cheapest['num_gpus']}× {cheapest['gpu']}" in tie
+    assert not any(note.startswith("method:") for note in report["notes"])  # --method qlora was asked

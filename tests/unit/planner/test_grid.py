@@ -8,16 +8,22 @@ from plan_requests import plan_request
 from autotune.errors import InfeasibleError, InvalidRequestError
 from autotune.planner.grid import (
     GridRow,
+    break_tie,
+    choose,
     choose_row,
     format_duration,
+    method_note,
     parse_duration_s,
     plan_row,
+    row_span,
     setting_objective,
     within_limits,
 )
 
 WORKLOAD = {"model": "llama3-8b", "num_samples": 50000, "epochs": 2.0, "objective": "speed"}
 PRICES = {"rtx-4090": 0.54, "h100-80gb": 3.67}
+FAST_PRICE = 30.0
+"""A price for 8× H100 that puts its cost range clear of the 4090's (no tie): time and cost then disagree."""
 
 
 def row(gpu: str, count: int, price: float | None = None) -> GridRow:
@@ -27,7 +33,12 @@ def row(gpu: str, count: int, price: float | None = None) -> GridRow:
 
 @pytest.fixture(scope="module")
 def rows() -> list[GridRow]:
-    return [row("4090", 1, PRICES["rtx-4090"]), row("h100", 8, PRICES["h100-80gb"])]
+    return [row("4090", 1, PRICES["rtx-4090"]), row("h100", 8, FAST_PRICE)]
+
+
+def overlap(a: GridRow, b: GridRow, objective: str) -> bool:
+    (a_low, a_high), (b_low, b_high) = row_span(a, objective), row_span(b, objective)  # type: ignore[arg-type]
+    return a_low <= b_high and b_low <= a_high
 
 
 def test_row_quantities_follow_from_the_chosen_setting(rows: list[GridRow]) -> None:
@@ -44,6 +55,7 @@ def test_row_quantities_follow_from_the_chosen_setting(rows: list[GridRow]) -> N
 def test_time_and_cost_choose_differently(rows: list[GridRow]) -> None:
     cheap, fast = rows
     assert cheap.cost < fast.cost and fast.run_time_s < cheap.run_time_s  # the premise of the case
+    assert not overlap(cheap, fast, "cost") and not overlap(cheap, fast, "time")  # and no tie
     assert choose_row(rows, "cost") is cheap
     assert choose_row(rows, "time") is fast
     assert choose_row(rows, "speed") is fast
@@ -111,3 +123,51 @@ def test_durations_parse_with_their_unit(text: str, seconds: float) -> None:
 def test_a_duration_without_a_known_unit_or_positive_number_is_refused(text: str) -> None:
     with pytest.raises(InvalidRequestError, match="--deadline"):
         parse_duration_s(text)
+
+
+def test_a_row_spans_its_value_times_one_plus_minus_its_time_band(rows: list[GridRow]) -> None:
+    for r in rows:
+        assert r.result is not None and r.cost is not None and r.run_time_s is not None
+        band = r.result.best.estimate.time_uncertainty_fraction
+        assert 0 < band < 1
+        assert row_span(r, "cost") == pytest.approx((r.cost * (1 - band), r.cost * (1 + band)))
+        assert row_span(r, "time") == pytest.approx((r.run_time_s * (1 - band), r.run_time_s * (1 + band)))
+
+
+def test_overlapping_costs_are_a_tie_that_goes_to_the_faster_row() -> None:
+    cheap, dear = row("4090", 1, PRICES["rtx-4090"]), row("h100", 1, PRICES["h100-80gb"])
+    assert cheap.cost < dear.cost and dear.run_time_s < cheap.run_time_s and overlap(cheap, dear, "cost")
+    tie = choose([cheap, dear], "cost")
+    assert tie.leader is cheap and tie.chosen is dear and tie.broken
+    line = tie.line()
+    assert line.startswith("tie: the cost ranges overlap") and "cost ties go to the faster row" in line
+    assert f"{dear.label} instead of {cheap.label}" in line
+    assert choose_row([cheap, dear], "cost") is dear
+
+
+def test_overlapping_times_are_a_tie_that_goes_to_the_cheaper_row() -> None:
+    slow_cheap, fast_dear = row("h100", 1, 1.0), row("h200", 1, 50.0)
+    assert fast_dear.run_time_s < slow_cheap.run_time_s and overlap(slow_cheap, fast_dear, "time")
+    tie = break_tie([slow_cheap, fast_dear], "time")
+    assert tie.leader is fast_dear and tie.chosen is slow_cheap
+    assert "time ties go to the cheaper row" in tie.line()
+
+
+def test_a_tie_never_takes_a_row_outside_the_limits() -> None:
+    cheap, dear = row("4090", 1, PRICES["rtx-4090"]), row("h100", 1, PRICES["h100-80gb"])
+    budget = (cheap.cost + dear.cost) / 2  # the faster row is over it
+    assert choose_row([cheap, dear], "cost", budget=budget) is cheap
+
+
+def test_quality_memory_and_speed_are_not_banded(rows: list[GridRow]) -> None:
+    for objective in ("quality", "memory", "speed"):
+        assert not break_tie(rows, objective).broken  # type: ignore[arg-type]
+
+
+def test_a_lower_quality_method_chosen_without_method_is_named_with_its_note() -> None:
+    cheap, dear = row("4090", 1, PRICES["rtx-4090"]), row("h100", 1, PRICES["h100-80gb"])
+    assert cheap.result is not None and dear.result is not None
+    assert cheap.result.best.setting.method == "qlora" and dear.result.best.setting.method != "qlora"
+    note = method_note(cheap, [cheap, dear], "cost", method_given=False)
+    assert note is not None and note.startswith("method: qlora was chosen for cost") and "NF4" in note
+    assert method_note(cheap, [cheap, dear], "cost", method_given=True) is None

@@ -26,7 +26,7 @@ from autotune.schemas.model import ModelSpec
 REQUIRED_GPUS = {
     "rtx-3090", "rtx-4090", "rx-7900-xtx", "rtx-a6000", "rtx-6000-ada", "rtx-pro-6000", "a10g", "l4",
     "l40s", "t4", "v100-16gb", "v100-32gb", "a100-40gb", "a100-80gb", "h100-80gb", "h100-pcie", "h200",
-    "mi300x",
+    "mi300x", "b200", "gh200",
 }  # fmt: skip
 REQUIRED_MODELS = {
     "llama-7b", "llama-13b", "llama-30b", "llama-65b", "llama2-7b", "llama2-13b", "llama2-70b",
@@ -126,8 +126,19 @@ GPU_FACTS = [
     ("h100-80gb", "memory_bandwidth_gb_per_s", 3350.0),
     ("h100-pcie", "bf16_tflops", 756.0),
     ("h100-pcie", "memory_bandwidth_gb_per_s", 2000.0),
-    ("h200", "memory_gib", 141.0),
+    (
+        "h200",
+        "memory_gib",
+        140.4,
+    ),  # the driver's 143,771 MiB on autotune's own H200 run (measurements/autotune-core-h200)
     ("h200", "memory_bandwidth_gb_per_s", 4800.0),
+    ("b200", "bf16_tflops", 2250.0),
+    ("b200", "tf32_tflops", 1125.0),
+    ("b200", "memory_bandwidth_gb_per_s", 8000.0),
+    ("b200", "memory_gib", 180.0),
+    ("gh200", "memory_gib", 96.0),
+    ("gh200", "memory_bandwidth_gb_per_s", 4000.0),
+    ("gh200", "bf16_tflops", 989.0),
     ("rtx-4090", "bf16_tflops", 165.2),
     ("rtx-4090", "fp16_tflops", 165.2),
     ("rtx-4090", "fp32_tflops", 82.6),
