@@ -92,6 +92,7 @@ def estimate_command(
     num_gpus: opt.NumGpusOpt = 1,
     num_nodes: opt.NumNodesOpt = 1,
     host_memory_gib: opt.HostMemoryOpt = None,
+    interconnect: opt.InterconnectOpt = None,
     seq_len: opt.SeqLenOpt = DEFAULT_SEQ_LEN,
     setting: SettingOptions = NOT_GIVEN,
     num_samples: opt.NumSamplesOpt = None,
@@ -141,6 +142,7 @@ def estimate_command(
         num_samples=num_samples,
         dataset_tokens=dataset_tokens,
         epochs=epochs,
+        interconnect=interconnect,
     )
     spec, cluster, notes, workload = inputs.spec, inputs.cluster, dataset_notes + inputs.notes, inputs.workload
     stated = inputs.setting

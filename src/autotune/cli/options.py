@@ -33,6 +33,15 @@ HostMemoryOpt = Annotated[
         help="Host RAM per node for CPU offload, GiB (default: assumed 2× the node's GPU memory).",
     ),
 ]
+InterconnectOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--interconnect",
+        help="The network: an inter-node profile (ib-8x400, ib-8x200, roce-8x400, efa-3200, eth-100g, eth-25g, …), an "
+        "intra-node one (nvlink-4, pcie4-p2p, pcie-no-p2p, …) or both, comma separated; default: the GPU's own link "
+        "and its platform's network (profiles/interconnects.yaml; the plan prints the one it assumed).",
+    ),
+]
 SeqLenOpt = Annotated[int, typer.Option("--seq-len", help=DESCRIPTIONS["seq_len"])]
 GlobalBatchOpt = Annotated[int, typer.Option("--global-batch-size", help=DESCRIPTIONS["global_batch_size"])]
 NumSamplesOpt = Annotated[int | None, typer.Option("--num-samples", help=DESCRIPTIONS["num_samples"])]

@@ -67,6 +67,7 @@ def setting_inputs(
     num_samples: int | None = None,
     dataset_tokens: int | None = None,
     epochs: float = 1.0,
+    interconnect: str | None = None,
 ) -> SettingInputs:
     """The one setting that ``estimate`` and ``trace`` evaluate: the options given, the setting's defaults for the rest.
 
@@ -78,7 +79,7 @@ def setting_inputs(
         AutotuneError: unknown model or GPU, or an invalid setting (one line each).
     """
     spec, source = resolve_model(model)
-    cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
+    cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib, interconnect)
     given = options.overrides().forced()
     defaults = {
         "sharding": default_sharding(cluster.world_size),
