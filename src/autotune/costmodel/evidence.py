@@ -97,8 +97,10 @@ class Evidence:
 
 
 def mfu_cap(gpu: GpuSpec) -> tuple[float, str] | None:
-    """(cap, source) for ``gpu``: its generation's best public MFU × (1 + margin), or the lowest such cap for a
-    generation with none; None when our core ran the card (module docstring)."""
+    """(cap, source) for ``gpu``; None when our core ran the card.
+
+    The cap is its generation's best public MFU × (1 + margin), or the lowest such cap for a generation with none.
+    """
     table = evidence_table()
     if any(runs.gpu == gpu.key for runs in table.core):
         return None
@@ -118,9 +120,7 @@ def evidence_for(gpu: GpuSpec, setting: TrainingSetting, coefficients: CostCoeff
     core = next((runs for runs in table.core if runs.gpu == gpu.key), None)
     if core is not None and kind in core.runs.get(setting.method, ()):
         return Evidence("core", f"{LABEL_WORDS['core']}: {what} on {gpu.key} ({core.source})", offload, None, "")
-    public = next(
-        (p for p in table.public if (p.gpu, p.method, p.sharding) == (gpu.key, setting.method, kind)), None
-    )
+    public = next((p for p in table.public if (p.gpu, p.method, p.sharding) == (gpu.key, setting.method, kind)), None)
     if public is not None:
         factor = coefficients.stack_time_factor.get(public.stack)
         ran = f", which ran {factor:.2f}× our core's time" if factor else ""

@@ -65,7 +65,9 @@ class Network:
         text = f"network: inside a node {inside}"
         if num_nodes > 1:
             origin = "given" if self.inter.key in self.given else "default for this GPU; --interconnect to change"
-            text += f"; between nodes {self.inter.name}, {self.inter.gb_per_s:g} GB/s per node ({self.inter.key}, {origin})"
+            text += (
+                f"; between nodes {self.inter.name}, {self.inter.gb_per_s:g} GB/s per node ({self.inter.key}, {origin})"
+            )
         return text
 
 

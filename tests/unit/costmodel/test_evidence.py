@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from plan_requests import plan_request
 
+from autotune.costmodel import evidence
 from autotune.costmodel.calibration import default_coefficients, error_band
 from autotune.costmodel.estimate import estimate_setting, memory_family
-from autotune.costmodel import evidence
 from autotune.costmodel.evidence import (
     EXTRAPOLATION_BAND_WIDENING,
     MFU_CAP_TERM,

@@ -22,7 +22,8 @@ PRIORS = CostCoefficients()
 def _two_nodes(interconnect: str | None, nodes: int = 2):  # type: ignore[no-untyped-def]
     request, notes = plan_request(
         model="llama3-70b", gpu="h100", num_gpus=8, num_nodes=nodes, interconnect=interconnect,
-        global_batch_size=16 * nodes, method="full", sharding="fsdp", micro_batch_size=2, grad_accum=1, grad_ckpt=True, compile=False,
+        global_batch_size=16 * nodes, method="full", sharding="fsdp", micro_batch_size=2, grad_accum=1,
+        grad_ckpt=True, compile=False,
     )  # fmt: skip
     return request, notes
 
