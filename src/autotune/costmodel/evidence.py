@@ -116,21 +116,36 @@ def evidence_for(gpu: GpuSpec, setting: TrainingSetting, coefficients: CostCoeff
     what = f"{setting.method} / {kind}"
     cap = mfu_cap(gpu)
     cap_value, cap_source = cap if cap is not None else (None, "")
-    offload = offload_widening(gpu, setting)
+    offload, offload_text = offload_widening(gpu, setting), offload_note(gpu, setting)
     core = next((runs for runs in table.core if runs.gpu == gpu.key), None)
     if core is not None and kind in core.runs.get(setting.method, ()):
-        return Evidence("core", f"{LABEL_WORDS['core']}: {what} on {gpu.key} ({core.source})", offload, None, "")
+        note = f"{LABEL_WORDS['core']}: {what} on {gpu.key} ({core.source}){offload_text}"
+        return Evidence("core", note, offload, None, "")
     public = next((p for p in table.public if (p.gpu, p.method, p.sharding) == (gpu.key, setting.method, kind)), None)
     if public is not None:
         factor = coefficients.stack_time_factor.get(public.stack)
         ran = f", which ran {factor:.2f}× our core's time" if factor else ""
-        note = f"{LABEL_WORDS['public']}: {what} on {gpu.key} by {table.stacks.get(public.stack, public.stack)}{ran}"
+        stack = table.stacks.get(public.stack, public.stack)
+        note = f"{LABEL_WORDS['public']}: {what} on {gpu.key} by {stack}{ran}{offload_text}"
         return Evidence("public", note, offload, cap_value, cap_source)
     widening = EXTRAPOLATION_BAND_WIDENING + offload
     note = f"{LABEL_WORDS['extrapolated']}: no timed run of {what} on {gpu.key}; band widened by ±{widening:.0%}"
     if core is not None:
         note += " (our core ran this card with other settings: no MFU cap)"
+    note += offload_text
     return Evidence("extrapolated", note, widening, cap_value, cap_source)
+
+
+def offload_note(gpu: GpuSpec, setting: TrainingSetting) -> str:
+    """'; offload: …' naming the one row the host-link efficiency rests on (and the wider band), or ''."""
+    if not setting.offloads_to_cpu:
+        return ""
+    note = "; offload: the host link's efficiency rests on one FSDP-offload row (PCIe 5.0 H200)"
+    widening = offload_widening(gpu, setting)
+    if widening:
+        why = "ZeRO-3 offload" if setting.sharding == "zero3-offload" else f"a {gpu.host_link} host"
+        note += f", band +{widening:.0%} for {why}"
+    return note
 
 
 def offload_widening(gpu: GpuSpec, setting: TrainingSetting) -> float:

@@ -113,6 +113,7 @@ def test_offload_beyond_its_one_row_gets_the_wider_band() -> None:
         setting = TrainingSetting(method="full", micro_batch_size=2, sharding=sharding)
         labelled = estimate_setting(model, cluster, workload, setting, COEFFICIENTS)
         raw = estimate_setting(model, cluster, workload, setting, COEFFICIENTS, evidence=False)
+        assert "rests on one FSDP-offload row (PCIe 5.0 H200)" in labelled.evidence_note
         return labelled.time_uncertainty_fraction, raw.time_uncertainty_fraction
 
     measured, raw = band("fsdp-offload", h200)  # the one row's own setting class on its PCIe 5.0 host
