@@ -118,7 +118,9 @@ def evaluate(cases: Sequence[Case], coefficients: CostCoefficients) -> list[Case
     results = []
     for case in cases:
         measurement = case.measurement
-        estimate = estimate_setting(case.model, case.cluster, measurement.workload, measurement.setting, coefficients)
+        estimate = estimate_setting(
+            case.model, case.cluster, measurement.workload, measurement.setting, coefficients, evidence=False
+        )
         measured_memory = predicted_memory = None
         if measurement.peak_memory_gib is not None:
             measured_memory = measurement.peak_memory_gib

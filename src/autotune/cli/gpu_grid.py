@@ -212,6 +212,8 @@ def _row_report(row: GridRow, chosen: bool, ask: GridAsk) -> GridRowReport:
         meets_limits=row.fits and within_limits(row, ask.deadline_s, ask.budget),
         chosen=chosen,
         note=note,
+        time_uncertainty_fraction=row.result.best.estimate.time_uncertainty_fraction if row.result else None,
+        evidence=row.result.best.estimate.evidence if row.result else None,
     )
 
 
@@ -270,6 +272,13 @@ def _fits_text(row: GridRowReport, report: GridReport) -> str:
     return "late" if late else "over budget"
 
 
+def band_text(row: GridRowReport) -> str:
+    """The row's ± time band ('57%'), starred when extrapolated from the datasheet; '–' without a plan."""
+    if row.time_uncertainty_fraction is None:
+        return "–"
+    return f"{row.time_uncertainty_fraction:.0%}" + ("*" if row.evidence == "extrapolated" else "")
+
+
 def render_grid(report: GridReport, elapsed_s: float) -> None:
     """Print the table (one row per GPU type × count, the chosen one marked), the choice and the prices used."""
     from rich.markup import escape
@@ -285,6 +294,7 @@ def render_grid(report: GridReport, elapsed_s: float) -> None:
         Column("fits"),
         Column("tokens/s", "right"),
         Column(time_header, "right"),
+        Column("±", "right", drop_order=3),
         Column("GPU-h", "right", drop_order=2),
         Column(cost_header, "right"),
         Column("setting / why not", drop_order=1, wrap=True),
@@ -301,6 +311,7 @@ def render_grid(report: GridReport, elapsed_s: float) -> None:
                 fits,
                 f"{row.tokens_per_s:,.0f}" if row.tokens_per_s is not None else "–",
                 format_duration(row.run_time_s) if row.run_time_s is not None else "–",
+                band_text(row),
                 f"{row.gpu_hours:,.1f}" if row.gpu_hours is not None else "–",
                 (f"{money_value:,.2f}" if report.whole_run else f"{money_value:.3f}")
                 if money_value is not None
@@ -329,6 +340,12 @@ def render_grid(report: GridReport, elapsed_s: float) -> None:
     for row in report.rows:
         if row.fits and row.price_per_gpu_hour is None:
             out.print(f"note: {escape(row.note or '')}", soft_wrap=True)
+    if any(row.evidence == "extrapolated" for row in report.rows):
+        out.print(
+            "* extrapolated from the datasheet: no timed run of that card × method × sharding backs the row; its "
+            "band is the wider one (autotune plan on the row prints the evidence)",
+            soft_wrap=True,
+        )
     if not report.whole_run:
         out.print(
             "no workload given: times are for 1000 optimizer steps; --num-samples or --dataset-tokens for the run"

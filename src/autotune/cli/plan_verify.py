@@ -51,13 +51,12 @@ def verify_settings(plan_file: PlanFile, result: PlanResult) -> list[VerifiedSet
     require_torch()
     from autotune.profiles.catalog import resolve_gpu
     from autotune.quiet import quiet_third_party
-    from autotune.schemas.hardware import ClusterSpec
     from autotune.trace.agreement import traced_peak_bytes
 
     quiet_third_party()
     choice = plan_file.cluster
     gpu, _ = resolve_gpu(choice.gpu)
-    cluster = ClusterSpec(gpu=gpu, num_gpus_per_node=choice.num_gpus_per_node, num_nodes=choice.num_nodes)
+    cluster = choice.spec(gpu)
     verified = []
     for scored in to_verify(result):
         traced, phase = traced_peak_bytes(plan_file.model, scored.setting, plan_file.workload.seq_len, cluster)

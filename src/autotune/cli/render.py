@@ -119,7 +119,9 @@ def time_table(estimate: Estimate) -> Table:
     table.add_row("micro-step", f"{estimate.micro_step_time_s:.3f} s{band}")
     table.add_row("optimizer step (incl. accumulation)", f"{estimate.step_time_s:.2f} s")
     table.add_row("tokens/s (all GPUs)", f"{estimate.tokens_per_s:,.0f}")
-    table.add_row("MFU", f"{estimate.mfu * 100:.1f}%")
+    table.add_row("MFU", mfu_text(estimate))
+    if estimate.evidence_note:  # under the table: what backs the times and the band
+        table.caption, table.caption_justify = f"evidence: {estimate.evidence_note}", "left"
     step = estimate.step_time_s
     # the time terms (costmodel.step_time.TimeTerms): every non-zero one; they add up to the optimizer step
     for name, seconds in sorted(estimate.time_breakdown_s.items(), key=lambda item: -item[1]):
@@ -136,6 +138,16 @@ def time_table(estimate: Estimate) -> Table:
             "whole run", f"{human_duration(estimate.total_time_s)} ({estimate.num_optimizer_steps} steps{evals})"
         )
     return table
+
+
+def mfu_text(estimate: Estimate) -> str:
+    """'41.2%', with the public cap it is held at (or under) unless our core ran the card."""
+    text = f"{estimate.mfu * 100:.1f}%"
+    if estimate.mfu_uncapped is not None:
+        return f"{text} (held at the public cap; the model alone says {estimate.mfu_uncapped * 100:.1f}%)"
+    if estimate.mfu_cap is not None:
+        return f"{text} (public cap {estimate.mfu_cap * 100:.1f}%)"
+    return text
 
 
 def dataset_table(stats: DatasetStats) -> Table:

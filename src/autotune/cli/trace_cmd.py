@@ -44,7 +44,10 @@ def trace_command(
 ) -> None:
     """Trace one training step on fake tensors: live memory per phase, ops, FLOPs (needs torch)."""
     require_torch()
-    inputs = setting_inputs(model, gpu, num_gpus, nodes.num_nodes, nodes.host_memory_gib, setting, seq_len=seq_len)
+    inputs = setting_inputs(
+        model, gpu, num_gpus, nodes.num_nodes, nodes.host_memory_gib, setting, seq_len=seq_len,
+        interconnect=nodes.interconnect,
+    )  # fmt: skip
     attention_error = attention_run_error(inputs.setting.attention_impl)
     if attention_error:  # the trace builds today's transformers model
         raise InvalidRequestError(attention_error)

@@ -1,12 +1,15 @@
 """Collective communication time: per-collective latency plus ring bandwidth, with the frameworks' buckets.
 
-NCCL ring algorithms (Patarasuk & Yuan 2009; NCCL's nccl-tests "performance" notes): an all-gather or
+NCCL ring algorithms (Patarasuk & Yuan 2009; nccl-tests doc/PERFORMANCE.md, "bus bandwidth"): an all-gather or
 reduce-scatter of B bytes over N ranks moves (N−1)/N·B per rank, an all-reduce 2(N−1)/N·B; each collective
 also pays a fixed latency (``CostCoefficients.collective_latency_s``), so many small collectives are
-latency-bound. Bandwidth per rank: NVLink / xGMI (or PCIe) inside a node; across nodes the node's network
-(``ClusterSpec.inter_node_gb_per_s``: NCCL runs one ring per NIC, so the rings together use the node's whole
-network and each rank's share of the ring traffic crosses it once), times the achievable bus efficiency
-(``collective_bandwidth_efficiency``).
+latency-bound. The bus bandwidth per rank (:func:`link_bytes_per_s`): inside a node the GPUs' link
+(``ClusterSpec.intra_node_gb_per_s`` from the interconnect profile, else the GPU's NVLink / xGMI or PCIe); across
+nodes the node's aggregate NIC bandwidth (``ClusterSpec.inter_node_gb_per_s``: NCCL runs one ring per NIC, so the
+rings together use the node's whole network and each rank's share of the ring traffic crosses it once: a node sends
+what one rank's bus traffic is), the smaller of the two. A link rate is scaled by the achievable bus efficiency
+(``collective_bandwidth_efficiency``); a profile that states an nccl-tests busbw (``intra_node_bus_measured``: PCIe
+GeForce boxes without P2P, NCCL through host memory) is taken as it is.
 
 How often each framework communicates (bucket sizes from their defaults):
   * FSDP FULL_SHARD (one unit per decoder layer, ``transformer_auto_wrap_policy``): all-gather each unit in
@@ -44,13 +47,26 @@ ZERO_BUCKET_ELEMENTS = 500_000_000
 """DeepSpeed ZeRO ``reduce_bucket_size`` / ``allgather_bucket_size`` default (5e8 elements)."""
 
 
-def link_bytes_per_s(cluster: ClusterSpec, coefficients: CostCoefficients) -> float:
-    """Achievable collective bandwidth per rank, bytes/s (module docstring)."""
+def intra_node_bytes_per_s(cluster: ClusterSpec, coefficients: CostCoefficients) -> float:
+    """Achievable bus bandwidth between the GPUs of one node, bytes/s per rank (module docstring)."""
     gpu = cluster.gpu
-    intra = (gpu.gpu_link_gb_per_s or gpu.host_link_gb_per_s) * GB
+    if cluster.intra_node_gb_per_s is not None and cluster.intra_node_bus_measured:
+        return cluster.intra_node_gb_per_s * GB
+    link_gb_per_s = cluster.intra_node_gb_per_s or gpu.gpu_link_gb_per_s or gpu.host_link_gb_per_s
+    return link_gb_per_s * GB * coefficients.collective_bandwidth_efficiency
+
+
+def inter_node_bytes_per_s(cluster: ClusterSpec, coefficients: CostCoefficients) -> float:
+    """Achievable bus bandwidth of the node's network, bytes/s: its aggregate NIC rate × the bus efficiency."""
+    return cluster.inter_node_gb_per_s * GB * coefficients.collective_bandwidth_efficiency
+
+
+def link_bytes_per_s(cluster: ClusterSpec, coefficients: CostCoefficients) -> float:
+    """Achievable collective bandwidth per rank, bytes/s: the node's link, and the network's across nodes."""
+    intra = intra_node_bytes_per_s(cluster, coefficients)
     if cluster.num_nodes > 1:
-        intra = min(intra, cluster.inter_node_gb_per_s * GB)
-    return intra * coefficients.collective_bandwidth_efficiency
+        return min(intra, inter_node_bytes_per_s(cluster, coefficients))
+    return intra
 
 
 def collective_time_s(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from autotune.costmodel.calibration import default_coefficients, error_band
 from autotune.costmodel.context import setting_context
 from autotune.costmodel.eval_time import eval_time_s
+from autotune.costmodel.evidence import with_evidence
 from autotune.costmodel.memory import MemoryPrediction, predict_memory_in
 from autotune.costmodel.priors import COMPILE_FIXED_S, COMPILE_PER_LAYER_S, CUDA_CONTEXT_BYTES
 from autotune.costmodel.step_time import predict_time_in
@@ -67,6 +68,8 @@ def estimate_setting(
     workload: Workload,
     setting: TrainingSetting,
     coefficients: CostCoefficients | None = None,
+    *,
+    evidence: bool = True,
 ) -> Estimate:
     """Predict peak memory per GPU, step time and throughput for one setting.
 
@@ -76,6 +79,8 @@ def estimate_setting(
         workload: seq_len, global batch, dataset size.
         setting: the full setting (micro batch and accumulation are taken as given).
         coefficients: fitted calibration (default: the shipped seed-table fit).
+        evidence: label the estimate, widen its band and hold it at the MFU cap (``costmodel.evidence``); False
+            gives the model's own prediction (what calibration compares with measured rows).
 
     Returns:
         The Estimate; ``total_time_s`` counts every optimizer step, the compilation and the eval losses the
@@ -98,7 +103,7 @@ def estimate_setting(
     steps = workload.optimizer_steps(setting, cluster.world_size)
     evals, eval_s = eval_time_s(context, coefficients, steps) if steps is not None else (0, 0.0)
     total_s = steps * timing.step_time_s + compile_s + eval_s if steps is not None else None
-    return Estimate(
+    estimate = Estimate(
         peak_memory_gib=round(fit.peak_gib, 3),
         peak_reserved_gib=round(fit.reserved_gib, 3),
         memory_breakdown_gib={name: round(value / GIB, 3) for name, value in memory.breakdown_bytes.items()},
@@ -122,6 +127,7 @@ def estimate_setting(
         num_evals=evals if evals else None,
         time_breakdown_s={name: round(value, 6) for name, value in timing.breakdown_s.items()},
     )
+    return with_evidence(estimate, gpu, setting, coefficients) if evidence else estimate
 
 
 @dataclass(frozen=True)

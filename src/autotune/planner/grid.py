@@ -243,18 +243,21 @@ class Tie:
 
 
 def row_span(row: GridRow, objective: GridObjective) -> tuple[float, float]:
-    """The range of a fitting row's run time (``time``) or cost (``cost``): value × (1 ± its time band).
+    """The range of a fitting row's run time (``time``) or cost (``cost``): value ÷ (1 + b) to value × (1 + b).
 
-    The band is the chosen setting's ``Estimate.time_uncertainty_fraction`` (the ``± %`` the plan prints on the
-    micro-step, from held-out residuals: ``autotune.costmodel.calibration.error_band``); cost = GPU-hours × price
-    scales the time, so it carries the same relative band. A row without the value spans nothing (inf, inf).
+    b is the chosen setting's ``Estimate.time_uncertainty_fraction`` (the ``± %`` the plan prints on the micro-step,
+    from held-out residuals: ``autotune.costmodel.calibration.error_band``, widened where the answer is
+    extrapolated: ``autotune.costmodel.evidence``). The error is a ratio (measured / predicted), so the range is
+    symmetric in log space: a band of 107 % spans ÷2.07 to ×2.07, never a cost of 0 (1 − b would go below zero past
+    100 %); for a band of a few per cent it is 1 ± b. Cost = GPU-hours × price scales the time, so it carries the
+    same relative band. A row without the value spans nothing (inf, inf).
     """
     assert row.result is not None
     value = row.cost if objective == "cost" else row.run_time_s
     if value is None:
         return (float("inf"), float("inf"))
     band = row.result.best.estimate.time_uncertainty_fraction
-    return (value * max(0.0, 1.0 - band), value * (1.0 + band))
+    return (value / (1.0 + band), value * (1.0 + band))
 
 
 def break_tie(eligible: list[GridRow], objective: GridObjective) -> Tie:

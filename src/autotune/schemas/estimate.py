@@ -57,7 +57,25 @@ class Estimate(FrozenModel):
         "Recomputation under activation "
         "checkpointing is not counted (that is HFU), nor the adapters' own FLOPs (~0.5 % of N at r 16)."
     )
-    time_uncertainty_fraction: float = Field(description="± relative band on times from measured residuals.")
+    time_uncertainty_fraction: float = Field(
+        description="± relative band on times: the family's measured residuals, widened when no timed run backs the "
+        "GPU × method × sharding (evidence 'extrapolated') and for offload beyond its one measured row."
+    )
+    evidence: str | None = Field(
+        default=None,
+        description="What backs the time: 'core' (measured with our core), 'public' (measured by a public stack) or "
+        "'extrapolated' (from the datasheet); None in files written before the label existed.",
+    )
+    evidence_note: str = Field(default="", description="The runs behind the label (or their absence), in words.")
+    mfu_cap: float | None = Field(
+        default=None,
+        description="The MFU the prediction is held at: the best public MFU of the GPU's generation plus a 5 % "
+        "margin (profiles/evidence.yaml); None when our core ran the card.",
+    )
+    mfu_cap_source: str = Field(default="", description="The public run behind mfu_cap.")
+    mfu_uncapped: float | None = Field(
+        default=None, description="The model's MFU before it was held at mfu_cap; None when not held."
+    )
     compile_time_s: float = Field(default=0.0, description="One-off torch.compile time, seconds.")
     total_time_s: float | None = Field(
         default=None, description="Whole run (dataset × epochs), seconds: the steps, compilation and eval_time_s."

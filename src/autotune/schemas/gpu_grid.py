@@ -42,6 +42,12 @@ class GridRowReport(StrictModel):
     meets_limits: bool = Field(default=False, description="Fits and meets --deadline and --budget (when given).")
     chosen: bool = Field(default=False, description="The row the objective chose.")
     note: str | None = Field(default=None, description="Why nothing fits, or why the row has no cost.")
+    time_uncertainty_fraction: float | None = Field(
+        default=None, description="± relative band on the row's times (Estimate.time_uncertainty_fraction)."
+    )
+    evidence: str | None = Field(
+        default=None, description="What backs the row's times: core, public or extrapolated (Estimate.evidence)."
+    )
 
 
 class GridReport(StrictModel):

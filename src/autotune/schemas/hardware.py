@@ -100,8 +100,20 @@ class ClusterSpec(FrozenModel):
     inter_node_gb_per_s: float = Field(
         default=25.0,
         gt=0,
-        description="Network bandwidth per node per direction, GB/s (default 200 Gb/s InfiniBand).",
+        description="Network bandwidth per node per direction, GB/s: the node's aggregate NIC bandwidth (the CLI sets "
+        "it from the interconnect profile, profiles/interconnects.yaml; 25 = one 200 Gb/s NIC when none is given).",
     )
+    intra_node_gb_per_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="GPU-GPU bandwidth inside a node per direction per GPU, GB/s; None = the GPU's own link "
+        "(gpu_link_gb_per_s, else host_link_gb_per_s).",
+    )
+    intra_node_bus_measured: bool = Field(
+        default=False,
+        description="intra_node_gb_per_s is an achieved nccl-tests bus bandwidth (no collective efficiency applied).",
+    )
+    network: str = Field(default="", description="The interconnect profiles assumed, in words (printed by plans).")
 
     @property
     def world_size(self) -> int:

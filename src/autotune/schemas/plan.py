@@ -32,6 +32,16 @@ class ClusterChoice(StrictModel):
     host_memory_gib_per_node: float | None = Field(
         default=None, gt=0, description="Host RAM per node in GiB (given, or the assumption offload was checked with)."
     )
+    inter_node_gb_per_s: float | None = Field(
+        default=None, gt=0, description="Network bandwidth per node per direction, GB/s, planned with (None: 25)."
+    )
+    intra_node_gb_per_s: float | None = Field(
+        default=None, gt=0, description="GPU-GPU bandwidth inside a node, GB/s, planned with (None: the GPU's link)."
+    )
+    intra_node_bus_measured: bool = Field(
+        default=False, description="intra_node_gb_per_s is an achieved nccl-tests bus bandwidth."
+    )
+    network: str = Field(default="", description="The interconnect profiles planned with, in words.")
 
     @property
     def world_size(self) -> int:
@@ -40,11 +50,16 @@ class ClusterChoice(StrictModel):
 
     def spec(self, gpu: GpuSpec) -> ClusterSpec:
         """The cluster the cost model takes: these counts on ``gpu`` (the catalog entry of :attr:`gpu`)."""
+        links = {"inter_node_gb_per_s": self.inter_node_gb_per_s} if self.inter_node_gb_per_s is not None else {}
         return ClusterSpec(
             gpu=gpu,
             num_gpus_per_node=self.num_gpus_per_node,
             num_nodes=self.num_nodes,
             host_memory_gib_per_node=self.host_memory_gib_per_node,
+            intra_node_gb_per_s=self.intra_node_gb_per_s,
+            intra_node_bus_measured=self.intra_node_bus_measured,
+            network=self.network,
+            **links,
         )
 
 

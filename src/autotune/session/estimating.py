@@ -69,6 +69,7 @@ def setting_inputs(
     options: SettingOptions,
     *,
     seq_len: int,
+    interconnect: str | None = None,
     num_samples: int | None = None,
     dataset_tokens: int | None = None,
     epochs: float = 1.0,
@@ -83,7 +84,7 @@ def setting_inputs(
         AutotuneError: unknown model or GPU, or an invalid setting (one line each).
     """
     spec, source = resolve_model(model)
-    cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
+    cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib, interconnect)
     given = options.overrides().forced()
     defaults = {
         "sharding": default_sharding(cluster.world_size),
@@ -155,6 +156,7 @@ def estimate_one(options: PlanOptions) -> EstimateOutcome:
     inputs = setting_inputs(
         options.model, options.gpu, options.num_gpus, options.num_nodes, options.host_memory_gib, options.setting,
         seq_len=options.seq_len, num_samples=num_samples, dataset_tokens=options.dataset_tokens, epochs=options.epochs,
+        interconnect=options.interconnect,
     )  # fmt: skip
     spec, cluster, stated, workload = inputs.spec, inputs.cluster, inputs.setting, inputs.workload
     notes = notes + inputs.notes

@@ -38,13 +38,22 @@ class OptionGroup:
 
 @dataclass(frozen=True)
 class NodeOptions(OptionGroup):
-    """How many nodes, and the host memory each has for CPU offload."""
+    """How many nodes, the host memory each has for CPU offload, and the network between the GPUs."""
 
     num_nodes: Annotated[int, Flag("--num-nodes", "Nodes.")] = 1
     host_memory_gib: Annotated[
         float | None,
         Flag(
             "--host-memory-gib", "Host RAM per node for CPU offload, GiB (default: assumed 2× the node's GPU memory)."
+        ),
+    ] = None
+    interconnect: Annotated[
+        str | None,
+        Flag(
+            "--interconnect",
+            "The network: an inter-node profile (ib-8x400, ib-8x200, roce-8x400, efa-3200, eth-100g, eth-25g, …), an "
+            "intra-node one (nvlink-4, pcie4-p2p, pcie-no-p2p, …) or both, comma separated; default: the GPU's own "
+            "link and its platform's network (profiles/interconnects.yaml; the plan prints the one it assumed).",
         ),
     ] = None
 

@@ -54,6 +54,7 @@ class PlanOptions:
     num_gpus: int = 1
     num_nodes: int = 1
     host_memory_gib: float | None = None
+    interconnect: str | None = None
     seq_len: int = DEFAULT_SEQ_LEN
     global_batch_size: int = 32
     num_samples: int | None = None
@@ -118,6 +119,7 @@ def request_from_options(options: PlanOptions) -> tuple[PlanRequest, list[str]]:
         num_gpus=options.num_gpus,
         num_nodes=options.num_nodes,
         host_memory_gib=options.host_memory_gib,
+        interconnect=options.interconnect,
         seq_len=options.seq_len,
         global_batch_size=options.global_batch_size,
         num_samples=options.num_samples,

@@ -13,6 +13,7 @@ from autotune.planner.evaluation import with_eval
 from autotune.planner.request import Overrides, PlanRequest
 from autotune.planner.space import assumed_host_memory_gib
 from autotune.profiles.catalog import resolve_gpu
+from autotune.profiles.interconnects import resolve_network
 from autotune.profiles.model_source import resolve_model_source
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.dataset_stats import DatasetStats, PackedBatches, PaddedBatches
@@ -142,24 +143,33 @@ def shapes_note(spec: ModelSpec, source: str) -> list[str]:
 
 
 def resolve_cluster(
-    gpu: str, num_gpus: int, num_nodes: int, host_memory_gib: float | None
+    gpu: str, num_gpus: int, num_nodes: int, host_memory_gib: float | None, interconnect: str | None = None
 ) -> tuple[ClusterSpec, list[str]]:
-    """The cluster and notes to show (alias resolution).
+    """The cluster and notes to show (alias resolution, the network assumed).
 
-    The host RAM assumed when ``host_memory_gib`` is None is noted by :func:`host_memory_note`, once it is known that a
-    setting offloads.
+    ``interconnect``: ``--interconnect`` (profile names, ``autotune.profiles.interconnects.resolve_network``); the
+    GPU's defaults for what it leaves out. The host RAM assumed when ``host_memory_gib`` is None is noted by
+    :func:`host_memory_note`, once it is known that a setting offloads.
     """
     gpu_spec, note = resolve_gpu(gpu)
     notes = [note] if note else []
     if host_memory_gib is None:
         host_memory_gib = assumed_host_memory_gib(gpu_spec.memory_gib, max(1, num_gpus))
+    network = resolve_network(gpu_spec, interconnect)
+    intra = network.intra
     cluster = validated(
         ClusterSpec,
         gpu=gpu_spec,
         num_gpus_per_node=num_gpus,
         num_nodes=num_nodes,
         host_memory_gib_per_node=host_memory_gib,
+        inter_node_gb_per_s=network.inter.gb_per_s,
+        intra_node_gb_per_s=intra.gb_per_s if intra is not None else None,
+        intra_node_bus_measured=intra.measured_bus if intra is not None else False,
+        network=network.describe(gpu_spec, num_nodes),
     )
+    if cluster.world_size > 1:
+        notes.append(cluster.network)
     return cluster, notes
 
 
@@ -272,6 +282,7 @@ def build_request(
     num_gpus: int,
     num_nodes: int,
     host_memory_gib: float | None,
+    interconnect: str | None = None,
     seq_len: int,
     global_batch_size: int,
     num_samples: int | None,
@@ -302,7 +313,7 @@ def build_request(
         AutotuneError: unknown model or GPU, or an invalid value (one line naming the option).
     """
     spec, source = resolve_model(model)
-    cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib)
+    cluster, notes = resolve_cluster(gpu, num_gpus, num_nodes, host_memory_gib, interconnect)
     notes += shapes_note(spec, source)
     notes += [approximation_note(spec.key, text) for text in spec.approximations]
     workload = validated(
