@@ -6,6 +6,8 @@ It only predicts: fitting the coefficients, validating and cross-validating pred
 :mod:`autotune.calibration`, which imports this package (never the reverse).
 
 Modules:
+  evidence       what backs an answer (measured by our core, by a public stack, or extrapolated), its band and the
+                 MFU cap of the GPU's generation (profiles/evidence.yaml)
   params          parameter counts from a ModelSpec (per module, LoRA adapters)
   param_adapters  memory of LoRA adapters peft folds into a parameter (an MoE's experts and router)
   precision       bytes per weight / gradient / optimizer state for a method and precision

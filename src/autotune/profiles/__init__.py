@@ -3,6 +3,9 @@
 The catalog holds GPUs, models, measurements and the shipped calibration.
 
 Modules:
+  interconnects  the network profiles (NVLink, PCIe with / without P2P, InfiniBand, RoCE, EFA, Ethernet) and the
+                 default per GPU (interconnects.yaml)
+  shipped_yaml   reading a YAML file shipped with the package
   catalog          GPU and model catalogs: list, resolve names and aliases, load profiles
   measurements     the shipped measurement sets (seed tables) and measurement-set YAML files
   families         model families: config keys → ModelSpec fields (used by both model readers)

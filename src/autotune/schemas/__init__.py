@@ -1,6 +1,8 @@
 """Pydantic schemas shared by every package (the bottom layer: they import no other package).
 
 Modules:
+  evidence       the evidence label of an answer, its band and MFU cap (EvidenceTable)
+  interconnect   a network profile: its links' bandwidths and sources
   _base            StrictModel / FrozenModel (unknown keys rejected)
   hardware         GpuSpec, ClusterSpec (world_size)
   model            ModelSpec (architecture shapes)

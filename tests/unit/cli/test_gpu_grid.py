@@ -24,10 +24,10 @@ def grid_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
 
 
 def overlaps(row: dict, other: dict, field: str) -> bool:
-    """Whether two table rows' ranges (value × (1 ± band)) of ``field`` overlap."""
+    """Whether two table rows' ranges (value ÷ (1 + band) to value × (1 + band)) of ``field`` overlap."""
     key = "cost" if field == "cost" else "run_time_s"
-    low, high = (row[key] * (1 - row["band"]), row[key] * (1 + row["band"]))
-    return low <= other[key] * (1 + other["band"]) and other[key] * (1 - other["band"]) <= high
+    low, high = (row[key] / (1 + row["band"]), row[key] * (1 + row["band"]))
+    return low <= other[key] * (1 + other["band"]) and other[key] / (1 + other["band"]) <= high
 
 
 def test_one_row_per_type_and_count_and_time_chooses_differently_from_cost(capsys: pytest.CaptureFixture[str]) -> None:

@@ -125,13 +125,14 @@ def test_a_duration_without_a_known_unit_or_positive_number_is_refused(text: str
         parse_duration_s(text)
 
 
-def test_a_row_spans_its_value_times_one_plus_minus_its_time_band(rows: list[GridRow]) -> None:
+def test_a_row_spans_its_value_divided_and_multiplied_by_one_plus_its_time_band(rows: list[GridRow]) -> None:
     for r in rows:
         assert r.result is not None and r.cost is not None and r.run_time_s is not None
         band = r.result.best.estimate.time_uncertainty_fraction
-        assert 0 < band < 1
-        assert row_span(r, "cost") == pytest.approx((r.cost * (1 - band), r.cost * (1 + band)))
-        assert row_span(r, "time") == pytest.approx((r.run_time_s * (1 - band), r.run_time_s * (1 + band)))
+        assert band > 0
+        assert row_span(r, "cost") == pytest.approx((r.cost / (1 + band), r.cost * (1 + band)))
+        assert row_span(r, "time") == pytest.approx((r.run_time_s / (1 + band), r.run_time_s * (1 + band)))
+        assert row_span(r, "cost")[0] > 0  # a band past 100 % (extrapolated) never spans a cost of 0
 
 
 def test_overlapping_costs_are_a_tie_that_goes_to_the_faster_row() -> None:
