@@ -22,10 +22,8 @@ nothing at the start, the fit never matches its rows worse than the start does i
 ≥ 0); the caller still checks it (``recalibrate.check_not_worse``). Coefficients the rows do not identify keep the
 start's values exactly.
 
-**Outliers.** A row whose start-model ratio measured / predicted differs from the rows' median ratio by more than
-``OUTLIER_FACTOR`` is not one stack's speed (a 70B CPU-offload run predicted 17× slow, a time given per step where a
-micro-step was asked): :func:`outlier_rows` names it and the refit leaves it out instead of absorbing it. With fewer
-than three timed rows there is no median to stand on and nothing is flagged.
+**Outliers** are named and left out before this fit (``calibration.outliers``: a leave-one-out test against the rows'
+scatter prior).
 
 **Bands.** :func:`loo_time_errors` refits without each row in turn and predicts it: the held-out errors the time band
 is read from (``recalibrate``), instead of in-sample residuals that three rows fit by construction.
@@ -92,12 +90,6 @@ seed 001's rows (held-out tokens/s MAPE 20.5 → 17.2 % on the RTX PRO 6000) and
 
 ELASTICITY_STEP = 0.05
 """Log step of the finite difference that measures an elasticity (a 5 % change of the coefficient)."""
-
-OUTLIER_FACTOR = 3.0
-"""A row whose measured / predicted ratio is this many times off the median ratio of the rows is named, not fitted."""
-
-MIN_ROWS_FOR_OUTLIERS = 3
-"""Fewest timed rows with which a row can be called an outlier (two rows that disagree cannot say which is off)."""
 
 FIT_STEP = 0.5
 """Nelder–Mead's first step, log units (a factor 1.65)."""
@@ -325,21 +317,6 @@ def fit_stack(rows: Sequence[TimeRow], start: CostCoefficients) -> StackFit:
 def log_ratio(row: TimeRow, coefficients: CostCoefficients) -> float:
     """log(measured / predicted) of one row."""
     return math.log(row.measured_s / predicted_time_s(row, coefficients))
-
-
-def outlier_rows(rows: Sequence[TimeRow], start: CostCoefficients) -> list[TimeRow]:
-    """Rows ``OUTLIER_FACTOR`` off the median measured / predicted ratio at ``start`` (none under 3 rows).
-
-    Nothing is flagged when half the rows or more would be: the rows then disagree without a majority to trust.
-    """
-    if len(rows) < MIN_ROWS_FOR_OUTLIERS:
-        return []
-    ratios = [log_ratio(r, start) for r in rows]
-    ordered = sorted(ratios)
-    middle = len(ordered) // 2
-    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-    flagged = [r for r, x in zip(rows, ratios, strict=True) if abs(x - median) > math.log(OUTLIER_FACTOR)]
-    return flagged if 2 * len(flagged) < len(rows) else []
 
 
 def loo_time_errors(rows: Sequence[TimeRow], start: CostCoefficients) -> list[float]:

@@ -269,7 +269,10 @@ def render_recalibration(result: Recalibration, output: Path, start: CostCoeffic
         m = old.case.measurement
         console().print(f"  {m.id}: {m.gpu} ×{m.world_size}, {m.model}, seq {m.workload.seq_len}, {m.setting.short()}")
     seeds_before, seeds_after = summarize(result.seeds_before), summarize(result.seeds_after)
-    lines = summary_lines("your rows", summarize(result.before), summarize(result.after))
+    fitted_before = [r for r in result.before if r.id not in result.outliers]
+    fitted_after = [r for r in result.after if r.id not in result.outliers]
+    label = "your rows" + (" (outliers left out, as the refit)" if result.outliers else "")
+    lines = summary_lines(label, summarize(fitted_before), summarize(fitted_after))
     lines += summary_lines("seed rows", seeds_before, seeds_after)
     lines += fitted_quantities_lines(result, start)
     for line in lines:

@@ -8,12 +8,14 @@ from typing import Any
 import pytest
 from plan_requests import plan_request
 from run_reports import NOW, make_report
+from time_rows import START, row
 
 from autotune import planner
 from autotune.calibration.recalibrate import (
     USER_STACK,
     RefitRefused,
     case_from_run,
+    check_not_worse,
     collect,
     recalibrate,
     widest_bands,
@@ -263,7 +265,7 @@ def test_a_row_far_off_the_others_is_named_and_left_out(plan: PlanFile, tmp_path
     assert result.coefficients.time_scale == pytest.approx(1.3, rel=0.02)
     (line,) = result.outliers.values()
     assert list(result.outliers) == [collected.cases[3].measurement.id]
-    assert line.startswith(collected.cases[3].measurement.id) and "3× off" in line
+    assert line.startswith(collected.cases[3].measurement.id) and "2× off" in line
     # the band comes from the three rows held out one at a time, not from the outlier (±1500 %)
     assert result.coefficients.time_error_band["default"] < 0.1
 
@@ -283,6 +285,15 @@ def test_a_refit_that_fits_its_own_rows_worse_is_refused() -> None:
     # the same rows alone: the stack factor fit is never worse on them
     result = recalibrate(core, default_coefficients(), start_name="seeds", sources=[], with_seeds=False, name="x")
     assert result.coefficients.time_scale == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_refit_whose_printed_mape_rises_is_refused_though_its_squared_log_error_falls() -> None:
+    """Two rows on the start and one 4× slower: a factor 4^(1/3) lowers the squared log error, raises the MAPE."""
+    rows = [row(1.0), row(1.0, seq_len=1024), row(4.0, seq_len=512)]
+    fitted = START.model_copy(update={"time_scale": START.time_scale * 4 ** (1 / 3)})
+    with pytest.raises(RefitRefused, match=r"mean squared log error 0\.641 → 0\.427, time MAPE 25\.0% → 59\.3%"):
+        check_not_worse(rows, START, fitted, "seeds")
+    check_not_worse(rows, START, START, "seeds")  # the start itself is never worse
 
 
 def test_recalibrate_needs_measurements() -> None:

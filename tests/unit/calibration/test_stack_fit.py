@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
+from time_rows import START, row
 
-from autotune.calibration.cases import Case, prepare_cases
 from autotune.calibration.stack_fit import (
     MIN_ELASTICITY_SPREAD,
     ROW_LOG_SIGMA,
@@ -16,36 +15,10 @@ from autotune.calibration.stack_fit import (
     fit_stack,
     identified_terms,
     loo_time_errors,
-    outlier_rows,
     row_log_sigma,
     stack_evidence,
     stack_prior_log_sigma,
 )
-from autotune.calibration.time_fit import TimeRow, predicted_time_s, time_rows
-from autotune.costmodel.calibration import default_coefficients
-from autotune.schemas.calibration import Measurement
-from autotune.schemas.setting import TrainingSetting, Workload
-
-START = default_coefficients()
-
-
-def row(scale: float, seq_len: int = 2048, gpu: str = "rtx-4090", **setting: Any) -> TimeRow:
-    """A timed row measuring ``scale`` × the start's micro-step prediction for Llama 3.2 1B."""
-    options: dict[str, Any] = {"method": "lora", "micro_batch_size": 1, "grad_ckpt": True, **setting}
-    measurement = Measurement(
-        id=f"r{scale}-{seq_len}-{sorted(setting.items())}",
-        source="test",
-        model="llama3.2-1b",
-        gpu=gpu,
-        setting=TrainingSetting(**options),
-        workload=Workload(seq_len=seq_len, global_batch_size=8),
-        micro_step_time_s=1.0,
-    )
-    (case,) = prepare_cases([measurement])
-    predicted = predicted_time_s(TimeRow(case, "micro-step", 1.0), START)
-    timed = Case(case.measurement.model_copy(update={"micro_step_time_s": predicted * scale}), case.model, case.cluster)
-    (result,) = time_rows([timed])
-    return result
 
 
 def test_rows_that_agree_with_the_start_keep_it_exactly_and_a_2x_slower_stack_moves_it_all_the_way() -> None:
@@ -128,13 +101,6 @@ def test_a_term_is_identified_only_where_the_rows_vary_its_share() -> None:
     assert identified_terms(wide, 3) == []
     assert identified_terms(wide, 4) == [("a", None)]
     assert identified_terms(wide, 10) == [("a", None), ("b", None)]
-
-
-def test_an_outlier_needs_a_majority_to_stand_against() -> None:
-    rows = [row(1.3), row(1.31, seq_len=1024), row(1.29, seq_len=512), row(17.0, seq_len=256)]
-    assert [r.measured_s for r in outlier_rows(rows, START)] == [rows[3].measured_s]
-    assert outlier_rows(rows[2:], START) == []  # two rows that disagree: no telling which is off
-    assert outlier_rows(rows[:3], START) == []
 
 
 def test_leave_one_out_errors_predict_each_row_from_the_others() -> None:
