@@ -49,6 +49,7 @@ from autotune.calibration.results import CaseResult, evaluate
 from autotune.calibration.stack_fit import (
     StackEvidence,
     fit_stack,
+    fitted_correction,
     loo_time_errors,
 )
 from autotune.calibration.time_fit import TimeRow, predicted_time_s, time_rows
@@ -320,6 +321,8 @@ def recalibrate(
         for c in cases
     ]
     rows = time_rows(own)
+    before_start = start
+    start = start.model_copy(update={"local_time_correction": None})  # a new one is learned from these rows
     outliers = outlier_rows(rows, start)
     outlier_ids = {r.case.measurement.id for r in outliers}
     kept = [c for c in own if c.measurement.id not in outlier_ids]
@@ -336,7 +339,9 @@ def recalibrate(
         allocated = fit_allocator(kept, start)
         stack = fit_stack(kept_rows, allocated)
         # the coefficients now describe the user's stack (time_scale included): its factor over them is 1
-        update = {"name": name, "source": source, "stack_time_factor": {USER_STACK: 1.0}}
+        update: dict[str, object] = {"name": name, "source": source, "stack_time_factor": {USER_STACK: 1.0}}
+        if kept_rows:
+            update["local_time_correction"] = fitted_correction(kept_rows, allocated, stack.coefficients)
         fitted = stack.coefficients.model_copy(update=update)
         fitted_terms = tuple(field if key is None else f"{field}[{key}]" for field, key in stack.fitted)
         evidence = stack.evidence
@@ -344,7 +349,7 @@ def recalibrate(
     if not any(c.measurement.memory_kind in RESERVED_KINDS and c.measurement.peak_memory_gib for c in fit_cases):
         # Nothing measured reserved memory: the fit's allocator overhead is arbitrary.
         fitted = fitted.model_copy(update={"allocator_overhead_fraction": start.allocator_overhead_fraction})
-    check_not_worse(kept_rows, start, fitted, start_name)
+    check_not_worse(kept_rows, before_start, fitted, start_name)
     memory_band, headroom_band, _ = error_bands(evaluate(fit_cases, fitted))
     fitted = fitted.model_copy(
         update={
@@ -355,9 +360,9 @@ def recalibrate(
     )
     return Recalibration(
         coefficients=fitted,
-        before=evaluate(cases, start),
+        before=evaluate(cases, before_start),
         after=evaluate(cases, fitted),
-        seeds_before=evaluate(seeds, start),
+        seeds_before=evaluate(seeds, before_start),
         seeds_after=evaluate(seeds, fitted),
         outliers={r.case.measurement.id: outlier_line(r, start) for r in outliers},
         fitted_terms=fitted_terms,

@@ -35,6 +35,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from autotune.calibration.coverage import gls_mean, local_correction, local_log_variance, row_point
 from autotune.calibration.nelder_mead import nelder_mead
 from autotune.calibration.time_fit import (
     BOUNDS,
@@ -46,6 +47,7 @@ from autotune.calibration.time_fit import (
 )
 from autotune.costmodel.device import efficiency
 from autotune.schemas.calibration import TIME_SCALE_MAX, TIME_SCALE_MIN, CostCoefficients
+from autotune.schemas.time_correction import LocalTimeCorrection
 
 STACK_LOG_SIGMA = 1.0
 """Prior σ of log ``time_scale`` for a stack other than the one the start describes: stacks measured so far run
@@ -211,8 +213,9 @@ class StackEvidence:
     """What the rows say about the stack factor at the start (:func:`stack_evidence`).
 
     Attributes:
-        mean_log_ratio: m, the rows' mean log(measured / predicted time) at the start (natural log).
-        standard_error: se = σ̂ / √k of that mean, σ̂ the rows' scatter (:func:`row_log_sigma`).
+        mean_log_ratio: m, the rows' mean log(measured / predicted time) at the start (natural log; the GLS mean,
+            ``coverage.gls_mean``).
+        standard_error: se of that mean (``coverage.gls_mean``).
         same_stack_probability: the posterior probability, in [0, 1], that the start describes the rows' stack.
     """
 
@@ -231,8 +234,12 @@ def stack_evidence(rows: Sequence[TimeRow], start: CostCoefficients) -> StackEvi
 
     H₀, "the start describes this stack": log ``time_scale`` is exactly the start's, and the rows' mean log ratio
     m = mean log(measured / predicted) is the setting-dependent error of the start, m ~ N(0, se²). H₁, "another
-    stack": log ``time_scale`` ~ N(0, ``STACK_LOG_SIGMA``²), so m ~ N(0, ``STACK_LOG_SIGMA``² + se²). se = σ̂ / √k
-    with σ̂ the rows' own scatter (:func:`row_log_sigma`). The Bayes factor B₀₁ is the ratio of the two densities at m
+    stack": log ``time_scale`` ~ N(0, ``STACK_LOG_SIGMA``²), so m ~ N(0, ``STACK_LOG_SIGMA``² + se²). m and se are
+    the generalized-least-squares mean and its standard error under Σ₀ = s² K + σ̂² I (``coverage.gls_mean``: σ̂ the
+    rows' own scatter, :func:`row_log_sigma`; s² K the start's setting-dependent error, correlated between rows that
+    lie close in the setting space): for rows far apart the plain mean and √(s² + σ̂²) / √k, for rows in one corner a
+    standard error that does not fall below s, a correction there being as likely the corner's as the stack's. The
+    Bayes factor B₀₁ is the ratio of the two densities at m
     (Jeffreys' test of a point hypothesis, *Theory of Probability* 1961 §5.2; Kass & Raftery, JASA 90 (1995) 773,
     eq. 1), and P(H₀ | rows) = p₀ B₀₁ / (p₀ B₀₁ + 1 − p₀) with p₀ = ``SAME_STACK_PROBABILITY``.
 
@@ -247,8 +254,9 @@ def stack_evidence(rows: Sequence[TimeRow], start: CostCoefficients) -> StackEvi
     if not rows:
         raise ValueError("stack_evidence needs at least one timed row")
     ratios = [log_ratio(r, start) for r in rows]
-    mean_ratio = sum(ratios) / len(ratios)
-    standard_error = row_log_sigma(ratios) / math.sqrt(len(rows))
+    points = [row_point(r) for r in rows]
+    offset = gls_mean(ratios, points, local_log_variance(start), row_log_sigma(ratios) ** 2)
+    mean_ratio, standard_error = offset.mean, offset.standard_error
     same = SAME_STACK_PROBABILITY * _normal_density(mean_ratio, standard_error)
     other = (1 - SAME_STACK_PROBABILITY) * _normal_density(mean_ratio, math.hypot(STACK_LOG_SIGMA, standard_error))
     return StackEvidence(mean_ratio, standard_error, same / (same + other))
@@ -329,3 +337,21 @@ def loo_time_errors(rows: Sequence[TimeRow], start: CostCoefficients) -> list[fl
         fitted = fit_stack(others, start).coefficients
         errors.append(abs(predicted_time_s(held, fitted) / held.measured_s - 1))
     return errors
+
+
+def fitted_correction(
+    rows: Sequence[TimeRow], start: CostCoefficients, fitted: CostCoefficients
+) -> LocalTimeCorrection:
+    """The local correction (``coverage.local_correction``) of ``fitted``, :func:`fit_stack` on ``rows`` from ``start``.
+
+    Residuals: each row's log ratio at ``fitted``; priors: the start's setting error (``coverage.local_log_variance``)
+    and the rows' scatter at ``start`` (:func:`row_log_sigma`). The stack factor's posterior variance is
+    ``STACK_LOG_SIGMA``² se² / (``STACK_LOG_SIGMA``² + se²) where it moved (normal-normal update), else 0.
+    """
+    noise = row_log_sigma([log_ratio(r, start) for r in rows]) ** 2
+    standard_error = stack_evidence(rows, start).standard_error
+    moved = fitted.time_scale != start.time_scale
+    prior = STACK_LOG_SIGMA**2
+    stack_variance = prior * standard_error**2 / (prior + standard_error**2) if moved else 0.0
+    residuals = [log_ratio(r, fitted) for r in rows]
+    return local_correction(rows, residuals, local_log_variance(start), noise, stack_variance)
