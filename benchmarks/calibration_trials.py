@@ -16,7 +16,9 @@ The start (``--start``):
 
 Draws (``--draws-kinds``): ``random`` (the first ``--k`` rows, then random draws of ``--k`` rows) and ``corner``
 (``--k`` rows sharing model, method and a sequence band, :func:`seq_band`: what a user measures who tries one corner of
-the setting space first; up to ``--draws`` such corners per group, seeded; a group without one prints no line).
+the setting space first; up to ``--draws`` such corners per group, seeded; a group without one prints no line) and
+``suggest`` (one draw: the ``--k`` rows ``calibrate --suggest`` picks with the group's own rows as the plan space,
+:func:`suggested_draw`).
 
 Printed per group (one source: one stack on one card), draw kind and mode: tokens/s MAPE of the held-out rows before →
 after (mean over draws; tokens/s error = measured time / predicted time − 1), time MAPE after, its floor
@@ -54,9 +56,12 @@ from pathlib import Path
 
 from autotune.calibration import stack_fit
 from autotune.calibration.cases import Case, comparable_time, prepare_cases
+from autotune.calibration.coverage import row_point
 from autotune.calibration.crossval import fit_from_priors
 from autotune.calibration.recalibrate import RefitRefused, recalibrate
 from autotune.calibration.results import CaseResult, evaluate
+from autotune.calibration.suggest import Variances, greedy_variance_reduction
+from autotune.calibration.time_fit import time_rows
 from autotune.costmodel.calibration import default_coefficients, load_coefficients, save_coefficients
 from autotune.profiles.measurements import list_measurement_sets
 from autotune.schemas.calibration import CostCoefficients
@@ -242,6 +247,17 @@ def corner_draws(cases: list[Case], k: int, count: int, rng: random.Random) -> l
     return [rng.sample(eligible[i % len(eligible)], k) for i in range(count)] if eligible else []
 
 
+def suggested_draw(group: Group, k: int, start: CostCoefficients) -> list[list[Case]]:
+    """One draw: the ``k`` rows ``calibrate --suggest k`` picks when the plan space is the group's own rows.
+
+    ``suggest.greedy_variance_reduction`` over the rows' setting points with the start's priors: the suggested
+    settings are measured rows, so "the nearest measured row" to each is the row itself.
+    """
+    points = [row_point(row) for row in time_rows(group.timed)]
+    selection = greedy_variance_reduction(points, k, Variances.of(start))
+    return [[group.timed[i] for i in selection.chosen]]
+
+
 def group_draws(group: Group, args: argparse.Namespace, kind: str = "random") -> list[list[Case]]:
     """The group's ``--draws`` draws of ``--k`` rows of one kind (random, corner), seeded by the seed and group."""
     rng = random.Random(f"{args.seed}-{group.name}" + ("" if kind == "random" else f"-{kind}"))
@@ -374,7 +390,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--k", type=int, default=3, help="rows given to calibrate (default 3)")
     parser.add_argument("--draws", type=int, default=5, help="trials per group and draw kind (default 5)")
     parser.add_argument("--modes", default="without,with", help="'without', 'with' or both (comma-separated)")
-    parser.add_argument("--kinds", default="random,corner", help="draw kinds: 'random', 'corner' (comma-separated)")
+    parser.add_argument(
+        "--kinds", default="random,corner,suggest", help="draw kinds: random, corner, suggest (comma-separated)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed of the draws")
     parser.add_argument("--only", default="", help="only groups whose name contains this")
     parser.add_argument("--cache", type=Path, default=None, help="folder that keeps the blind starts between runs")
@@ -397,7 +415,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-DRAW_KINDS = ("random", "corner")
+DRAW_KINDS = ("random", "corner", "suggest")
 """The draw kinds :func:`group_draws` knows."""
 
 
@@ -421,10 +439,10 @@ def main(argv: list[str] | None = None) -> int:
     by_kind: dict[tuple[str, str], list[Tally]] = {}
     for kind in args.kind_list:
         for group in found:
-            chosen = group_draws(group, args, kind)
+            start = blind_start(group, starts, args.cache) if blind else shipped
+            chosen = suggested_draw(group, args.k, start) if kind == "suggest" else group_draws(group, args, kind)
             if not chosen:
                 continue
-            start = blind_start(group, starts, args.cache) if blind else shipped
             for mode in args.mode_list:
                 tally = group_tally(group, chosen, start, mode == "with", blind)
                 by_kind.setdefault((kind, mode), []).append(tally)

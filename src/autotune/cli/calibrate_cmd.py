@@ -3,7 +3,8 @@
 Inputs are run directories written by ``autotune launch`` (``run_report.json`` + ``plan.yaml``), CSV files
 of measurements (docs/calibration.md) and measurement-set YAML files. The calibration is written to the
 user config dir by default, where ``plan`` and ``estimate`` pick it up. ``--template FILE`` writes an empty CSV
-(every column with its allowed values and default) instead.
+(every column with its allowed values and default) instead; with ``--suggest K --model M --gpu G`` it holds the K
+settings to measure first (``cli/suggest_options.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from autotune.cli.refit import (
     render_recalibration,
     resolve_output,
 )
+from autotune.cli.suggest_options import NO_SUGGESTION, SuggestOptions, takes_option_group, write_suggestions
 from autotune.errors import InvalidRequestError
 from autotune.fileio import write_atomic
 from autotune.profiles.measurement_csv import csv_template
@@ -46,6 +48,7 @@ TemplateOpt = Annotated[
 ]
 
 
+@takes_option_group("suggest", SuggestOptions)
 def calibrate_command(
     inputs: Annotated[
         list[Path] | None,
@@ -61,12 +64,24 @@ def calibrate_command(
     name: NameOpt = None,
     calibration: StartOpt = None,
     template: TemplateOpt = None,
+    suggest: SuggestOptions = NO_SUGGESTION,
 ) -> None:
     """Refit the cost model's time coefficients from your runs and write a calibration file.
 
     Fits measured times (and reserved memory, when a row measured it); peak allocated memory is derived from
     the architecture and setting, not fitted, so a calibration leaves its predictions unchanged.
     """
+    if suggest.given():
+        raise InvalidRequestError(f"{', '.join(suggest.given())} only go with --suggest K")
+    if suggest.suggest is not None:
+        named = [flag for flag, value in (("RUN_DIR_OR_CSV", inputs), ("-o", output), ("--name", name)) if value]
+        if named or template is None:
+            raise InvalidRequestError(
+                "--suggest K writes the settings to measure to --template FILE and calibrates nothing: give "
+                "--template FILE" + (f", without {', '.join(named)}" if named else "")
+            )
+        write_suggestions(suggest, template, calibration)
+        return
     if template is not None:
         named = [
             flag

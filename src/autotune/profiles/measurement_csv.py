@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -349,3 +349,16 @@ def csv_template() -> str:
         *(column_legend(name) for name in CSV_COLUMNS),
     ]
     return "".join(f"{COMMENT} {line}\n" for line in lines) + ",".join(CSV_COLUMNS) + "\n"
+
+
+def csv_with_rows(rows: Sequence[Mapping[str, Any]], header_note: str) -> str:
+    """:func:`csv_template` with ``header_note`` as its first comment line and ``rows`` under the header.
+
+    Each row maps columns to values, written as the legend writes defaults (``true``/``false``, ``;``-separated
+    targets); columns a row does not give, and keys that are no column, are left out (empty cells).
+    """
+    lines = "".join(
+        ",".join(_default(row[name]) if row.get(name) is not None else "" for name in CSV_COLUMNS) + "\n"
+        for row in rows
+    )
+    return f"{COMMENT} {header_note}\n" + csv_template() + lines
