@@ -14,6 +14,7 @@ from autotune.calibration.cases import check_measured_ranges
 from autotune.calibration.coverage import corner
 from autotune.calibration.recalibrate import Collected, Recalibration, recalibrate
 from autotune.calibration.results import CaseResult
+from autotune.calibration.row_fields import moving_fields
 from autotune.calibration.stack_fit import StackEvidence
 from autotune.calibration.validation import ErrorSummary, summarize
 from autotune.cli._shared import coefficients_from_option
@@ -298,7 +299,11 @@ def render_recalibration(result: Recalibration, output: Path, start: CostCoeffic
     console().print(rows_table(result.before, result.after))
     for old in result.before:
         m = old.case.measurement
-        console().print(f"  {m.id}: {m.gpu} ×{m.world_size}, {m.model}, seq {m.workload.seq_len}, {m.setting.short()}")
+        extra = "".join(f", {text}" for text in moving_fields(old.case, start))
+        console().print(
+            f"  {m.id}: {m.gpu} ×{m.world_size}, {m.model}, seq {m.workload.seq_len}, {m.setting.short()}{extra}",
+            markup=False,
+        )
     seeds_before, seeds_after = summarize(result.seeds_before), summarize(result.seeds_after)
     fitted_before = [r for r in result.before if r.id not in result.outliers]
     fitted_after = [r for r in result.after if r.id not in result.outliers]

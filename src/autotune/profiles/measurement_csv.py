@@ -48,6 +48,12 @@ LORA_TARGETS_SEPARATOR = ";"
 class CsvRow(StrictModel):
     """The run columns of one CSV row (one run); the setting and workload columns are validated by their schemas."""
 
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="A label for the row in calibrate's table (default: FILE-STEM-rowN; repeated ids get -2, -3...).",
+    )
     model: str = Field(
         description="Model: a catalog key or alias, a Hugging Face repo id the catalog knows, a config.json, a model "
         "directory or a .gguf file (a relative path is read from the CSV file's folder)."
@@ -191,7 +197,7 @@ def _csv_run(path: Path, row: int, line: int, cells: Mapping[str, str]) -> CsvRu
             "sequence; leave it empty for packed or filled sequences)",
         )
     measurement = Measurement(
-        id=f"{path.stem}-row{row}",
+        id=parsed.id or f"{path.stem}-row{row}",
         source=f"{path} row {row}",
         model=str(source.path) if source.path is not None else source.spec.key,
         gpu=gpu.key,
