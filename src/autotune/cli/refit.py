@@ -195,13 +195,14 @@ def _number(value: float | None) -> str:
 
 
 def stack_kept_line(evidence: StackEvidence, time_scale: float) -> str:
-    """Why the stack factor kept its start value: the rows agree with the start within their own scatter."""
+    """Why the stack factor kept its start value: the rows' offset is within their scatter and the corner's error."""
     return (
-        f"kept: time_scale {_number(time_scale)}, the stack factor: your rows agree with the start within their own "
-        f"scatter (measured / predicted ×{math.exp(evidence.mean_log_ratio):.3f} on average, standard error "
+        f"kept: time_scale {_number(time_scale)}, the stack factor: your rows' offset from the start is within what "
+        "their own scatter and the start's error in the part of the setting space they cover allow (measured / "
+        f"predicted ×{math.exp(evidence.mean_log_ratio):.3f} on average, standard error "
         f"±{evidence.standard_error * 100:.0f} %; probability that the start describes your stack "
         f"{evidence.same_stack_probability:.2f}), so a factor fitted to them would add their setting-dependent error; "
-        "rows further off, or more of them, move it"
+        "rows further off, further apart, or more of them, move it"
     )
 
 
