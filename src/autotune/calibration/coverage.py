@@ -110,19 +110,41 @@ def gls_mean(ratios: Sequence[float], points: Sequence[SettingPoint], local: flo
     return GlsMean(sum(w * r for w, r in zip(weights, ratios, strict=True)) / total, 1 / math.sqrt(total))
 
 
+def scale_posterior(residuals: Sequence[float], precision: Sequence[Sequence[float]], prior_dof: int) -> float:
+    """τ², the common scale of Σ₀ the rows support: (ν₀ + rᵀΣ₀⁻¹r) / (ν₀ + k).
+
+    The posterior mean of a scaled inverse-χ² prior on τ² (centred on 1, worth ``prior_dof`` rows) after k residuals
+    r ~ N(0, τ² Σ₀) (BDA3 §3.3, the conjugate update of a normal's variance, with Σ₀'s correlation): rows closer to
+    their prediction than Σ₀ expects narrow the band, rows further off widen it.
+    """
+    quadratic = sum(r * w for r, w in zip(residuals, _times(precision, residuals), strict=True))
+    return (prior_dof + quadratic) / (prior_dof + len(residuals))
+
+
 def local_correction(
-    rows: Sequence[TimeRow], residuals: Sequence[float], local: float, noise: float, stack_variance: float
+    rows: Sequence[TimeRow],
+    residuals: Sequence[float],
+    local: float,
+    noise: float,
+    stack_variance: float,
+    prior_dof: int,
 ) -> LocalTimeCorrection:
-    """The posterior of h from the rows' ``residuals`` (log(measured / predicted) after the stack factor)."""
+    """The posterior of h from the rows' ``residuals`` (log(measured / predicted) after the stack factor).
+
+    Σ₀ = ``local`` K + ``noise`` I is scaled by :func:`scale_posterior` (``prior_dof`` its prior's weight): the mean
+    correction does not change with the scale, its variance (the printed band) does.
+    """
     points = [row_point(r) for r in rows]
     precision = inverse_spd(covariance(points, local, noise))
+    scale = scale_posterior(residuals, precision, prior_dof)
+    precision = [[p / scale for p in line] for line in precision]
     return LocalTimeCorrection(
         anchors=points,
         row_ids=[r.case.measurement.id for r in rows],
         weights=_times(precision, residuals),
         precision=precision,
-        local_log_variance=local,
-        noise_log_variance=noise,
+        local_log_variance=local * scale,
+        noise_log_variance=noise * scale,
         stack_log_variance=stack_variance,
     )
 

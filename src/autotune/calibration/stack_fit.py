@@ -354,4 +354,4 @@ def fitted_correction(
     prior = STACK_LOG_SIGMA**2
     stack_variance = prior * standard_error**2 / (prior + standard_error**2) if moved else 0.0
     residuals = [log_ratio(r, fitted) for r in rows]
-    return local_correction(rows, residuals, local_log_variance(start), noise, stack_variance)
+    return local_correction(rows, residuals, local_log_variance(start), noise, stack_variance, ROW_SIGMA_PRIOR_DOF)
