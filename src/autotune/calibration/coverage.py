@@ -132,17 +132,19 @@ def local_correction(
     """The posterior of h from the rows' ``residuals`` (log(measured / predicted) after the stack factor).
 
     Σ₀ = ``local`` K + ``noise`` I is scaled by :func:`scale_posterior` (``prior_dof`` its prior's weight): the mean
-    correction does not change with the scale, its variance (the printed band) does.
+    correction does not change with the scale, its variance (the printed band) does. The variance is the joint
+    posterior of g + h (``stack_variance`` the prior variance of log ``time_scale`` where the factor was fitted, 0
+    where it was kept), so it is small at the rows and the stack factor's uncertainty plus s² far from them.
     """
     points = [row_point(r) for r in rows]
-    precision = inverse_spd(covariance(points, local, noise))
-    scale = scale_posterior(residuals, precision, prior_dof)
-    precision = [[p / scale for p in line] for line in precision]
+    local_precision = inverse_spd(covariance(points, local, noise))
+    scale = scale_posterior(residuals, local_precision, prior_dof)
+    joint = [[stack_variance + v * scale for v in line] for line in covariance(points, local, noise)]
     return LocalTimeCorrection(
         anchors=points,
         row_ids=[r.case.measurement.id for r in rows],
-        weights=_times(precision, residuals),
-        precision=precision,
+        weights=[w / scale for w in _times(local_precision, residuals)],  # (τ² Σ₀)⁻¹ r: the mean keeps its scale
+        precision=inverse_spd(joint),
         local_log_variance=local * scale,
         noise_log_variance=noise * scale,
         stack_log_variance=stack_variance,

@@ -345,13 +345,10 @@ def fitted_correction(
     """The local correction (``coverage.local_correction``) of ``fitted``, :func:`fit_stack` on ``rows`` from ``start``.
 
     Residuals: each row's log ratio at ``fitted``; priors: the start's setting error (``coverage.local_log_variance``)
-    and the rows' scatter at ``start`` (:func:`row_log_sigma`). The stack factor's posterior variance is
-    ``STACK_LOG_SIGMA``² se² / (``STACK_LOG_SIGMA``² + se²) where it moved (normal-normal update), else 0.
+    and the rows' scatter at ``start`` (:func:`row_log_sigma`); the stack factor's prior variance
+    ``STACK_LOG_SIGMA``² where it moved (the band's joint posterior of factor and correction), else 0.
     """
     noise = row_log_sigma([log_ratio(r, start) for r in rows]) ** 2
-    standard_error = stack_evidence(rows, start).standard_error
-    moved = fitted.time_scale != start.time_scale
-    prior = STACK_LOG_SIGMA**2
-    stack_variance = prior * standard_error**2 / (prior + standard_error**2) if moved else 0.0
+    stack_variance = STACK_LOG_SIGMA**2 if fitted.time_scale != start.time_scale else 0.0
     residuals = [log_ratio(r, fitted) for r in rows]
     return local_correction(rows, residuals, local_log_variance(start), noise, stack_variance, ROW_SIGMA_PRIOR_DOF)

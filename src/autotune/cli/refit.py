@@ -20,7 +20,7 @@ from autotune.calibration.validation import ErrorSummary, summarize
 from autotune.cli._shared import coefficients_from_option
 from autotune.cli.console import console
 from autotune.costmodel.calibration import save_coefficients
-from autotune.costmodel.time_correction import log_correction, time_band
+from autotune.costmodel.time_correction import far_variance, log_correction, time_band
 from autotune.errors import ConfigError
 from autotune.profiles.user_config import user_calibration_path
 from autotune.schemas.calibration import TIME_SCALE_MAX, TIME_SCALE_MIN, CostCoefficients
@@ -220,7 +220,7 @@ def stack_moved_line(evidence: StackEvidence, start_scale: float, fitted_scale: 
 def coverage_lines(correction: LocalTimeCorrection) -> list[str]:
     """Where the rows lie and how the local correction and its band change with the distance from them."""
     near = max(time_band(log_correction(point, correction)[1]) for point in correction.anchors)
-    far = time_band(correction.local_log_variance + correction.noise_log_variance + correction.stack_log_variance)
+    far = time_band(far_variance(correction))
     return [
         f"your rows cover: {corner(correction.anchors)}",
         "local correction: times near your rows follow them, and the correction fades back to the stack factor away "

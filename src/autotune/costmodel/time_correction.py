@@ -5,11 +5,13 @@ residual left after its stack factor (``schemas/time_correction.py``). For a set
 k(x)ᵢ = k(x, anchorᵢ) the correction's mean and variance are the GP's (Rasmussen & Williams, *Gaussian Processes for
 Machine Learning*, 2006, eqs. 2.25–2.26):
 
-    mean(x) = s² k(x)ᵀ Σ⁻¹ r,    var(x) = s² (1 − s² k(x)ᵀ Σ⁻¹ k(x)) + n² + g²
+    mean(x) = s² k(x)ᵀ Σ⁻¹ r,    var(x) = g² + s² − c(x)ᵀ Σ_g⁻¹ c(x) + n²,   c(x)ᵢ = g² + s² k(x, anchorᵢ)
 
-with s² the prior variance of the setting-dependent error, n² a row's own noise and g² the stack factor's posterior
-variance. Near the rows the mean is their residual and the variance small; far from them (k → 0) the mean is 0 — the
-stack factor alone, "fades back toward the start" — and the variance the prior's. The time band printed with a
+with s² the prior variance of the setting-dependent error, n² a row's own noise, g² the stack factor's prior
+variance where it was fitted (0 where kept), Σ = s² K + n² I and Σ_g = g² 11ᵀ + Σ: the variance is the joint
+posterior of factor and correction. Near the rows the mean is their residual and the variance small; far from
+them (k → 0) the mean is 0 — the stack factor alone, "fades back toward the start" — and the variance the prior's
+less what the rows say about the factor. The time band printed with a
 prediction (:func:`time_band`) is the central 80 % interval of that log-normal.
 
 The kernel is squared-exponential on base-2 logarithms with a fixed length per axis and a fixed distance for a
@@ -85,16 +87,28 @@ def kernel(a: SettingPoint, b: SettingPoint) -> float:
 
 
 def log_correction(point: SettingPoint, correction: LocalTimeCorrection) -> tuple[float, float]:
-    """(mean, variance) of log(time / time at the stack factor alone) at ``point`` (module docstring)."""
-    s2 = correction.local_log_variance
+    """(mean, variance) of log(time / time at the stack factor alone) at ``point`` (module docstring).
+
+    The variance is the joint posterior of the stack factor and the correction (kernel g² + s² k(x, x')).
+    """
+    s2, g2 = correction.local_log_variance, correction.stack_log_variance
     near = [s2 * kernel(point, anchor) for anchor in correction.anchors]
     mean = sum(k * w for k, w in zip(near, correction.weights, strict=True))
+    return mean, _posterior_variance([g2 + k for k in near], correction)
+
+
+def far_variance(correction: LocalTimeCorrection) -> float:
+    """The variance of :func:`log_correction` at a setting far from every row (kernel 0)."""
+    return _posterior_variance([correction.stack_log_variance] * len(correction.anchors), correction)
+
+
+def _posterior_variance(cross: list[float], correction: LocalTimeCorrection) -> float:
     explained = sum(
-        ki * sum(p * kj for p, kj in zip(line, near, strict=True))
-        for ki, line in zip(near, correction.precision, strict=True)
+        ci * sum(p * cj for p, cj in zip(line, cross, strict=True))
+        for ci, line in zip(cross, correction.precision, strict=True)
     )
-    variance = max(s2 - explained, 0.0) + correction.noise_log_variance + correction.stack_log_variance
-    return mean, variance
+    prior = correction.stack_log_variance + correction.local_log_variance
+    return max(prior - explained, 0.0) + correction.noise_log_variance
 
 
 def time_band(variance: float) -> float:

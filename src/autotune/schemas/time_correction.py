@@ -33,9 +33,9 @@ class LocalTimeCorrection(FrozenModel):
 
     With Σ = ``local_log_variance`` · K + ``noise_log_variance`` · I over the anchors (K the kernel of
     ``costmodel.time_correction.kernel``), ``weights`` = Σ⁻¹ r (r the rows' residual log ratios at the refit without
-    this correction) and ``precision`` = Σ⁻¹. The mean correction at a point x is ``local_log_variance`` ·
-    k(x)ᵀ ``weights``; its variance ``local_log_variance`` (1 − ``local_log_variance`` k(x)ᵀ Σ⁻¹ k(x)) +
-    ``noise_log_variance`` + ``stack_log_variance``. Natural-log units throughout.
+    this correction) and ``precision`` = (``stack_log_variance`` 11ᵀ + Σ)⁻¹. The mean correction at a point x is
+    ``local_log_variance`` · k(x)ᵀ ``weights``; its variance the joint posterior of stack factor and correction
+    (``costmodel.time_correction.log_correction``). Natural-log units throughout.
     """
 
     anchors: list[SettingPoint] = Field(min_length=1, description="The rows' settings (outliers left out).")
@@ -44,7 +44,7 @@ class LocalTimeCorrection(FrozenModel):
     precision: list[list[float]] = Field(description="Σ⁻¹, anchors × anchors.")
     local_log_variance: float = Field(ge=0, description="Prior variance of the setting-dependent log error.")
     noise_log_variance: float = Field(gt=0, description="Variance of one row's log error no setting explains.")
-    stack_log_variance: float = Field(ge=0, description="Posterior variance of log time_scale (0 when kept).")
+    stack_log_variance: float = Field(ge=0, description="Prior variance of log time_scale where fitted (0 when kept).")
 
     @model_validator(mode="after")
     def _shapes(self) -> LocalTimeCorrection:
