@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from autotune.costmodel.context import SettingContext
-from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.calibration import TIME_SCALE_MAX, TIME_SCALE_MIN, CostCoefficients
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.schemas.time_correction import LocalTimeCorrection, SettingPoint
 
@@ -46,6 +46,11 @@ method says little about another."""
 SHARDING_DISTANCE = 1.0
 """Scaled distance between two sharding strategies: correlation e^(−½) ≈ 0.61 (the compute terms are shared, the
 communication and hooks are not)."""
+
+MAX_LOG_CORRECTION_LOW = math.log(TIME_SCALE_MIN)
+MAX_LOG_CORRECTION_HIGH = math.log(TIME_SCALE_MAX)
+"""Bounds of the log correction: the stack factor's own range (``schemas.calibration.TIME_SCALE_MIN`` / ``_MAX``,
+0.1–10×), so a hand-edited calibration file cannot send a time to 0 or to overflow."""
 
 BAND_Z = 1.2816
 """Standard-normal quantile of a central 80 % interval (Φ⁻¹(0.9)): the band :func:`time_band` prints."""
@@ -94,6 +99,7 @@ def log_correction(point: SettingPoint, correction: LocalTimeCorrection) -> tupl
     s2, g2 = correction.local_log_variance, correction.stack_log_variance
     near = [s2 * kernel(point, anchor) for anchor in correction.anchors]
     mean = sum(k * w for k, w in zip(near, correction.weights, strict=True))
+    mean = min(max(mean, MAX_LOG_CORRECTION_LOW), MAX_LOG_CORRECTION_HIGH)
     return mean, _posterior_variance([g2 + k for k in near], correction)
 
 

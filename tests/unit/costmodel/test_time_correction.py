@@ -61,3 +61,9 @@ def test_a_fitted_stack_factor_is_uncertain_far_away_but_not_at_the_row() -> Non
     kept, moved = one_row(0.0), one_row(0.0, stack=1.0)
     assert log_correction(point(), moved)[1] == pytest.approx(log_correction(point(), kept)[1], abs=0.01)
     assert far_variance(moved) > far_variance(kept) + 0.05
+
+
+def test_a_hand_edited_correction_cannot_send_a_time_past_the_stack_factors_range() -> None:
+    wild = one_row(0.5).model_copy(update={"weights": [1e300]})
+    assert log_correction(point(), wild)[0] == pytest.approx(math.log(10))
+    assert log_correction(point(), wild.model_copy(update={"weights": [-1e300]}))[0] == pytest.approx(math.log(0.1))
