@@ -14,10 +14,19 @@ The start (``--start``):
   * ``shipped``: the shipped calibration, fitted with these very rows (without their stacks' factors, which never
     predict): not blind, so where it already fits a stack well three rows can only add their noise.
 
-Printed per group and mode: tokens/s MAPE of the held-out rows before → after (mean over draws; tokens/s error =
-measured time / predicted time − 1), time MAPE after, its floor (:func:`factor_floor`: the least time MAPE of the
-held-out rows that any one stack factor reaches, chosen on those rows themselves), pairs of held-out rows in the
-measured order, and in how many draws the held-out MAPE got worse; then the pooled figures. A refit refused because it
+Draws (``--draws-kinds``): ``random`` (the first ``--k`` rows, then random draws of ``--k`` rows) and ``corner``
+(``--k`` rows sharing model, method and a sequence band, :func:`seq_band`: what a user measures who tries one corner of
+the setting space first; up to ``--draws`` such corners per group, seeded; a group without one prints no line) and
+``suggest`` (one draw: the ``--k`` rows ``calibrate --suggest`` picks with the group's own rows as the plan space,
+:func:`suggested_draw`).
+
+Printed per group (one source: one stack on one card), draw kind and mode: tokens/s MAPE of the held-out rows before →
+after (mean over draws; tokens/s error = measured time / predicted time − 1), time MAPE after, its floor
+(:func:`factor_floor`: the least time MAPE of the held-out rows that any one stack factor reaches, chosen on those rows
+themselves), pairs of held-out rows in the measured order, the printed band's coverage before → after (the share of
+held-out rows whose |log(measured / predicted)| lies within log(1 + the estimate's ``time_uncertainty_fraction``)), and
+in how many draws the held-out MAPE got worse; then, per draw kind and mode, the **median over sources** (a pooled mean
+is dominated by the source with the largest error) and the pooled figures beside it. A refit refused because it
 would fit its own rows worse (``RefitRefused``) keeps the start calibration: counted as a refusal, its predictions
 unchanged.
 
@@ -26,7 +35,9 @@ constants (:data:`SENSITIVITY`: ``stack_fit.STACK_LOG_SIGMA``, ``ROW_SIGMA_PRIOR
 per combination, the pooled change and the most draws any one source got worse in: how much the result rests on them.
 
 Usage:  python benchmarks/calibration_trials.py [--k 3] [--draws 5] [--modes without,with] [--seed 0]
-                                               [--start blind|shipped] [--sensitivity]
+                                               [--start blind|shipped] [--sensitivity] [--kinds random,corner]
+                                               [--cache DIR]
+        (``--cache DIR`` keeps the blind starts as calibration YAML files in DIR and reads them back on the next run)
         (the blind starts: ~3 min; without: seconds; with: ~1 min per trial, the pooled fit runs on ~190 rows;
         --sensitivity: ~18 × 20 s after the starts)
 """
@@ -34,19 +45,23 @@ Usage:  python benchmarks/calibration_trials.py [--k 3] [--draws 5] [--modes wit
 from __future__ import annotations
 
 import argparse
-import random
+import math
+import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations, product
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from trial_groups import Group, blind_start, group_draws, groups, suggested_draw
 
 from autotune.calibration import stack_fit
-from autotune.calibration.cases import Case, comparable_time, prepare_cases
-from autotune.calibration.crossval import fit_from_priors
+from autotune.calibration.cases import Case
 from autotune.calibration.recalibrate import RefitRefused, recalibrate
 from autotune.calibration.results import CaseResult, evaluate
 from autotune.costmodel.calibration import default_coefficients
-from autotune.profiles.measurements import list_measurement_sets
 from autotune.schemas.calibration import CostCoefficients
 
 WORSE_TOLERANCE = 0.01
@@ -65,17 +80,6 @@ stacks and cards)."""
 
 
 @dataclass
-class Group:
-    """One stack on one card: a measurement set's timed rows on one GPU."""
-
-    name: str
-    set_name: str
-    timed: list[Case]
-    others: list[Case]  # every shipped row outside this group
-    outside_set: list[Case]  # every shipped row outside this group's measurement set (the blind start's rows)
-
-
-@dataclass
 class Tally:
     """Held-out errors of one group and mode over its draws."""
 
@@ -85,6 +89,8 @@ class Tally:
     floor_time: list[float] = field(default_factory=list)
     pairs_before: list[float] = field(default_factory=list)
     pairs_after: list[float] = field(default_factory=list)
+    covered_before: list[float] = field(default_factory=list)
+    covered_after: list[float] = field(default_factory=list)
     worse_draws: int = 0
     worse_by_a_point: int = 0
     refused: int = 0
@@ -92,7 +98,16 @@ class Tally:
 
     def add(self, other: Tally) -> None:
         """Pool ``other``'s errors and counts into this tally."""
-        for name in ("before_tps", "after_tps", "after_time", "floor_time", "pairs_before", "pairs_after"):
+        for name in (
+            "before_tps",
+            "after_tps",
+            "after_time",
+            "floor_time",
+            "pairs_before",
+            "pairs_after",
+            "covered_before",
+            "covered_after",
+        ):
             getattr(self, name).extend(getattr(other, name))
         self.worse_draws += other.worse_draws
         self.worse_by_a_point += other.worse_by_a_point
@@ -100,37 +115,20 @@ class Tally:
         self.draws += other.draws
 
 
-def groups(min_rows: int) -> list[Group]:
-    """Timed rows of each shipped set by GPU, with at least ``min_rows`` rows."""
-    sets = list_measurement_sets()
-    everything = [(s.name, case) for s in sets for case in prepare_cases(s.measurements)]
-    found = []
-    for s in sets:
-        by_gpu: dict[str, list[Case]] = {}
-        for name, case in everything:
-            if name == s.name and comparable_time(case.measurement) is not None:
-                by_gpu.setdefault(case.cluster.gpu.key, []).append(case)
-        for gpu, cases in sorted(by_gpu.items()):
-            if len(cases) >= min_rows:
-                ids = {c.measurement.id for c in cases}
-                others = [c for _, c in everything if c.measurement.id not in ids]
-                outside = [c for name, c in everything if name != s.name]
-                found.append(Group(f"{s.name} / {gpu}", s.name, cases, others, outside))
-    return found
-
-
-def blind_start(group: Group, cache: dict[str, CostCoefficients]) -> CostCoefficients:
-    """The seed fit without the group's set (``fit_from_priors``, as ``tools/calibrate_seeds.py`` fits); cached."""
-    if group.set_name not in cache:
-        print(f"  fitting the start without {group.set_name} ({len(group.outside_set)} rows)", file=sys.stderr)
-        cache[group.set_name] = fit_from_priors(group.outside_set, f"without {group.set_name}")
-    return cache[group.set_name]
-
-
 def tokens_error(result: CaseResult) -> float:
     """|measured time / predicted time − 1|: the tokens/s error of the prediction."""
     assert result.measured_time_s is not None and result.predicted_time_s is not None
     return abs(result.measured_time_s / result.predicted_time_s - 1)
+
+
+def covered(result: CaseResult) -> float:
+    """1 when the measured time lies within the prediction's printed band (``time_uncertainty_fraction``), else 0.
+
+    Compared in log space, |log(measured / predicted)| ≤ log(1 + band), so a band covers slow and fast rows alike.
+    """
+    assert result.measured_time_s is not None and result.predicted_time_s is not None
+    band = result.estimate.time_uncertainty_fraction
+    return float(abs(math.log(result.measured_time_s / result.predicted_time_s)) <= math.log1p(band) + 1e-12)
 
 
 def time_error(result: CaseResult) -> float:
@@ -166,19 +164,6 @@ def factor_floor(results: Sequence[CaseResult]) -> float:
     if not ratios:
         return 0.0
     return min(mean([abs(ratio / pivot - 1) for ratio in ratios]) for pivot in ratios)
-
-
-def draws(cases: list[Case], k: int, count: int, rng: random.Random) -> list[list[Case]]:
-    """The first ``k`` rows, then ``count`` − 1 random draws of ``k`` rows."""
-    chosen = [cases[:k]]
-    while len(chosen) < count:
-        chosen.append(rng.sample(cases, k))
-    return chosen
-
-
-def group_draws(group: Group, args: argparse.Namespace) -> list[list[Case]]:
-    """The group's ``--draws`` draws of ``--k`` rows, seeded by ``--seed`` and the group's name."""
-    return draws(group.timed, args.k, args.draws, random.Random(f"{args.seed}-{group.name}"))
 
 
 def group_tally(
@@ -226,6 +211,8 @@ def trial(group: Group, rows: list[Case], start: CostCoefficients, with_seeds: b
     tally.floor_time += [factor_floor(before)] * len(before)  # weighted like the held-out rows it is a floor for
     tally.pairs_before.append(pairs_in_order(before))
     tally.pairs_after.append(pairs_in_order(after))
+    tally.covered_before += [covered(r) for r in before]
+    tally.covered_after += [covered(r) for r in after]
     tally.worse_draws += mean(errors_after) > mean(errors_before) + 1e-9
     tally.worse_by_a_point += mean(errors_after) > mean(errors_before) + WORSE_TOLERANCE
     tally.draws += 1
@@ -247,7 +234,7 @@ def sensitivity(
                 setattr(stack_fit, name, value)
             total, worst = Tally(), 0
             for group in found:
-                start = blind_start(group, starts) if blind else shipped
+                start = blind_start(group, starts, args.cache) if blind else shipped
                 tally = group_tally(group, chosen[group.name], start, False, blind)
                 total.add(tally)
                 worst = max(worst, tally.worse_draws)
@@ -265,14 +252,50 @@ def sensitivity(
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the trials and print the table; returns the exit code."""
+def group_line(name: str, kind: str, mode: str, rows: int, tally: Tally) -> str:
+    """One source's figures in one draw kind and mode (the table's row)."""
+    return (
+        f"{name:42s} {kind:7s} {mode:8s} {rows:4d} "
+        f"{mean(tally.before_tps) * 100:11.1f}% → {mean(tally.after_tps) * 100:6.1f}%      "
+        f"{mean(tally.after_time) * 100:8.1f}% {mean(tally.floor_time) * 100:5.1f}% "
+        f"{mean(tally.pairs_before) * 100:6.0f}% → {mean(tally.pairs_after) * 100:4.0f}% "
+        f"{mean(tally.covered_before) * 100:7.0f}% → {mean(tally.covered_after) * 100:4.0f}% "
+        f"{tally.worse_draws:5d}/{tally.draws:d} ({tally.worse_by_a_point:d}/{tally.draws:d}) {tally.refused:7d}"
+    )
+
+
+def summary_line(kind: str, mode: str, tallies: list[Tally]) -> str:
+    """The median over sources of their mean held-out MAPE before → after, and the pooled figures beside it."""
+    before = statistics.median(mean(t.before_tps) for t in tallies)
+    after = statistics.median(mean(t.after_tps) for t in tallies)
+    total = Tally()
+    for tally in tallies:
+        total.add(tally)
+    coverage = [mean(t.covered_after) for t in tallies]
+    worse_sources = sum(mean(t.after_tps) > mean(t.before_tps) + 1e-9 for t in tallies)
+    return (
+        f"{kind} draws, {mode}-seeds, {len(tallies)} sources: median over sources tokens/s MAPE {before * 100:.1f}% → "
+        f"{after * 100:.1f}% ({(after / before - 1) * 100 if before else 0.0:+.0f}%); pooled "
+        f"{mean(total.before_tps) * 100:.1f}% → {mean(total.after_tps) * 100:.1f}%; sources worse on average "
+        f"{worse_sources}, most draws worse for one source {max(t.worse_draws for t in tallies)} of "
+        f"{max(t.draws for t in tallies)}; band coverage after {min(coverage) * 100:.0f}–{max(coverage) * 100:.0f}% "
+        f"per source (pooled {mean(total.covered_after) * 100:.0f}%, before {mean(total.covered_before) * 100:.0f}%); "
+        f"{total.refused} refused"
+    )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", type=int, default=3, help="rows given to calibrate (default 3)")
-    parser.add_argument("--draws", type=int, default=5, help="trials per group (default 5)")
+    parser.add_argument("--draws", type=int, default=5, help="trials per group and draw kind (default 5)")
     parser.add_argument("--modes", default="without,with", help="'without', 'with' or both (comma-separated)")
+    parser.add_argument(
+        "--kinds", default="random,corner,suggest", help="draw kinds: random, corner, suggest (comma-separated)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed of the draws")
     parser.add_argument("--only", default="", help="only groups whose name contains this")
+    parser.add_argument("--cache", type=Path, default=None, help="folder that keeps the blind starts between runs")
     parser.add_argument(
         "--start",
         choices=("blind", "shipped"),
@@ -283,9 +306,22 @@ def main(argv: list[str] | None = None) -> int:
         "--sensitivity", action="store_true", help="rerun the default mode for each combination of the prior constants"
     )
     args = parser.parse_args(argv)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if not set(modes) <= {"without", "with"} or not modes:
+    args.mode_list = [m.strip() for m in args.modes.split(",") if m.strip()]
+    args.kind_list = [m.strip() for m in args.kinds.split(",") if m.strip()]
+    if not set(args.mode_list) <= {"without", "with"} or not args.mode_list:
         parser.error("--modes takes 'without', 'with' or both")
+    if not set(args.kind_list) <= set(DRAW_KINDS) or not args.kind_list:
+        parser.error(f"--kinds takes {', '.join(DRAW_KINDS)}")
+    return args
+
+
+DRAW_KINDS = ("random", "corner", "suggest")
+"""The draw kinds :func:`group_draws` knows."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the trials and print the table; returns the exit code."""
+    args = parse_args(argv)
     shipped = default_coefficients()
     blind = args.start == "blind"
     starts: dict[str, CostCoefficients] = {}
@@ -297,37 +333,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.sensitivity:
         return sensitivity(found, args, blind, shipped, starts)
     print(
-        f"{'group':42s} {'mode':8s} {'rows':>4s} {'tok/s MAPE before → after':>26s} {'time MAPE':>9s} {'floor':>6s} "
-        f"{'pairs before → after':>21s} {'worse (>1 pt)':>13s} {'refused':>7s}"
+        f"{'group':42s} {'draws':7s} {'mode':8s} {'rows':>4s} {'tok/s MAPE before → after':>26s} {'time MAPE':>9s} "
+        f"{'floor':>6s} {'pairs before → after':>18s} {'band coverage':>15s} {'worse (>1 pt)':>13s} {'refused':>7s}"
     )
-    pooled: dict[str, Tally] = {mode: Tally() for mode in modes}
-    for group in found:
-        chosen = group_draws(group, args)
-        start = blind_start(group, starts) if blind else shipped
-        for mode in modes:
-            tally = group_tally(group, chosen, start, mode == "with", blind)
-            pooled[mode].add(tally)
-            print(
-                f"{group.name:42s} {mode:8s} {len(group.timed):4d} "
-                f"{mean(tally.before_tps) * 100:11.1f}% → {mean(tally.after_tps) * 100:6.1f}%      "
-                f"{mean(tally.after_time) * 100:8.1f}% {mean(tally.floor_time) * 100:5.1f}% "
-                f"{mean(tally.pairs_before) * 100:9.0f}% → "
-                f"{mean(tally.pairs_after) * 100:4.0f}%     {tally.worse_draws:d}/{tally.draws:d} "
-                f"({tally.worse_by_a_point:d}/{tally.draws:d}) {tally.refused:7d}",
-                flush=True,
-            )
-    for mode, total in pooled.items():
-        before, after = mean(total.before_tps), mean(total.after_tps)
-        change = (after / before - 1) * 100 if before else 0.0
-        print(
-            f"pooled, {mode}-seeds: tokens/s MAPE {before * 100:.1f}% → {after * 100:.1f}% ({change:+.0f}%), "
-            f"time MAPE after {mean(total.after_time) * 100:.1f}% "
-            f"(one factor's floor {mean(total.floor_time) * 100:.1f}%), "
-            f"pairs {mean(total.pairs_before) * 100:.0f}% → "
-            f"{mean(total.pairs_after) * 100:.0f}%, worse in {total.worse_draws} of {total.draws} draws "
-            f"({total.worse_by_a_point} by more than a point), "
-            f"{total.refused} refused"
-        )
+    by_kind: dict[tuple[str, str], list[Tally]] = {}
+    for kind in args.kind_list:
+        for group in found:
+            start = blind_start(group, starts, args.cache) if blind else shipped
+            chosen = suggested_draw(group, args.k, start) if kind == "suggest" else group_draws(group, args, kind)
+            if not chosen:
+                continue
+            for mode in args.mode_list:
+                tally = group_tally(group, chosen, start, mode == "with", blind)
+                by_kind.setdefault((kind, mode), []).append(tally)
+                print(group_line(group.name, kind, mode, len(group.timed), tally), flush=True)
+    for (kind, mode), tallies in by_kind.items():
+        print(summary_line(kind, mode, tallies))
     return 0
 
 

@@ -17,4 +17,8 @@ Modules:
   crossval      held-out error (leave one source / GPU / family out) and bands from held-out residuals
   ranking       Spearman ρ of measured vs predicted throughput within sweeps, per source
   plan_quality  the planner's choice on the measured sweeps, judged against the measurements
+  coverage      where in the setting space a few rows lie: the setting-error kernel, the local correction, the band
+  outliers      a row that is not one stack's speed: leave-one-out against the rows' scatter prior
+  row_fields    the setting fields of a row that move its prediction beyond what ``short()`` shows
+  suggest       which settings to measure first (``calibrate --suggest K``): greedy variance reduction
 """

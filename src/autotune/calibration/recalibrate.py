@@ -23,7 +23,7 @@ Assumptions (and why):
     the fit has just matched say little about the rows it has not seen.
   * ``allocator_overhead_fraction`` keeps its starting value unless a fitted row measured reserved or
     nvidia-smi memory: peak allocated does not depend on it, so the fit's value would be arbitrary.
-  * A timed row far off the others (``stack_fit.outlier_rows``) is named and left out, not absorbed.
+  * A timed row far off the others (``outliers.outlier_rows``) is named and left out, not absorbed.
   * A refit that matches the user's rows worse than its start is refused (:func:`check_not_worse`).
 """
 
@@ -44,13 +44,13 @@ from autotune.calibration.fit import (
     fit_allocator,
     fit_coefficients,
 )
+from autotune.calibration.outliers import OUTLIER_MIN_FACTOR, OUTLIER_TAIL_PROBABILITY, outlier_rows
 from autotune.calibration.results import CaseResult, evaluate
 from autotune.calibration.stack_fit import (
-    OUTLIER_FACTOR,
     StackEvidence,
     fit_stack,
+    fitted_correction,
     loo_time_errors,
-    outlier_rows,
 )
 from autotune.calibration.time_fit import TimeRow, predicted_time_s, time_rows
 from autotune.costmodel.estimate import memory_family
@@ -227,7 +227,7 @@ three rows cannot show an error below a few per cent."""
 
 TIME_BAND_CAP = 1.0
 """Widest time band (±100 %): a wider one says nothing a user can plan with; the rows that would need it are named as
-outliers instead (``stack_fit.outlier_rows``)."""
+outliers instead (``outliers.outlier_rows``)."""
 
 
 def loo_time_bands(rows: Sequence[TimeRow], start: CostCoefficients) -> dict[str, float]:
@@ -256,15 +256,18 @@ def outlier_line(row: TimeRow, start: CostCoefficients) -> str:
     predicted = predicted_time_s(row, start)
     return (
         f"{row.case.measurement.id}: measured {row.measured_s:.4g} s ({row.kind}), predicted {predicted:.4g} s "
-        f"by calibration start: more than {OUTLIER_FACTOR:g}× off the other rows' measured / predicted ratio"
+        f"by calibration start: more than {OUTLIER_MIN_FACTOR:g}× off the other rows' mean measured / predicted ratio "
+        f"and outside what their scatter allows (chance under {OUTLIER_TAIL_PROBABILITY:g})"
     )
 
 
 def check_not_worse(rows: Sequence[TimeRow], start: CostCoefficients, fitted: CostCoefficients, name: str) -> None:
-    """Refuse a refit that matches the rows it was fitted on worse than ``start`` did.
+    """Refuse a refit that matches the rows it was fitted on worse than ``start`` did, by either figure.
 
-    Worse = a larger mean squared log time error, the objective both fits minimize (a MAPE can rise a little while
-    it falls, when rows sit on both sides; the message gives both).
+    Worse = a larger mean squared log time error (the objective the fits minimize) *or* a larger time MAPE
+    (|predicted / measured − 1|, the figure ``calibrate`` prints for your rows, outliers left out as here): a MAPE can
+    rise while the squared log error falls, when rows sit on both sides, and a refit printed as fitting its own rows
+    worse must not be written.
 
     Raises:
         RefitRefused: one line with both errors; nothing has been written.
@@ -274,8 +277,8 @@ def check_not_worse(rows: Sequence[TimeRow], start: CostCoefficients, fitted: Co
     before = [predicted_time_s(r, start) / r.measured_s for r in rows]
     after = [predicted_time_s(r, fitted) / r.measured_s for r in rows]
     msle_before, msle_after = (sum(math.log(x) ** 2 for x in xs) / len(xs) for xs in (before, after))
-    if msle_after > msle_before * (1 + 1e-9) + 1e-15:
-        mape_before, mape_after = (sum(abs(x - 1) for x in xs) / len(xs) for xs in (before, after))
+    mape_before, mape_after = (sum(abs(x - 1) for x in xs) / len(xs) for xs in (before, after))
+    if msle_after > msle_before * (1 + 1e-9) + 1e-15 or mape_after > mape_before * (1 + 1e-9) + 1e-15:
         raise RefitRefused(
             f"the refit would fit your {len(rows)} timed rows worse than calibration '{name}' (mean squared log "
             f"error {msle_before:.3g} → {msle_after:.3g}, time MAPE {mape_before * 100:.1f}% → {mape_after * 100:.1f}%)"
@@ -301,7 +304,7 @@ def recalibrate(
     rows vary, a MAP fit around ``start`` — with the time bands from the rows' leave-one-out errors
     (:func:`loo_time_bands`). With the seeds: the pooled fit
     (``fit.fit_coefficients``, the user's rows as their own stack and its reference), bands never narrower than
-    ``start``'s. Either way, timed rows far off the others (``stack_fit.outlier_rows``) are left out of the fit and
+    ``start``'s. Either way, timed rows far off the others (``outliers.outlier_rows``) are left out of the fit and
     named in ``outliers``, and memory bands are the wider of ``start``'s and the refit's.
 
     Raises:
@@ -318,6 +321,8 @@ def recalibrate(
         for c in cases
     ]
     rows = time_rows(own)
+    before_start = start
+    start = start.model_copy(update={"local_time_correction": None})  # a new one is learned from these rows
     outliers = outlier_rows(rows, start)
     outlier_ids = {r.case.measurement.id for r in outliers}
     kept = [c for c in own if c.measurement.id not in outlier_ids]
@@ -334,7 +339,9 @@ def recalibrate(
         allocated = fit_allocator(kept, start)
         stack = fit_stack(kept_rows, allocated)
         # the coefficients now describe the user's stack (time_scale included): its factor over them is 1
-        update = {"name": name, "source": source, "stack_time_factor": {USER_STACK: 1.0}}
+        update: dict[str, object] = {"name": name, "source": source, "stack_time_factor": {USER_STACK: 1.0}}
+        if kept_rows:
+            update["local_time_correction"] = fitted_correction(kept_rows, allocated, stack.coefficients)
         fitted = stack.coefficients.model_copy(update=update)
         fitted_terms = tuple(field if key is None else f"{field}[{key}]" for field, key in stack.fitted)
         evidence = stack.evidence
@@ -342,7 +349,7 @@ def recalibrate(
     if not any(c.measurement.memory_kind in RESERVED_KINDS and c.measurement.peak_memory_gib for c in fit_cases):
         # Nothing measured reserved memory: the fit's allocator overhead is arbitrary.
         fitted = fitted.model_copy(update={"allocator_overhead_fraction": start.allocator_overhead_fraction})
-    check_not_worse(kept_rows, start, fitted, start_name)
+    check_not_worse(kept_rows, before_start, fitted, start_name)
     memory_band, headroom_band, _ = error_bands(evaluate(fit_cases, fitted))
     fitted = fitted.model_copy(
         update={
@@ -353,9 +360,9 @@ def recalibrate(
     )
     return Recalibration(
         coefficients=fitted,
-        before=evaluate(cases, start),
+        before=evaluate(cases, before_start),
         after=evaluate(cases, fitted),
-        seeds_before=evaluate(seeds, start),
+        seeds_before=evaluate(seeds, before_start),
         seeds_after=evaluate(seeds, fitted),
         outliers={r.case.measurement.id: outlier_line(r, start) for r in outliers},
         fitted_terms=fitted_terms,

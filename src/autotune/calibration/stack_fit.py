@@ -22,10 +22,8 @@ nothing at the start, the fit never matches its rows worse than the start does i
 ≥ 0); the caller still checks it (``recalibrate.check_not_worse``). Coefficients the rows do not identify keep the
 start's values exactly.
 
-**Outliers.** A row whose start-model ratio measured / predicted differs from the rows' median ratio by more than
-``OUTLIER_FACTOR`` is not one stack's speed (a 70B CPU-offload run predicted 17× slow, a time given per step where a
-micro-step was asked): :func:`outlier_rows` names it and the refit leaves it out instead of absorbing it. With fewer
-than three timed rows there is no median to stand on and nothing is flagged.
+**Outliers** are named and left out before this fit (``calibration.outliers``: a leave-one-out test against the rows'
+scatter prior).
 
 **Bands.** :func:`loo_time_errors` refits without each row in turn and predicts it: the held-out errors the time band
 is read from (``recalibrate``), instead of in-sample residuals that three rows fit by construction.
@@ -37,6 +35,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from autotune.calibration.coverage import gls_mean, local_correction, local_log_variance, row_point
 from autotune.calibration.nelder_mead import nelder_mead
 from autotune.calibration.time_fit import (
     BOUNDS,
@@ -48,6 +47,7 @@ from autotune.calibration.time_fit import (
 )
 from autotune.costmodel.device import efficiency
 from autotune.schemas.calibration import TIME_SCALE_MAX, TIME_SCALE_MIN, CostCoefficients
+from autotune.schemas.time_correction import LocalTimeCorrection
 
 STACK_LOG_SIGMA = 1.0
 """Prior σ of log ``time_scale`` for a stack other than the one the start describes: stacks measured so far run
@@ -92,12 +92,6 @@ seed 001's rows (held-out tokens/s MAPE 20.5 → 17.2 % on the RTX PRO 6000) and
 
 ELASTICITY_STEP = 0.05
 """Log step of the finite difference that measures an elasticity (a 5 % change of the coefficient)."""
-
-OUTLIER_FACTOR = 3.0
-"""A row whose measured / predicted ratio is this many times off the median ratio of the rows is named, not fitted."""
-
-MIN_ROWS_FOR_OUTLIERS = 3
-"""Fewest timed rows with which a row can be called an outlier (two rows that disagree cannot say which is off)."""
 
 FIT_STEP = 0.5
 """Nelder–Mead's first step, log units (a factor 1.65)."""
@@ -219,8 +213,9 @@ class StackEvidence:
     """What the rows say about the stack factor at the start (:func:`stack_evidence`).
 
     Attributes:
-        mean_log_ratio: m, the rows' mean log(measured / predicted time) at the start (natural log).
-        standard_error: se = σ̂ / √k of that mean, σ̂ the rows' scatter (:func:`row_log_sigma`).
+        mean_log_ratio: m, the rows' mean log(measured / predicted time) at the start (natural log; the GLS mean,
+            ``coverage.gls_mean``).
+        standard_error: se of that mean (``coverage.gls_mean``).
         same_stack_probability: the posterior probability, in [0, 1], that the start describes the rows' stack.
     """
 
@@ -239,8 +234,12 @@ def stack_evidence(rows: Sequence[TimeRow], start: CostCoefficients) -> StackEvi
 
     H₀, "the start describes this stack": log ``time_scale`` is exactly the start's, and the rows' mean log ratio
     m = mean log(measured / predicted) is the setting-dependent error of the start, m ~ N(0, se²). H₁, "another
-    stack": log ``time_scale`` ~ N(0, ``STACK_LOG_SIGMA``²), so m ~ N(0, ``STACK_LOG_SIGMA``² + se²). se = σ̂ / √k
-    with σ̂ the rows' own scatter (:func:`row_log_sigma`). The Bayes factor B₀₁ is the ratio of the two densities at m
+    stack": log ``time_scale`` ~ N(0, ``STACK_LOG_SIGMA``²), so m ~ N(0, ``STACK_LOG_SIGMA``² + se²). m and se are
+    the generalized-least-squares mean and its standard error under Σ₀ = s² K + σ̂² I (``coverage.gls_mean``: σ̂ the
+    rows' own scatter, :func:`row_log_sigma`; s² K the start's setting-dependent error, correlated between rows that
+    lie close in the setting space): for rows far apart the plain mean and √(s² + σ̂²) / √k, for rows in one corner a
+    standard error that does not fall below s, a correction there being as likely the corner's as the stack's. The
+    Bayes factor B₀₁ is the ratio of the two densities at m
     (Jeffreys' test of a point hypothesis, *Theory of Probability* 1961 §5.2; Kass & Raftery, JASA 90 (1995) 773,
     eq. 1), and P(H₀ | rows) = p₀ B₀₁ / (p₀ B₀₁ + 1 − p₀) with p₀ = ``SAME_STACK_PROBABILITY``.
 
@@ -255,8 +254,9 @@ def stack_evidence(rows: Sequence[TimeRow], start: CostCoefficients) -> StackEvi
     if not rows:
         raise ValueError("stack_evidence needs at least one timed row")
     ratios = [log_ratio(r, start) for r in rows]
-    mean_ratio = sum(ratios) / len(ratios)
-    standard_error = row_log_sigma(ratios) / math.sqrt(len(rows))
+    points = [row_point(r) for r in rows]
+    offset = gls_mean(ratios, points, local_log_variance(start), row_log_sigma(ratios) ** 2)
+    mean_ratio, standard_error = offset.mean, offset.standard_error
     same = SAME_STACK_PROBABILITY * _normal_density(mean_ratio, standard_error)
     other = (1 - SAME_STACK_PROBABILITY) * _normal_density(mean_ratio, math.hypot(STACK_LOG_SIGMA, standard_error))
     return StackEvidence(mean_ratio, standard_error, same / (same + other))
@@ -327,21 +327,6 @@ def log_ratio(row: TimeRow, coefficients: CostCoefficients) -> float:
     return math.log(row.measured_s / predicted_time_s(row, coefficients))
 
 
-def outlier_rows(rows: Sequence[TimeRow], start: CostCoefficients) -> list[TimeRow]:
-    """Rows ``OUTLIER_FACTOR`` off the median measured / predicted ratio at ``start`` (none under 3 rows).
-
-    Nothing is flagged when half the rows or more would be: the rows then disagree without a majority to trust.
-    """
-    if len(rows) < MIN_ROWS_FOR_OUTLIERS:
-        return []
-    ratios = [log_ratio(r, start) for r in rows]
-    ordered = sorted(ratios)
-    middle = len(ordered) // 2
-    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-    flagged = [r for r, x in zip(rows, ratios, strict=True) if abs(x - median) > math.log(OUTLIER_FACTOR)]
-    return flagged if 2 * len(flagged) < len(rows) else []
-
-
 def loo_time_errors(rows: Sequence[TimeRow], start: CostCoefficients) -> list[float]:
     """|predicted / measured − 1| of each row refit without it (:func:`fit_stack` on the others); [] under 2 rows."""
     if len(rows) < 2:
@@ -352,3 +337,18 @@ def loo_time_errors(rows: Sequence[TimeRow], start: CostCoefficients) -> list[fl
         fitted = fit_stack(others, start).coefficients
         errors.append(abs(predicted_time_s(held, fitted) / held.measured_s - 1))
     return errors
+
+
+def fitted_correction(
+    rows: Sequence[TimeRow], start: CostCoefficients, fitted: CostCoefficients
+) -> LocalTimeCorrection:
+    """The local correction (``coverage.local_correction``) of ``fitted``, :func:`fit_stack` on ``rows`` from ``start``.
+
+    Residuals: each row's log ratio at ``fitted``; priors: the start's setting error (``coverage.local_log_variance``)
+    and the rows' scatter at ``start`` (:func:`row_log_sigma`); the stack factor's prior variance
+    ``STACK_LOG_SIGMA``² where it moved (the band's joint posterior of factor and correction), else 0.
+    """
+    noise = row_log_sigma([log_ratio(r, start) for r in rows]) ** 2
+    stack_variance = STACK_LOG_SIGMA**2 if fitted.time_scale != start.time_scale else 0.0
+    residuals = [log_ratio(r, fitted) for r in rows]
+    return local_correction(rows, residuals, local_log_variance(start), noise, stack_variance, ROW_SIGMA_PRIOR_DOF)

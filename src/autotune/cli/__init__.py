@@ -12,6 +12,7 @@ Modules:
                  and groups declared by a schema itself (``schema_group``: launch's run options)
   gpu_grid       plan across GPU types and counts: the table of the best setting per type × count, prices
   refit          options, refit-and-write and tables shared by calibrate and probe
+  suggest_options  what ``calibrate --suggest K`` does: plan the space, pick the K settings, write the CSV template
   options        typer option types of the single options (model, GPU, sequence length, objective, ...)
   render         rich tables of estimates and plans; JSON output
   console        the two rich consoles (stdout, stderr), created on first use; the session's progress sink

@@ -11,15 +11,19 @@ import typer
 from rich.table import Table
 
 from autotune.calibration.cases import check_measured_ranges
+from autotune.calibration.coverage import corner
 from autotune.calibration.recalibrate import Collected, Recalibration, recalibrate
 from autotune.calibration.results import CaseResult
+from autotune.calibration.row_fields import moving_fields
 from autotune.calibration.stack_fit import StackEvidence
 from autotune.calibration.validation import ErrorSummary, summarize
 from autotune.cli.console import console
 from autotune.costmodel.calibration import save_coefficients
+from autotune.costmodel.time_correction import far_variance, log_correction, time_band
 from autotune.errors import ConfigError
 from autotune.profiles.user_config import user_calibration_path
 from autotune.schemas.calibration import TIME_SCALE_MAX, TIME_SCALE_MIN, CostCoefficients
+from autotune.schemas.time_correction import LocalTimeCorrection
 from autotune.session.calibration_choice import coefficients_from_option
 
 CONFIG_DIR_EPILOG = (
@@ -146,8 +150,9 @@ def summary_lines(label: str, before: ErrorSummary, after: ErrorSummary) -> list
 BAND_FIELDS = ("memory_error_band", "memory_headroom_band", "time_error_band")
 """Coefficients that are error bands (a refit only widens them), not part of a prediction."""
 
-NOT_PREDICTING = ("schema_version", "name", "source", "stack_time_factor", *BAND_FIELDS)
-"""Fields of a calibration that no prediction uses (``stack_time_factor`` is a diagnostic of the fit)."""
+NOT_PREDICTING = ("schema_version", "name", "source", "stack_time_factor", "local_time_correction", *BAND_FIELDS)
+"""Fields of a calibration that no prediction uses (``stack_time_factor`` is a diagnostic of the fit), and the local
+time correction, which is no single number and is explained on its own line (:func:`coverage_lines`)."""
 
 
 def moved_coefficients(
@@ -190,14 +195,38 @@ def _number(value: float | None) -> str:
 
 
 def stack_kept_line(evidence: StackEvidence, time_scale: float) -> str:
-    """Why the stack factor kept its start value: the rows agree with the start within their own scatter."""
+    """Why the stack factor kept its start value: the rows' offset is within their scatter and the corner's error."""
     return (
-        f"kept: time_scale {_number(time_scale)}, the stack factor: your rows agree with the start within their own "
-        f"scatter (measured / predicted ×{math.exp(evidence.mean_log_ratio):.3f} on average, standard error "
+        f"kept: time_scale {_number(time_scale)}, the stack factor: your rows' offset from the start is within what "
+        "their own scatter and the start's error in the part of the setting space they cover allow (measured / "
+        f"predicted ×{math.exp(evidence.mean_log_ratio):.3f} on average, standard error "
         f"±{evidence.standard_error * 100:.0f} %; probability that the start describes your stack "
         f"{evidence.same_stack_probability:.2f}), so a factor fitted to them would add their setting-dependent error; "
-        "rows further off, or more of them, move it"
+        "rows further off, further apart, or more of them, move it"
     )
+
+
+def stack_moved_line(evidence: StackEvidence, start_scale: float, fitted_scale: float) -> str:
+    """Why the stack factor moved: the rows favour another stack, beyond their own scatter and a setting's error."""
+    return (
+        f"moved: time_scale {_number(start_scale)} → {_number(fitted_scale)}, the stack factor: your rows favour "
+        f"another stack (measured / predicted ×{math.exp(evidence.mean_log_ratio):.3f} on average, standard error "
+        f"±{evidence.standard_error * 100:.0f} % counting how close together your rows lie; probability that the start "
+        f"describes your stack {evidence.same_stack_probability:.2f}); every setting gets it, the local correction "
+        "below adds what your rows say near them"
+    )
+
+
+def coverage_lines(correction: LocalTimeCorrection) -> list[str]:
+    """Where the rows lie and how the local correction and its band change with the distance from them."""
+    near = max(time_band(log_correction(point, correction)[1]) for point in correction.anchors)
+    far = time_band(far_variance(correction))
+    return [
+        f"your rows cover: {corner(correction.anchors)}",
+        "local correction: times near your rows follow them, and the correction fades back to the stack factor away "
+        f"from them (costmodel/time_correction.py); the 80 % time band is ±{near * 100:.0f} % at your rows, widening "
+        f"to ±{far * 100:.0f} % far from them: measure a setting in another corner (calibrate --suggest) to narrow it",
+    ]
 
 
 def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> list[str]:
@@ -227,6 +256,10 @@ def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> l
     if result.stack_factor_kept:
         assert result.stack_evidence is not None
         lines.append(stack_kept_line(result.stack_evidence, start.time_scale))
+    elif result.stack_evidence is not None and fitted.time_scale != start.time_scale:
+        lines.append(stack_moved_line(result.stack_evidence, start.time_scale, fitted.time_scale))
+    if fitted.local_time_correction is not None:
+        lines += coverage_lines(fitted.local_time_correction)
     lines += [f"outlier, named and left out of the fit: {line}" for line in result.outliers.values()]
     reserved_rows = sum(r.case.measurement.memory_kind in ("reserved", "nvidia-smi") for r in result.before)
     allocator = moved_coefficients(start, fitted, ["allocator_overhead_fraction"])
@@ -267,9 +300,16 @@ def render_recalibration(result: Recalibration, output: Path, start: CostCoeffic
     console().print(rows_table(result.before, result.after))
     for old in result.before:
         m = old.case.measurement
-        console().print(f"  {m.id}: {m.gpu} ×{m.world_size}, {m.model}, seq {m.workload.seq_len}, {m.setting.short()}")
+        extra = "".join(f", {text}" for text in moving_fields(old.case, start))
+        console().print(
+            f"  {m.id}: {m.gpu} ×{m.world_size}, {m.model}, seq {m.workload.seq_len}, {m.setting.short()}{extra}",
+            markup=False,
+        )
     seeds_before, seeds_after = summarize(result.seeds_before), summarize(result.seeds_after)
-    lines = summary_lines("your rows", summarize(result.before), summarize(result.after))
+    fitted_before = [r for r in result.before if r.id not in result.outliers]
+    fitted_after = [r for r in result.after if r.id not in result.outliers]
+    label = "your rows" + (" (outliers left out, as the refit)" if result.outliers else "")
+    lines = summary_lines(label, summarize(fitted_before), summarize(fitted_after))
     lines += summary_lines("seed rows", seeds_before, seeds_after)
     lines += fitted_quantities_lines(result, start)
     for line in lines:

@@ -75,7 +75,8 @@ def _group_parameters(group: type[OptionGroup]) -> list[inspect.Parameter]:
     for field in dataclasses.fields(group):
         base, flag = typing.get_args(hints[field.name])
         assert isinstance(flag, Flag)
-        annotation = Annotated[base, typer.Option(flag.decls, help=flag.help)]  # type: ignore[valid-type]
+        option = typer.Option(flag.decls, help=flag.help, min=flag.min, max=flag.max, metavar=flag.metavar)
+        annotation = Annotated[base, option]  # type: ignore[valid-type]
         parameters.append(
             inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default, annotation=annotation)
         )

@@ -6,6 +6,7 @@ It only predicts: fitting the coefficients, validating and cross-validating pred
 :mod:`autotune.calibration`, which imports this package (never the reverse).
 
 Modules:
+  time_correction  a calibration's local time correction at a setting, and the band it carries
   evidence       what backs an answer (measured by our core, by a public stack, or extrapolated), its band and the
                  MFU cap of the GPU's generation (profiles/evidence.yaml)
   params          parameter counts from a ModelSpec (per module, LoRA adapters)

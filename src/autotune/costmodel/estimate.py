@@ -6,12 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from autotune.costmodel.calibration import default_coefficients, error_band
-from autotune.costmodel.context import setting_context
+from autotune.costmodel.context import SettingContext, setting_context
 from autotune.costmodel.eval_time import eval_time_s
 from autotune.costmodel.evidence import with_evidence
 from autotune.costmodel.memory import MemoryPrediction, predict_memory_in
 from autotune.costmodel.priors import COMPILE_FIXED_S, COMPILE_PER_LAYER_S, CUDA_CONTEXT_BYTES
 from autotune.costmodel.step_time import predict_time_in
+from autotune.costmodel.time_correction import correction_at, time_band
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
@@ -60,6 +61,16 @@ def memory_family(setting: TrainingSetting) -> str:
     if setting.shards_states:
         return f"{setting.method}-sharded"
     return setting.method
+
+
+def time_uncertainty(context: SettingContext, coefficients: CostCoefficients, family: str) -> float:
+    """± relative time band of a setting.
+
+    The local correction's 80 % band at the setting (``time_correction.time_band``: narrow near the calibration's
+    rows, wider away from them) where the calibration has one, else the family's band.
+    """
+    local = correction_at(context, coefficients)
+    return error_band(coefficients.time_error_band, family) if local is None else time_band(local[1])
 
 
 def estimate_setting(
@@ -119,7 +130,7 @@ def estimate_setting(
         step_time_s=timing.step_time_s,
         tokens_per_s=tokens_per_s,
         mfu=mfu,
-        time_uncertainty_fraction=error_band(coefficients.time_error_band, family),
+        time_uncertainty_fraction=time_uncertainty(context, coefficients, family),
         compile_time_s=compile_s,
         total_time_s=total_s,
         num_optimizer_steps=steps,

@@ -19,11 +19,13 @@ setting's derived facts come from
 * **optimizer step** (:func:`optimizer_term`, ``optimizer_step``) — GPU AdamW or CPU Adam; plus
   ``step_overhead_s`` per step and ``micro_step_overhead_s`` per micro-step (trainer Python).
 * **stack** — every term is multiplied by ``CostCoefficients.time_scale``: 1 in the shipped fit (the project's own
-  core), the user's stack over the core after ``autotune calibrate`` (``calibration/stack_fit.py``).
+  core), the user's stack over the core after ``autotune calibrate`` (``calibration/stack_fit.py``), times the local
+  correction that calibration learned near its rows (``costmodel/time_correction.py``; none in the shipped fit).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
@@ -42,6 +44,7 @@ from autotune.costmodel.memory import base_weight_bytes
 from autotune.costmodel.model_flops import model_flops_per_micro_step
 from autotune.costmodel.offload import offload_streaming
 from autotune.costmodel.optimizer_step import optimizer_step_s, trainable_tensors
+from autotune.costmodel.time_correction import correction_at
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
@@ -278,6 +281,8 @@ def predict_time_in(
     micro_step_s = compute_s + communication.micro_step_s + streaming.weights_s + streaming.grads_s + hooks_s
     accum = context.setting.grad_accum
     scale = coefficients.time_scale  # the calibrated stack over the core (1 in the shipped fit)
+    local = correction_at(context, coefficients)  # what the user's rows say near this setting (calibrate)
+    scale *= 1.0 if local is None else math.exp(local[0])
     optimizer_s = optimizer_term(context, coefficients)
     step_overhead_s = coefficients.step_overhead_s
     optimizer_total_s = optimizer_s + communication.step_s + step_overhead_s

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,12 @@ LORA_TARGETS_SEPARATOR = ";"
 class CsvRow(StrictModel):
     """The run columns of one CSV row (one run); the setting and workload columns are validated by their schemas."""
 
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="A label for the row in calibrate's table (default: FILE-STEM-rowN; repeated ids get -2, -3...).",
+    )
     model: str = Field(
         description="Model: a catalog key or alias, a Hugging Face repo id the catalog knows, a config.json, a model "
         "directory or a .gguf file (a relative path is read from the CSV file's folder)."
@@ -191,7 +197,7 @@ def _csv_run(path: Path, row: int, line: int, cells: Mapping[str, str]) -> CsvRu
             "sequence; leave it empty for packed or filled sequences)",
         )
     measurement = Measurement(
-        id=f"{path.stem}-row{row}",
+        id=parsed.id or f"{path.stem}-row{row}",
         source=f"{path} row {row}",
         model=str(source.path) if source.path is not None else source.spec.key,
         gpu=gpu.key,
@@ -349,3 +355,16 @@ def csv_template() -> str:
         *(column_legend(name) for name in CSV_COLUMNS),
     ]
     return "".join(f"{COMMENT} {line}\n" for line in lines) + ",".join(CSV_COLUMNS) + "\n"
+
+
+def csv_with_rows(rows: Sequence[Mapping[str, Any]], header_note: str) -> str:
+    """:func:`csv_template` with ``header_note`` as its first comment line and ``rows`` under the header.
+
+    Each row maps columns to values, written as the legend writes defaults (``true``/``false``, ``;``-separated
+    targets); columns a row does not give, and keys that are no column, are left out (empty cells).
+    """
+    lines = "".join(
+        ",".join(_default(row[name]) if row.get(name) is not None else "" for name in CSV_COLUMNS) + "\n"
+        for row in rows
+    )
+    return f"{COMMENT} {header_note}\n" + csv_template() + lines

@@ -1,6 +1,7 @@
 """Pydantic schemas shared by every package (the bottom layer: they import no other package).
 
 Modules:
+  time_correction  the local time correction a calibration holds (rows, kernel, scale)
   evidence       the evidence label of an answer, its band and MFU cap (EvidenceTable)
   interconnect   a network profile: its links' bandwidths and sources
   _base            StrictModel / FrozenModel (unknown keys rejected)

@@ -11,6 +11,7 @@ from pydantic.json_schema import JsonDict
 
 from autotune.schemas._base import StrictModel
 from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.time_correction import LocalTimeCorrection
 
 MemoryKind = Literal["allocated", "reserved", "nvidia-smi", "unknown"]
 
@@ -345,6 +346,13 @@ class CostCoefficients(StrictModel):
         json_schema_extra=FITTED,
         default_factory=lambda: {"default": 0.35},
         description="Family → relative ± band on times (from held-out residuals).",
+    )
+    local_time_correction: LocalTimeCorrection | None = Field(
+        json_schema_extra=FITTED,
+        default=None,
+        description="What `autotune calibrate` learned where your rows lie (schemas/time_correction.py): times near "
+        "them are corrected in full, the correction fades away from them and the time band widens with the "
+        "distance. None: no correction, the family bands above.",
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
 from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
-from autotune.schemas.setting import DESCRIPTIONS
+from autotune.schemas.setting import DEFAULT_SEQ_LEN, DESCRIPTIONS
 from autotune.schemas.trainer_options import TrainerOptions
 from autotune.session.setting_options import Flag
 
@@ -127,9 +127,45 @@ class GridOptions(OptionGroup):
     ] = None
 
 
+@dataclass(frozen=True)
+class SuggestOptions(OptionGroup):
+    """``calibrate --suggest K``: the model, GPU and plan space to suggest settings for; None = not given."""
+
+    suggest: Annotated[
+        int | None,
+        Flag(
+            "--suggest",
+            "Write the K settings whose measurement most narrows the time predictions over the plan space of "
+            "--model / --gpu (a CSV to fill in, at --template FILE) instead of calibrating.",
+            min=1,
+            max=50,
+            metavar="K",
+        ),
+    ] = None
+    model: Annotated[str | None, Flag("--model", "With --suggest: the model you will train.")] = None
+    gpu: Annotated[str | None, Flag("--gpu", "With --suggest: the GPU you will train on.")] = None
+    num_gpus: Annotated[int, Flag("--num-gpus", "With --suggest: GPUs (one node).", min=1, max=64)] = 1
+    seq_len: Annotated[
+        list[int] | None,
+        Flag(
+            "--seq-len",
+            f"With --suggest: a sequence length you will choose among; repeat for several (default {DEFAULT_SEQ_LEN}).",
+            min=8,
+        ),
+    ] = None
+
+    def stray_flags(self) -> list[str]:
+        """The --suggest-only options given without --suggest (the flags, for an error line)."""
+        if self.suggest is not None:
+            return []
+        values = (("--model", self.model), ("--gpu", self.gpu), ("--seq-len", self.seq_len))
+        return [flag for flag, value in values if value] + (["--num-gpus"] if self.num_gpus != 1 else [])
+
+
 DEFAULT_NODES = NodeOptions()
 DEFAULT_SIZE = SizeOptions()
 NO_DATASET = DatasetOptions()
 NO_EVAL = EvalOptions()
 NO_GRID = GridOptions()
+NO_SUGGESTION = SuggestOptions()
 """Each group with no option given: a command's default for its group parameter (the decorator replaces it)."""

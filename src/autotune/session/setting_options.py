@@ -27,6 +27,12 @@ class Flag:
 
     decls: str
     help: str
+    min: int | None = None
+    """The least value a number option takes (click refuses less in one line), or None."""
+    max: int | None = None
+    """The largest value a number option takes, or None."""
+    metavar: str | None = None
+    """The value's name in the help (``K``), or None for its type's."""
 
 
 @dataclass(frozen=True)

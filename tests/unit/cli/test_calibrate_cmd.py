@@ -18,10 +18,11 @@ from autotune.schemas.plan_io import save_plan
 
 MEMORY_SHIFT = 1.2
 TIME_SHIFT = 1.5
-TOLERANCE = 0.02
-"""After a fit on the shifted row alone, the prediction must land within 2 % of the measurement: one row
-and ≥ 2 free coefficients per quantity can be matched exactly, so what is left is Nelder–Mead's stopping
-tolerance (observed < 0.1 %); 2 % is far below the 20 % / 50 % shift, so the test still shows the shift."""
+TOLERANCE = 0.05
+"""After a fit on the shifted row alone, the prediction must land within 5 % of the measurement: one row 1.5× off
+keeps the stack factor (a setting's own error could be that large, calibration/coverage.py) and the local
+correction takes s² / (s² + n²) ≈ 0.89 of its log offset at the row itself (n = 10 %, a row's own noise), so it
+lands 1.5^0.89 ≈ 1.43× the start, 4 % under; 5 % is far below the 20 % / 50 % shift, so the test still shows it."""
 
 
 @pytest.fixture(autouse=True)
@@ -305,8 +306,9 @@ def test_calibrate_says_it_fits_time_and_leaves_allocated_memory_unchanged(
     code, out, err = run(capsys, "calibrate", str(run_dir), "-o", str(tmp_path / "c.yaml"))
     assert code == 0, err
     text = " ".join(out.split())
-    assert "fitted: time from 1 timed row(s); moved time_scale 1 → " in text
-    assert "fitted from your rows: time_scale (the stack factor first;" in text
+    # one row 1.5× off: within a setting's own error, so the stack factor stays and the local correction takes it
+    assert "fitted: time from 1 timed row(s); no time coefficient moved" in text
+    assert "local correction: times near your rows follow them" in text and "your rows cover: method " in text
     assert "not fitted: peak allocated memory is derived" in text and "predictions are unchanged" in text
     assert "fitted: reserved memory" not in text  # a run report measures allocated memory only
     code, after, _ = run(capsys, *estimate_args(plan), "--calibration", str(tmp_path / "c.yaml"), "--json")
@@ -344,5 +346,5 @@ def test_a_refit_that_fits_your_runs_worse_is_refused_in_one_line_and_writes_not
     assert code == 0, err
     assert yaml.safe_load(output.read_text())["time_scale"] == 1.0
     text = " ".join(out.split())
-    assert "kept: time_scale 1, the stack factor: your rows agree with the start within their own scatter" in text
+    assert "kept: time_scale 1, the stack factor: your rows' offset from the start is within what their own" in text
     assert "fitted from your rows:" not in text

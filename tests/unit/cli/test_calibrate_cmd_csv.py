@@ -98,3 +98,21 @@ def test_unknown_column_names_the_closest(tmp_path: Path, capsys: pytest.Capture
     code, _, err = run(capsys, "calibrate", str(csv_file), "-o", str(tmp_path / "c.yaml"))
     assert code == 2 and "unknown column 'grad_accumulation' (did you mean 'grad_accum'?" in err
     assert not (tmp_path / "c.yaml").exists()
+
+
+def test_rows_are_labelled_by_their_id_and_name_every_field_that_moves_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """lora_dropout and adapter_dtype move the prediction and are named; lora_alpha does not and is not."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text(
+        "id,model,gpu,method,seq_len,micro_batch_size,lora_dropout,adapter_dtype,lora_alpha,micro_step_time_s\n"
+        "mine-a,llama3.2-1b,rtx-4090,lora,512,1,0.1,fp32,64,0.3\n"
+        ",llama3.2-1b,rtx-4090,lora,1024,1,0,compute,64,0.5\n",
+        encoding="utf-8",
+    )
+    out = calibrated_rows(capsys, rows, tmp_path / "c.yaml")
+    assert "  mine-a: rtx-4090 ×1, llama3.2-1b, seq 512, lora r16, mbs 1 × ga 1, ckpt, none, adamw, bf16, " in out
+    assert "lora_dropout 0.1, adapter_dtype fp32\n" in out
+    assert "  rows-row2: rtx-4090 ×1, llama3.2-1b, seq 1024, lora r16, mbs 1 × ga 1, ckpt, none, adamw, bf16\n" in out
+    assert "lora_alpha" not in out

@@ -1,0 +1,169 @@
+"""Coverage as evidence: where in the setting space a few rows lie, and what that lets them say (issue 43).
+
+The log ratio of a row, r = log(measured / predicted at the start), is modelled as
+
+    r(x) = g + h(x) + ε,   g the stack factor (``stack_fit``), h ~ GP(0, s² k(x, x')), ε ~ N(0, n²)
+
+— a parametric calibration plus a model-discrepancy function (Kennedy & O'Hagan, JRSS B 63 (2001) 425, eq. 5), the
+discrepancy a Gaussian process over the setting (Rasmussen & Williams, *GPML* 2006, ch. 2; kernel and lengths in
+``costmodel/time_correction.py``). Two consequences:
+
+* **Evidence for a stack factor depends on coverage.** Under "the start describes this stack" (g = 0) the rows'
+  ratios are N(0, Σ₀) with Σ₀ = s² K + n² I; rows in one corner share h, so their common offset is as well explained by
+  h as by g. The generalized-least-squares mean m̂ = 1ᵀΣ₀⁻¹r / 1ᵀΣ₀⁻¹1 and its standard error se = (1ᵀΣ₀⁻¹1)^(−½)
+  (:func:`gls_mean`) replace the plain mean and σ̂/√k in ``stack_fit.stack_evidence``'s Bayes factor — the same
+  test, exactly, for rows far apart (K = I), a weaker one for rows in one corner (se → s).
+* **A correction learned in a corner stays there.** After the stack factor, the rows' residuals give h's posterior
+  (:func:`local_correction`), which applies in full at the rows and fades to 0 (the stack factor alone) away from
+  them; its variance, hence the printed band, grows with the distance.
+
+s² (:func:`local_log_variance`) is the start's own setting-dependent error: its 'default' time band read as the 90th
+percentile of |log error| (``fit.BAND_QUANTILE``), so s = log(1 + band) / 1.645. n² is the rows' scatter
+(``stack_fit.row_log_sigma``, the scaled inverse-χ² posterior).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autotune.calibration.time_fit import TimeRow
+from autotune.costmodel.params import count_params
+from autotune.costmodel.time_correction import kernel, setting_point
+from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.time_correction import LocalTimeCorrection, SettingPoint
+
+BAND_QUANTILE_Z = 1.6449
+"""Φ⁻¹(0.95): the start's band is the 90th percentile of |error| (``fit.BAND_QUANTILE``), a central 90 % interval."""
+
+
+def row_point(row: TimeRow) -> SettingPoint:
+    """The row's :class:`SettingPoint` (``costmodel.time_correction.setting_point``)."""
+    case = row.case
+    total = count_params(case.model).total_params
+    return setting_point(total, case.measurement.setting, case.measurement.workload, case.cluster.world_size)
+
+
+def local_log_variance(start: CostCoefficients) -> float:
+    """s²: the start's setting-dependent log error, from its 'default' time band (module docstring)."""
+    band = start.time_error_band.get("default", 0.35)
+    return (math.log1p(band) / BAND_QUANTILE_Z) ** 2
+
+
+def covariance(points: Sequence[SettingPoint], local: float, noise: float) -> list[list[float]]:
+    """Σ₀ = ``local`` · K + ``noise`` · I over ``points``."""
+    return [
+        [local * kernel(a, b) + (noise if i == j else 0.0) for j, b in enumerate(points)] for i, a in enumerate(points)
+    ]
+
+
+def inverse_spd(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
+    """Inverse of a symmetric positive-definite matrix by Cholesky (L Lᵀ = A, then A⁻¹ = L⁻ᵀ L⁻¹).
+
+    Raises:
+        ValueError: the matrix is not positive definite.
+    """
+    size = len(matrix)
+    lower = [[0.0] * size for _ in range(size)]
+    for i in range(size):
+        for j in range(i + 1):
+            total = matrix[i][j] - sum(lower[i][k] * lower[j][k] for k in range(j))
+            if i == j:
+                if total <= 0:
+                    raise ValueError("matrix is not positive definite")
+                lower[i][i] = math.sqrt(total)
+            else:
+                lower[i][j] = total / lower[j][j]
+    inverse_lower = [[0.0] * size for _ in range(size)]  # L⁻¹, lower triangular, by forward substitution
+    for col in range(size):
+        for i in range(col, size):
+            total = (1.0 if i == col else 0.0) - sum(lower[i][k] * inverse_lower[k][col] for k in range(col, i))
+            inverse_lower[i][col] = total / lower[i][i]
+    return [
+        [sum(inverse_lower[k][i] * inverse_lower[k][j] for k in range(max(i, j), size)) for j in range(size)]
+        for i in range(size)
+    ]
+
+
+def _times(matrix: Sequence[Sequence[float]], vector: Sequence[float]) -> list[float]:
+    return [sum(a * b for a, b in zip(line, vector, strict=True)) for line in matrix]
+
+
+@dataclass(frozen=True)
+class GlsMean:
+    """The rows' common log offset under Σ₀ (:func:`gls_mean`): mean and its standard error, natural log."""
+
+    mean: float
+    standard_error: float
+
+
+def gls_mean(ratios: Sequence[float], points: Sequence[SettingPoint], local: float, noise: float) -> GlsMean:
+    """m̂ = 1ᵀΣ₀⁻¹r / 1ᵀΣ₀⁻¹1 and se = (1ᵀΣ₀⁻¹1)^(−½) (Aitken's generalized least squares for a constant).
+
+    With K = I (rows far apart) it is the plain mean with se² = (s² + n²) / k; with K = 11ᵀ (one corner) se² =
+    s² + n² / k, which more rows in the same corner do not shrink below s².
+    """
+    precision = inverse_spd(covariance(points, local, noise))
+    weights = [sum(line) for line in precision]  # Σ₀⁻¹ 1 (symmetric)
+    total = sum(weights)
+    return GlsMean(sum(w * r for w, r in zip(weights, ratios, strict=True)) / total, 1 / math.sqrt(total))
+
+
+def scale_posterior(residuals: Sequence[float], precision: Sequence[Sequence[float]], prior_dof: int) -> float:
+    """τ², the common scale of Σ₀ the rows support: (ν₀ + rᵀΣ₀⁻¹r) / (ν₀ + k).
+
+    The posterior mean of a scaled inverse-χ² prior on τ² (centred on 1, worth ``prior_dof`` rows) after k residuals
+    r ~ N(0, τ² Σ₀) (BDA3 §3.3, the conjugate update of a normal's variance, with Σ₀'s correlation): rows closer to
+    their prediction than Σ₀ expects narrow the band, rows further off widen it.
+    """
+    quadratic = sum(r * w for r, w in zip(residuals, _times(precision, residuals), strict=True))
+    return (prior_dof + quadratic) / (prior_dof + len(residuals))
+
+
+def local_correction(
+    rows: Sequence[TimeRow],
+    residuals: Sequence[float],
+    local: float,
+    noise: float,
+    stack_variance: float,
+    prior_dof: int,
+) -> LocalTimeCorrection:
+    """The posterior of h from the rows' ``residuals`` (log(measured / predicted) after the stack factor).
+
+    Σ₀ = ``local`` K + ``noise`` I is scaled by :func:`scale_posterior` (``prior_dof`` its prior's weight): the mean
+    correction does not change with the scale, its variance (the printed band) does. The variance is the joint
+    posterior of g + h (``stack_variance`` the prior variance of log ``time_scale`` where the factor was fitted, 0
+    where it was kept), so it is small at the rows and the stack factor's uncertainty plus s² far from them.
+    """
+    points = [row_point(r) for r in rows]
+    local_precision = inverse_spd(covariance(points, local, noise))
+    scale = scale_posterior(residuals, local_precision, prior_dof)
+    joint = [[stack_variance + v * scale for v in line] for line in covariance(points, local, noise)]
+    return LocalTimeCorrection(
+        anchors=points,
+        row_ids=[r.case.measurement.id for r in rows],
+        weights=[w / scale for w in _times(local_precision, residuals)],  # (τ² Σ₀)⁻¹ r: the mean keeps its scale
+        precision=inverse_spd(joint),
+        local_log_variance=local * scale,
+        noise_log_variance=noise * scale,
+        stack_log_variance=stack_variance,
+    )
+
+
+def _span(values: Sequence[float], unit: str = "") -> str:
+    low, high = min(values), max(values)
+    return f"{low:g}{unit}" if math.isclose(low, high) else f"{low:g}–{high:g}{unit}"
+
+
+def corner(points: Sequence[SettingPoint]) -> str:
+    """The part of the setting space ``points`` cover, in words: 'lora; seq 512–1024; micro batch 1; ...'."""
+    seqs = [round(2**p.log2_seq_len) for p in points]
+    batches = [round(2**p.log2_micro_batch) for p in points]
+    params = [round(2**p.log2_params_b, 1) for p in points]
+    gpus = [round(2**p.log2_gpus) for p in points]
+    return (
+        f"method {', '.join(sorted({p.method for p in points}))}; seq {_span(seqs)}; micro batch {_span(batches)}; "
+        f"sharding {', '.join(sorted({p.sharding for p in points}))}; model {_span(params, 'B')} parameters; "
+        f"{_span(gpus)} GPU(s)"
+    )

@@ -1,0 +1,66 @@
+"""Coverage as evidence: rows in one corner correct that corner, rows spread out move the stack factor."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from time_rows import START, row
+
+from autotune.calibration.coverage import gls_mean, inverse_spd, row_point
+from autotune.calibration.recalibrate import recalibrate
+from autotune.calibration.time_fit import predicted_time_s
+from autotune.costmodel.time_correction import kernel, log_correction, time_band
+
+
+def test_inverse_spd_inverts() -> None:
+    matrix = [[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]]
+    inverse = inverse_spd(matrix)
+    for i in range(3):
+        for j in range(3):
+            assert sum(matrix[i][k] * inverse[k][j] for k in range(3)) == pytest.approx(float(i == j), abs=1e-12)
+    with pytest.raises(ValueError, match="positive definite"):
+        inverse_spd([[1.0, 2.0], [2.0, 1.0]])
+
+
+def test_rows_in_one_corner_do_not_shrink_the_standard_error_below_the_local_prior() -> None:
+    corner = [row(1.0, seq_len=512), row(1.0, seq_len=512, micro_batch_size=1), row(1.0, seq_len=512)]
+    spread = [row(1.0, seq_len=256), row(1.0, seq_len=8192, method="full"), row(1.0, seq_len=2048, method="qlora")]
+    ratios = [0.1, 0.3, 0.2]
+    local, noise = 0.09, 0.01
+    same = gls_mean(ratios, [row_point(r) for r in corner], local, noise)
+    apart = gls_mean(ratios, [row_point(r) for r in spread], local, noise)
+    assert same.mean == pytest.approx(0.2)  # one point: every row weighs the same
+    assert same.standard_error == pytest.approx(math.sqrt(local + noise / 3))
+    assert apart.standard_error < same.standard_error
+    assert math.sqrt((local + noise) / 3) <= apart.standard_error
+
+
+def test_a_correction_learned_in_one_corner_applies_there_and_fades_away_from_it() -> None:
+    """Three LoRA rows at seq ≤ 1024 agreeing within 4 % at 1.6× the start: the issue's corner case."""
+    corner = [row(1.6, seq_len=512), row(1.62, seq_len=1024), row(1.56, seq_len=768, micro_batch_size=2)]
+    result = recalibrate(
+        [r.case for r in corner], START, start_name="s", sources=[], with_seeds=False, name="x", seed_cases=[]
+    )
+    fitted = result.coefficients
+    assert fitted.local_time_correction is not None
+    for r in corner:  # near the rows: corrected
+        assert predicted_time_s(r, fitted) / r.measured_s == pytest.approx(1.0, abs=0.1)
+    far = row(1.0, seq_len=8192, method="full", micro_batch_size=4)  # full fine-tuning, 8192 tokens, micro batch 4
+    start_far, fitted_far = predicted_time_s(far, START), predicted_time_s(far, fitted)
+    assert fitted_far / start_far < 1.3  # away from them: back toward the start, not 1.6×
+    point_near, point_far = row_point(corner[0]), row_point(far)
+    assert kernel(point_near, point_far) < 0.05
+    band_near = time_band(log_correction(point_near, fitted.local_time_correction)[1])
+    band_far = time_band(log_correction(point_far, fitted.local_time_correction)[1])
+    assert band_far > band_near  # the band widens with the distance
+
+
+def test_rows_spread_over_the_space_move_the_stack_factor_everywhere() -> None:
+    spread = [row(1.6, seq_len=256), row(1.62, seq_len=8192, method="full"), row(1.58, seq_len=2048, method="qlora")]
+    result = recalibrate(
+        [r.case for r in spread], START, start_name="s", sources=[], with_seeds=False, name="x", seed_cases=[]
+    )
+    assert result.coefficients.time_scale == pytest.approx(1.6, rel=0.05)
+    far = row(1.0, seq_len=4096, micro_batch_size=4)
+    assert predicted_time_s(far, result.coefficients) / predicted_time_s(far, START) == pytest.approx(1.6, rel=0.1)
