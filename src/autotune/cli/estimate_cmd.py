@@ -29,6 +29,7 @@ from autotune.cli.resolve import (
     kernels_notes,
     lora_dropout_notes,
     offload_time_notes,
+    warn_eval_is_training_data,
 )
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.cli.tracing import (
@@ -147,6 +148,7 @@ def estimate_command(
     eval_stats = None
     if evaluation is not None and evaluation.eval_dataset is not None and workload.total_samples is not None:
         eval_stats = eval_dataset_stats(model, evaluation.eval_dataset, tokenizer, dataset_format, max_rows, seq_len)
+    warn_eval_is_training_data(dataset, eval_dataset)
     rows = stats.rows_total if stats is not None else None
     evaluate = functools.partial(
         evaluated_workload, evaluation=evaluation, eval_steps=eval_steps, dataset_rows=rows, eval_stats=eval_stats

@@ -21,7 +21,7 @@ from autotune.cli.dataset_plan import with_eval_data
 from autotune.cli.gpu_grid import single_count, wants_grid
 from autotune.cli.planning import PlanOptions, plan_from_options
 from autotune.cli.render import print_json, render_plan
-from autotune.cli.resolve import eval_data
+from autotune.cli.resolve import eval_data, warn_eval_is_training_data
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
 from autotune.errors import InvalidRequestError
 from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
@@ -159,6 +159,7 @@ def plan_command(
     eval_data(eval_dataset, eval_fraction, eval_steps)  # bad eval options refused before any tokenizing
     options, dataset_stats, dataset_notes = dataset_workload(options)
     options = with_eval_data(options, dataset_stats)
+    warn_eval_is_training_data(dataset, eval_dataset)
     started = time.perf_counter()  # the search's time, not the tokenizing's (which prints its own)
     if wants_grid(gpu, num_gpus, objective, deadline, budget, price):
         if plot is not None or verify:

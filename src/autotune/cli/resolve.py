@@ -15,7 +15,7 @@ from autotune.planner.space import assumed_host_memory_gib
 from autotune.profiles.catalog import resolve_gpu
 from autotune.profiles.model_source import resolve_model_source
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.dataset_stats import DatasetStats, PackedBatches, PaddedBatches
+from autotune.schemas.dataset_stats import DatasetStats, PackedBatches, PaddedBatches, eval_is_training_data
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.lora_targets import lora_dropout_note
 from autotune.schemas.model import ModelSpec
@@ -83,6 +83,18 @@ def eval_data(eval_dataset: str | None, eval_fraction: float | None, eval_steps:
     if eval_dataset is not None and Path(eval_dataset).expanduser().exists():
         eval_dataset = str(Path(eval_dataset).expanduser().absolute())  # the launch may start elsewhere
     return validated(EvalData, eval_dataset=eval_dataset, eval_fraction=eval_fraction)
+
+
+def warn_eval_is_training_data(dataset: str | None, eval_dataset: str | None) -> None:
+    """Warn (one line on stderr) when ``--eval-dataset`` is the ``--dataset`` itself.
+
+    The rule: :func:`autotune.schemas.dataset_stats.eval_is_training_data`.
+    """
+    text = eval_is_training_data(dataset, eval_dataset)
+    if text:
+        from autotune.cli.console import warn
+
+        warn(text)
 
 
 def eval_set_tokens(stats: DatasetStats, padded: bool) -> float:
