@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_runner import run
 from plans import make_plan
 
 from autotune import yamlio
@@ -155,3 +156,41 @@ def test_a_huge_file_without_line_breaks_is_refused_reading_only_the_bound(tmp_p
         with pytest.raises(ConfigError, match="line 1: longer than"):
             list(yamlio.bounded_lines(handle, "dataset huge"))
         assert handle.tell() <= yamlio.MAX_LINE_BYTES + 1 + (1 << 20)  # the bound, plus at most a buffer
+
+
+CSV_HEADER = "model,gpu,method,seq_len,micro_batch_size,grad_accum,peak_memory_gib,memory_kind,micro_step_time_s\n"
+CSV_ROW = "llama3.2-1b,rtx-4090,lora,1024,2,8,6.5,allocated,0.9\n"
+
+
+def test_a_csv_cell_over_the_csv_field_limit_is_one_line_naming_the_row(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs.csv"
+    runs.write_text(CSV_HEADER + CSV_ROW + f'"{"x" * (128 * 1024 + 1)}",rtx-4090,lora,1024,2,8,6.5,allocated,0.9\n')
+    code, _, err = run(capsys, "calibrate", str(runs), "-o", str(tmp_path / "c.yaml"))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert "row 2 (line 3)" in lines[0] and "field larger than field limit" in lines[0], lines[0]
+    assert not (tmp_path / "c.yaml").exists()
+
+
+def test_calibrate_refuses_a_fifo_csv(tmp_path: Path) -> None:
+    fifo = tmp_path / "runs.csv"
+    os.mkfifo(fifo)
+    done = _autotune("calibrate", str(fifo), "-o", str(tmp_path / "c.yaml"), cwd=tmp_path)
+    _refused(done, str(fifo))  # recalibrate.collect takes only regular .csv files; runs_from_csv opens regular ones
+
+
+def test_a_large_csv_is_streamed_with_every_row_read(tmp_path: Path) -> None:
+    """100,000 rows (benchmarks/calibrate_csv.py prints how long they take) are all read, in file order."""
+    from autotune.profiles.measurement_csv import runs_from_csv
+
+    runs = tmp_path / "runs.csv"
+    with runs.open("w") as handle:
+        handle.write("# a comment line\n" + CSV_HEADER)
+        for index in range(100_000):
+            handle.write(f"llama3.2-1b,rtx-4090,lora,{512 + index % 4 * 256},2,8,6.5,allocated,{0.5 + index / 1e6}\n")
+    read = runs_from_csv(runs)
+    assert len(read) == 100_000
+    assert read[-1].measurement.source == f"{runs} row 100000"
+    assert read[-1].measurement.micro_step_time_s == pytest.approx(0.5 + 99_999 / 1e6)
