@@ -246,7 +246,7 @@ def runs_from_csv(path: str | Path) -> list[CsvRun]:
             raise ConfigError(f"{file}: header (line {lines.number}): {error}") from None
         _check_header(file, header)
         reader.fieldnames = header
-        runs = []
+        runs: list[CsvRun] = []
         row = 0
         while True:
             row += 1
