@@ -52,7 +52,9 @@ _FIELDS = LaunchOptions.model_fields
 
 
 def _help(name: str) -> str:
-    """The option's help: the schema field's description, and its default where the option shows none itself.
+    """The option's help: the schema field's description, and its default where the schema has one.
+
+    An option given this help with a default of its own passes ``show_default=False`` (its default is printed once).
 
     Options whose typer default is None (so that "not given" can be told apart) show none; None defaults are described
     in the text, e.g. the plan's learning rate.
@@ -70,7 +72,9 @@ def launch_command(
     target: Annotated[str, typer.Argument(metavar="PLAN.yaml|MODEL", help="A plan file, or a model to plan first.")],
     dataset: Annotated[str, typer.Option("--dataset", help=_help("dataset"))],
     output_dir: Annotated[Path, typer.Option("--output-dir", help=_help("output_dir"))],
-    dataset_format: Annotated[str, typer.Option("--dataset-format", help=_help("dataset_format"))] = "auto",
+    dataset_format: Annotated[
+        str, typer.Option("--dataset-format", help=_help("dataset_format"), show_default=False)
+    ] = "auto",
     max_steps: Annotated[int | None, typer.Option("--max-steps", help=_help("max_steps"))] = None,
     cpu: Annotated[bool, typer.Option("--cpu", help=_help("cpu"))] = False,
     dry_run: Annotated[
@@ -101,7 +105,7 @@ def launch_command(
     slurm: Annotated[bool, typer.Option("--slurm", help=_help("slurm"))] = False,
     skypilot: Annotated[bool, typer.Option("--skypilot", help=_help("skypilot"))] = False,
     submit: Annotated[bool, typer.Option("--submit", help=_help("submit"))] = False,
-    node_rank: Annotated[int, typer.Option("--node-rank", help=_help("node_rank"))] = 0,
+    node_rank: Annotated[int, typer.Option("--node-rank", help=_help("node_rank"), show_default=False)] = 0,
     main_process_ip: Annotated[str | None, typer.Option("--main-process-ip", help=_help("main_process_ip"))] = None,
     main_process_port: Annotated[
         int | None, typer.Option("--main-process-port", help=_help("main_process_port"))
