@@ -26,6 +26,7 @@ Standard library only (no torch): the checks are cheap and testable alone.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -265,6 +266,9 @@ def publish_checkpoint(staged: Path, target: Path, step: int, plan: PlanFile, cp
     if target.exists():
         _set_aside(target)
     staged.rename(target)
+    if staged.parent.name == STAGING_DIR:
+        with contextlib.suppress(OSError):  # not empty: another save's leftover stays for --resume to set aside
+            staged.parent.rmdir()  # no empty .staging/ left in the run
     fsync_directory(target.parent)
 
 

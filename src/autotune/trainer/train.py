@@ -225,6 +225,8 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
 
     tracker_directories(args)
     metrics = RunMetrics()
+    if resume_from is not None:
+        metrics.restore_history(resume_from)  # the report holds the whole run, not only the steps after the resume
     progress = ProgressCallback(metrics)
     stopper = StopOnSignalCallback()
     diverged = StopOnNonFiniteLossCallback()
