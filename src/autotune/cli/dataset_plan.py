@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from autotune.cli.dataset_lengths import (
     dataset_samples,
+    dataset_workload,
     packing_choice_note,
     packing_layouts,
     packing_note,
@@ -53,6 +54,35 @@ def plan_dataset(options: PlanOptions, stats: DatasetStats) -> tuple[PlanFile, P
         notes.insert(0, packing_choice_note(chosen, times, "plan"))
     dataset = stats.model_copy(update={"packing": chosen})
     return plan_file.model_copy(update={"dataset": dataset}), result, notes
+
+
+def plan_on_data(options: PlanOptions) -> tuple[PlanFile, PlanResult, list[str]]:
+    """Plan ``options`` on one GPU type and count as ``autotune plan`` does, ``--dataset`` included.
+
+    With ``--dataset`` the data is tokenized (``--tokenizer``, ``--max-rows``), planned packed or padded
+    (``--packing``: :func:`plan_dataset`) and recorded in the plan with its fingerprint; the eval set is priced
+    (:func:`with_eval_data`). ``autotune launch MODEL --dataset D`` plans through here, so its plan is ``plan``'s.
+
+    Raises:
+        AutotuneError: what :func:`autotune.cli.dataset_lengths.dataset_workload`, :func:`with_eval_data`,
+            :func:`plan_dataset` and :func:`autotune.cli.planning.plan_from_options` refuse.
+    """
+    options, stats, dataset_notes = dataset_workload(options)
+    return plan_prepared(with_eval_data(options, stats), stats, dataset_notes)
+
+
+def plan_prepared(
+    options: PlanOptions, stats: DatasetStats | None, dataset_notes: list[str]
+) -> tuple[PlanFile, PlanResult, list[str]]:
+    """Plan ``options`` prepared by ``dataset_workload`` and :func:`with_eval_data`: on ``stats``'s examples, or not.
+
+    ``stats`` None (no ``--dataset``): :func:`autotune.cli.planning.plan_from_options`; else :func:`plan_dataset`,
+    with ``dataset_notes`` (the tokenizing's) first.
+    """
+    if stats is None:
+        return plan_from_options(options)
+    plan_file, result, notes = plan_dataset(options, stats)
+    return plan_file, result, dataset_notes + notes
 
 
 def with_eval_data(options: PlanOptions, stats: DatasetStats | None) -> PlanOptions:

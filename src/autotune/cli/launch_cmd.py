@@ -131,7 +131,8 @@ def launch_command(
 ) -> None:
     """Run a plan with the shared training core: a PLAN.yaml, or a MODEL planned first.
 
-    PLAN.yaml comes from `autotune plan -o`; a MODEL is planned first with the options of `autotune plan`.
+    PLAN.yaml comes from `autotune plan -o`; a MODEL is planned first with the options of `autotune plan`, on
+    --dataset as `autotune plan --dataset` plans (--packing, --tokenizer and --max-rows apply).
     """
     if verbose:
         quiet_third_party(verbose=True)  # exports AUTOTUNE_VERBOSE=1 for the trainer
@@ -169,8 +170,8 @@ def launch_command(
         profile_steps=profile_steps,
     )
     plan_args = list(ctx.args)
-    if not target.endswith(_PLAN_SUFFIXES):  # a MODEL is planned with launch's eval options priced
-        plan_args += eval_args(options)
+    if not target.endswith(_PLAN_SUFFIXES):  # a MODEL is planned on launch's data (as plan --dataset) and eval set
+        plan_args += dataset_args(options) + eval_args(options)
     plan = resolve_plan(
         target, plan_args, plan_command=lambda: _plan_click_command(ctx), launch_flags=_flags(ctx.command)
     )
@@ -210,6 +211,17 @@ def launch_command(
 
 EVAL_OPTIONS = ("eval_dataset", "eval_fraction", "eval_steps")
 """The launch options the plan's eval settings stand for (``PlanFile.eval_data``, ``Workload.eval_steps``)."""
+
+
+def dataset_args(options: LaunchOptions) -> list[str]:
+    """``plan`` options for launch's ``--dataset`` / ``--dataset-format``: a MODEL is planned on the data it trains on.
+
+    So ``--packing``, ``--tokenizer`` and ``--max-rows`` act as in ``autotune plan --dataset``. A hub dataset of a
+    ``--skypilot`` launch is not planned on (its nodes download it, not this machine): none then.
+    """
+    if options.skypilot and not Path(options.dataset).expanduser().is_file():
+        return []
+    return ["--dataset", options.dataset, "--dataset-format", options.dataset_format]
 
 
 def eval_args(options: LaunchOptions) -> list[str]:
@@ -313,9 +325,10 @@ def plan_from_model(model: str, plan_args: list[str], plan_command: Any) -> Plan
     Raises:
         click.UsageError / AutotuneError: bad plan options, unknown model or GPU, nothing fits.
     """
-    from autotune.cli.planning import parse_plan_args, plan_from_options
+    from autotune.cli.dataset_plan import plan_on_data
+    from autotune.cli.planning import parse_plan_args
 
-    plan_file, _, notes = plan_from_options(parse_plan_args(plan_command, model, plan_args))
+    plan_file, _, notes = plan_on_data(parse_plan_args(plan_command, model, plan_args))
     for line in notes:
         console().print(f"[yellow]note:[/] {line}")
     console().print(f"planned: {plan_file.setting.short()}")

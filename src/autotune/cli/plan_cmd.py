@@ -17,9 +17,9 @@ import typer
 from autotune.cli import options as opt
 from autotune.cli.console import console
 from autotune.cli.dataset_lengths import dataset_workload
-from autotune.cli.dataset_plan import with_eval_data
+from autotune.cli.dataset_plan import plan_prepared, with_eval_data
 from autotune.cli.gpu_grid import single_count, wants_grid
-from autotune.cli.planning import PlanOptions, plan_from_options
+from autotune.cli.planning import PlanOptions
 from autotune.cli.render import print_json, render_plan
 from autotune.cli.resolve import eval_data, warn_eval_is_training_data
 from autotune.cli.setting_options import NOT_GIVEN, SettingOptions, takes_setting_options
@@ -169,13 +169,7 @@ def plan_command(
         plan_grid_command(options, num_gpus, deadline, budget, price, output, json_, started)
         return
     options = replace(options, num_gpus=single_count(num_gpus))
-    if dataset_stats is not None:
-        from autotune.cli.dataset_plan import plan_dataset
-
-        plan_file, result, notes = plan_dataset(options, dataset_stats)
-        notes = dataset_notes + notes
-    else:
-        plan_file, result, notes = plan_from_options(options)
+    plan_file, result, notes = plan_prepared(options, dataset_stats, dataset_notes)
     elapsed = time.perf_counter() - started
     if verify:
         from autotune.cli.plan_verify import verify_plan
