@@ -11,8 +11,9 @@ import functools
 import shlex
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -42,10 +43,14 @@ from autotune.launcher.runner import prepare_output_dir
 from autotune.launcher.skypilot import installed_checkout
 from autotune.planner.fit import fit_shortfall
 from autotune.quiet import quiet_third_party
+from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.schemas.trainer_options import option_flag
 from autotune.validation import format_validation_error
+
+if TYPE_CHECKING:
+    from autotune.cli.planning import PlanOptions
 
 _PLAN_SUFFIXES = (".yaml", ".yml")
 _FIELDS = LaunchOptions.model_fields
@@ -328,11 +333,37 @@ def plan_from_model(model: str, plan_args: list[str], plan_command: Any) -> Plan
     from autotune.cli.dataset_plan import plan_on_data
     from autotune.cli.planning import parse_plan_args
 
-    plan_file, _, notes = plan_on_data(parse_plan_args(plan_command, model, plan_args))
+    options = parse_plan_args(plan_command, model, plan_args)
+    if options.dataset is not None and not data_plannable(options):
+        note(
+            f"planned without the lengths of {options.dataset}: {model} has no tokenizer here (--tokenizer DIR "
+            "plans on the data, as plan --dataset does)"
+        )
+        options = replace(options, dataset=None)
+    plan_file, _, notes = plan_on_data(options)
     for line in notes:
         console().print(f"[yellow]note:[/] {line}")
     console().print(f"planned: {plan_file.setting.short()}")
     return plan_file
+
+
+def data_plannable(options: PlanOptions) -> bool:
+    """Whether ``launch MODEL`` plans on its ``--dataset``: MODEL has a tokenizer here, or a data option asks for it.
+
+    ``--tokenizer``, ``--packing`` other than auto or ``--max-rows`` given: always (a missing tokenizer is then
+    refused in one line, as by ``plan --dataset``). Otherwise only when MODEL names a tokenizer
+    (:func:`autotune.cli.dataset_lengths.tokenizer_source`): a catalog name has none, and its launch plans without
+    the data's lengths, with a note.
+    """
+    from autotune.cli.dataset_lengths import tokenizer_source
+
+    if options.tokenizer or options.packing != "auto" or options.max_rows != DEFAULT_MAX_ROWS:
+        return True
+    try:
+        tokenizer_source(options.model, None)
+    except InvalidRequestError:
+        return False
+    return True
 
 
 def override_plan(plan: PlanFile, sets: list[str], *, estimate: Estimator, resolve_gpu: GpuResolver) -> PlanFile:
