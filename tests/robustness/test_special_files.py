@@ -194,3 +194,20 @@ def test_a_large_csv_is_streamed_with_every_row_read(tmp_path: Path) -> None:
     assert len(read) == 100_000
     assert read[-1].measurement.source == f"{runs} row 100000"
     assert read[-1].measurement.micro_step_time_s == pytest.approx(0.5 + 99_999 / 1e6)
+
+
+def test_launch_warns_when_the_eval_dataset_is_the_training_data(tmp_path: Path) -> None:
+    """The training file given again as --eval-dataset (also through a link): one warning line, the launch goes on."""
+    model = _model_dir(tmp_path)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(plan_to_yaml(make_plan().model_copy(update={"model_source": str(model)})))
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"instruction": "a", "output": "b"}\n')
+    link = tmp_path / "same.jsonl"
+    link.symlink_to(good)
+    for eval_dataset in (good, link):
+        done = _autotune("launch", str(plan), "--dataset", str(good), "--eval-dataset", str(eval_dataset),
+                         "--output-dir", str(tmp_path / "run"), "--cpu", "--dry-run", cwd=tmp_path)  # fmt: skip
+        warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+        assert done.returncode == 0, done.stderr
+        assert len(warnings) == 1 and "is the training data" in warnings[0], done.stderr
