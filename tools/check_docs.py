@@ -175,7 +175,31 @@ def _launch_checks() -> str:
     return checks_markdown()
 
 
-GENERATORS: dict[str, typing.Callable[[], str]] = {"launch-checks": _launch_checks}
+STACK_NAMES = {
+    "autotune-core-h100": "the project's own core",
+    "llm-foundry-mpt.jsonl": "llm-foundry",
+    "003_51edbf0898b4ad92.txt": "seed 003's HF Trainer",
+    "001_351ee1f9e626a6ae.txt": "seed 001's trainer",
+}
+"""Readable names of the shipped fit's stacks (the keys of ``stack_time_factor``: the seed tables' files)."""
+
+
+def _shipped_fit() -> str:
+    """docs/cost-model.md §6: the shipped fit's stack factors and headline efficiencies, from ``seeds.yaml``."""
+    from autotune.costmodel.calibration import default_coefficients
+
+    fit = default_coefficients()
+    factors = sorted((fit.stack_time_factor or {}).items(), key=lambda item: item[1])
+    stacks = ", ".join(f"{STACK_NAMES.get(key, key)} at {value:.2f}" for key, value in factors)
+    matmul, attention = fit.matmul_efficiency, fit.attention_efficiency
+    return (
+        f"The shipped fit (`profiles/calibration/seeds.yaml`) puts {stacks}, with `bandwidth_efficiency` "
+        f"{fit.bandwidth_efficiency:.2f}, large-GEMM efficiency {matmul['ampere']:.2f} Ampere / {matmul['hopper']:.2f} "
+        f"Hopper and attention efficiency {attention['ampere']:.2f} Ampere / {attention['hopper']:.2f} Hopper.\n"
+    )
+
+
+GENERATORS: dict[str, typing.Callable[[], str]] = {"launch-checks": _launch_checks, "shipped-fit": _shipped_fit}
 """The generated lists, by the name their block gives."""
 
 

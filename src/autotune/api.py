@@ -35,7 +35,7 @@ from autotune.launcher.checks import LaunchContext, run_checks
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.session.estimating import EstimateOutcome, estimate_one
-from autotune.session.plan_one import PlanOutcome, plan_prepared, prepare
+from autotune.session.plan_one import PlanOutcome, plan_on_data
 from autotune.session.planning import NOT_PLAN_PARAMS, PlanOptions
 from autotune.session.resolve import catalog_gpu
 from autotune.session.setting_options import SETTING_OPTION_NAMES, SettingOptions
@@ -91,9 +91,7 @@ def plan(model: str, gpu: str, **options: Any) -> PlanOutcome:
         InfeasibleError: nothing fits (the nearest setting and why).
         AutotuneError: any other refusal of ``autotune plan``.
     """
-    request = request_options(model, gpu, options)
-    prepared, stats, dataset_notes = prepare(request)
-    return plan_prepared(prepared, stats, dataset_notes)
+    return plan_on_data(request_options(model, gpu, options))
 
 
 def estimate(model: str, gpu: str, **options: Any) -> EstimateOutcome:

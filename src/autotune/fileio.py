@@ -134,14 +134,22 @@ def _umask() -> int:
 
 
 def give_umask_mode(directory: Path) -> None:
-    """Give the files under ``directory`` that were created 0600 the mode the umask gives (0644 under 022).
+    """Give files created 0600 and folders created 0700 under ``directory`` (itself included) the umask's modes.
+
+    Files get 0644 under umask 022, folders 0755.
 
     safetensors' ``save_file`` (0.8) writes through a private temporary file and keeps its mode 0600, so adapter and
-    model weights were 0600 next to 0644 configs and reports (issue 29 item 7). Only files of mode 0600 are changed
-    (the user's own choices stay); errors are ignored (a file may be gone, or not ours).
+    model weights were 0600 next to 0644 configs and reports (issue 29 item 7); ``tempfile.mkdtemp`` makes its folder
+    0700 (``autotune export`` writes into one, issue 41). Only those modes are changed (the user's own choices stay);
+    errors are ignored (a file may be gone, or not ours).
     """
-    mode = 0o666 & ~_umask()
-    for path in directory.rglob("*"):
+    mask = _umask()
+    for path in [directory, *directory.rglob("*")]:
         with contextlib.suppress(OSError):
-            if path.is_file() and not path.is_symlink() and (path.stat().st_mode & 0o777) == 0o600:
-                path.chmod(mode)
+            if path.is_symlink():
+                continue
+            mode = path.stat().st_mode & 0o777
+            if path.is_file() and mode == 0o600:
+                path.chmod(0o666 & ~mask)
+            elif path.is_dir() and mode == 0o700:
+                path.chmod(0o777 & ~mask)

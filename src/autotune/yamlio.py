@@ -16,8 +16,11 @@ one ``ConfigError`` line.
 from __future__ import annotations
 
 import json
+import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -29,6 +32,10 @@ _SafeLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """Largest YAML / JSON file read (64 MiB; the largest shipped file is a few KB, a plan a few KB)."""
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""Longest line (one dataset row, one CSV record) read from a line-oriented file (16 MiB): about 4 million tokens of
+English text at ~4 bytes per token, beyond the longest context of any catalog model, so only a file without line
+breaks (or ``/dev/zero``) reaches it; :func:`bounded_lines` refuses it after reading this much, in constant memory."""
 MAX_DEPTH = 100
 """Deepest nesting of mappings / lists accepted (plans and configs nest under 10 levels)."""
 MAX_NODES = 1_000_000
@@ -140,24 +147,100 @@ def json_depth(text: str) -> int:
     return deepest
 
 
-def read_text_file(path: str | Path, what: str) -> str:
-    """The text of a user-supplied file.
+def open_regular(path: str | Path, what: str) -> IO[bytes]:
+    """Open a user-named file for reading in binary, only when it is a regular file (the one check for every reader).
+
+    The file is opened non-blocking and checked on the open descriptor (``fstat``), so a FIFO never blocks the open
+    and nothing can be swapped in between the check and the read: a FIFO, a device (a link to ``/dev/zero``), a
+    socket or a directory is refused before one byte is read. Symbolic links to a regular file are followed.
 
     Raises:
-        ConfigError: missing, a directory, larger than :data:`MAX_FILE_BYTES`, unreadable or not
+        ConfigError: missing (also a dangling link), not a regular file, or unreadable — one line naming ``what``
+            and the path.
+    """
+    file = Path(path).expanduser()
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        dangling = " (a link to a missing file)" if file.is_symlink() else ""
+        raise ConfigError(f"{what} {file} not found{dangling}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{what} {file} is a directory, not a regular file: give a file") from None
+    except OSError as error:
+        raise ConfigError(f"{what} {file}: cannot read it ({error.strerror or error})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise ConfigError(f"{what} {file} is {_kind(mode)}, not a regular file: give a file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def check_regular_file(path: str | Path, what: str) -> None:
+    """Refuse a path that :func:`open_regular` would refuse (opened and closed: nothing is read).
+
+    Raises:
+        ConfigError: see :func:`open_regular`.
+    """
+    open_regular(path, what).close()
+
+
+def bounded_lines(handle: IO[bytes], name: str, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+    """The lines of ``handle`` with their 1-based numbers, each at most ``limit`` bytes, read in constant memory.
+
+    Raises:
+        ConfigError: a line longer than ``limit`` bytes (one line naming ``name``, the line number and the bound;
+            at most ``limit + 1`` bytes of it were read).
+    """
+    number = 0
+    while True:
+        raw = handle.readline(limit + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > limit and not (len(raw) == limit + 1 and raw.endswith(b"\n")):
+            raise ConfigError(
+                f"{name} line {number}: longer than {limit // (1024 * 1024)} MiB (the bound on one line); is it "
+                "missing its line breaks?"
+            )
+        yield number, raw
+
+
+def read_text_file(path: str | Path, what: str) -> str:
+    """The text of a user-supplied file (a regular file: :func:`open_regular`).
+
+    Raises:
+        ConfigError: missing, not a regular file, larger than :data:`MAX_FILE_BYTES`, unreadable or not
             UTF-8 — one line naming ``what`` and the path.
     """
     file = Path(path)
-    if not file.exists():
-        raise ConfigError(f"{what} {file} not found")
-    if not file.is_file():
-        raise ConfigError(f"{what} {file} is not a file")
+    with open_regular(file, what) as handle:
+        try:
+            if os.fstat(handle.fileno()).st_size > MAX_FILE_BYTES:
+                raise ConfigError(f"{file}: {what} larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+            data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError as error:
+            raise ConfigError(f"{file}: cannot read the {what}: {' '.join(str(error).split())}") from None
+    if len(data) > MAX_FILE_BYTES:  # grew while read
+        raise ConfigError(f"{file}: {what} larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
     try:
-        if file.stat().st_size > MAX_FILE_BYTES:
-            raise ConfigError(f"{file}: {what} larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
-        return file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
         raise ConfigError(f"{file}: cannot read the {what}: {' '.join(str(error).split())}") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as Path.read_text reads
 
 
 def parse_mapping(text: str, origin: str, what: str) -> dict[str, Any]:

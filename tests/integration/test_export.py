@@ -108,7 +108,7 @@ def test_bad_input_is_one_line_and_nothing_is_written(
         "exists": "exists: export writes a new folder",
         "not a run": "is not a run directory",
         "no weights": "has no weights in final/",
-        "no checkpoint": "has no weights in checkpoint-9/; checkpoints: checkpoint-2",
+        "no checkpoint": "has no checkpoint checkpoint-9; checkpoints: checkpoint-2",
     }[case]
     assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before

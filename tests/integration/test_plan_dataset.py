@@ -194,3 +194,33 @@ def test_padded_batches_are_planned_and_launched_one_example_per_row(
                        "--cpu", "--save-steps", "1000")  # fmt: skip
     assert code == 0, err[-3000:]
     assert read_report(tmp_path / "run").steps == predicted
+
+
+def test_launch_model_plans_on_its_dataset_as_plan_does(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``launch MODEL --dataset D --packing padded`` plans on D exactly as ``plan --dataset D`` does (issue 41 item 5):
+    the same dataset table, layout and fingerprint in the plan it would write, and the same workload."""
+    import hashlib
+
+    import yaml
+
+    from autotune.schemas.plan_io import load_plan
+
+    rows = [{"instruction": f"go {WORDS[i % 12]}", "output": pattern_text(i, 2 + i % 3)} for i in range(13)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    common = ["--gpu", "4090", "--dataset", str(data), "--seq-len", str(SEQ_LEN), "--global-batch-size", "4",
+              "--micro-batch-size", "2", "--method", "lora", "--no-compile", "--precision", "fp32", "--packing",
+              "padded", "--max-rows", "12"]  # fmt: skip
+    plan = tmp_path / "plan.yaml"
+    code, _, err = run(capsys, "plan", str(tiny_model_dir), *common, "-o", str(plan))
+    assert code == 0, err
+    planned = load_plan(plan)
+    code, out, err = run(capsys, "launch", str(tiny_model_dir), *common, "--output-dir", str(tmp_path / "run"),
+                         "--cpu", "--dry-run", "--show-files")  # fmt: skip
+    assert code == 0, err
+    launched = yaml.safe_load(out[out.index("autotune_version:") :].split("\ntraining: ")[0])
+    assert planned.dataset is not None and launched["dataset"] == planned.dataset.model_dump(mode="json")
+    assert launched["dataset"]["packing"] == "padded" and launched["dataset"]["rows_read"] == 12  # --max-rows acted
+    assert launched["dataset"]["fingerprint"]["sha256"] == hashlib.sha256(data.read_bytes()).hexdigest()
+    assert launched["workload"] == planned.workload.model_dump(mode="json")

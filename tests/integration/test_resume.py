@@ -104,7 +104,8 @@ def test_resumed_run_is_the_uninterrupted_run(write_plan: PlanWriter, tmp_path: 
     assert finished.returncode == 0, finished.stderr
     last = read_report(out)
     assert last.status == "completed" and last.steps == MAX_STEPS
-    assert last.loss_steps == list(range(last.resumed_from_step + 1, MAX_STEPS + 1))  # none lost or repeated
+    assert last.loss_steps == list(range(1, MAX_STEPS + 1))  # the whole run: none lost or repeated (issue 41)
+    assert last.losses == reference.losses  # the steps before the resume come from the checkpoint's trainer state
     # kill -9 saves nothing: the run went on from the newest checkpoint that was complete at the kill
     assert STOPS[1][1] <= last.resumed_from_step <= killed_after
     for step, loss in zip(last.loss_steps, last.losses, strict=True):
@@ -112,6 +113,8 @@ def test_resumed_run_is_the_uninterrupted_run(write_plan: PlanWriter, tmp_path: 
         compared += 1
     assert compared >= MAX_STEPS
     assert _final_weights(out) == _final_weights(whole)
+    for run_dir in (whole, out):
+        assert not (run_dir / "checkpoints" / ".staging").exists()  # no empty staging folder left
 
 
 @pytest.mark.slow

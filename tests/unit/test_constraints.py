@@ -66,3 +66,14 @@ def test_readme_and_ci_install_with_the_lock() -> None:
     for text in (ci, readme_first_command):
         assert "-c constraints.txt torch==" in text
         assert '-c constraints.txt -e ".[train,plot,dev]"' in text
+
+
+def test_readme_gives_a_cpu_only_install_from_pytorchs_cpu_index() -> None:
+    """A machine without a GPU installs torch from PyTorch's CPU index (PyPI's torch 2.13 is the CUDA build), at the
+    locked version, then the project with the lock (issue 41 item 7)."""
+    pins = dict(line.split("==", 1) for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line)
+    venv_lines = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("python -m venv")]
+    cpu = [line for line in venv_lines if "--index-url https://download.pytorch.org/whl/cpu" in line]
+    assert len(cpu) == 1, venv_lines
+    assert f"--index-url https://download.pytorch.org/whl/cpu torch=={pins['torch']} " in cpu[0]
+    assert '-c constraints.txt -e ".[train,plot,dev]"' in cpu[0]

@@ -92,6 +92,18 @@ def warn(message: str) -> None:
     err_console().print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False)
 
 
+def warn_eval_is_training_data(dataset: str | None, eval_dataset: str | None) -> None:
+    """Warn (one line on stderr) when ``--eval-dataset`` is the ``--dataset`` itself.
+
+    The rule: :func:`autotune.schemas.dataset_stats.eval_is_training_data`.
+    """
+    from autotune.schemas.dataset_stats import eval_is_training_data
+
+    text = eval_is_training_data(dataset, eval_dataset)
+    if text:
+        warn(text)
+
+
 class RichSink:
     """The session layer's progress on the stderr console (:mod:`autotune.session.progress`)."""
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from autotune.cli import options as opt
-from autotune.cli.console import console
+from autotune.cli.console import console, warn_eval_is_training_data
 from autotune.cli.render import dataset_table, print_json, render_estimate
 from autotune.cli.setting_options import takes_setting_options
 from autotune.cli.tracing import render_predicted_vs_traced, render_trace, require_torch, run_trace
@@ -55,6 +55,7 @@ def estimate_command(
         check_plot_path(plot)  # fail before any work
     if trace:
         require_torch()
+    warn_eval_is_training_data(data.dataset, evaluation.eval_dataset)
     options = PlanOptions.from_groups(
         model=model, gpu=gpu, num_gpus=num_gpus, nodes=nodes, size=size, data=data, evaluation=evaluation,
         setting=setting, seq_len=seq_len, calibration=calibration,

@@ -11,6 +11,7 @@ import functools
 import shlex
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -121,7 +122,8 @@ def launch_command(
 ) -> None:
     """Run a plan with the shared training core: a PLAN.yaml, or a MODEL planned first.
 
-    PLAN.yaml comes from `autotune plan -o`; a MODEL is planned first with the options of `autotune plan`.
+    PLAN.yaml comes from `autotune plan -o`; a MODEL is planned first with the options of `autotune plan`, on
+    --dataset as `autotune plan --dataset` plans (--packing, --tokenizer and --max-rows apply).
     """
     if verbose:
         quiet_third_party(verbose=True)  # exports AUTOTUNE_VERBOSE=1 for the trainer
@@ -147,8 +149,8 @@ def launch_plan(
         AutotuneError: the plan file or the MODEL's planning refuses, or a ``--set`` value is refused (one line).
     """
     plan_args = list(ctx.args)
-    if not target.endswith(_PLAN_SUFFIXES):  # a MODEL is planned with launch's eval options priced
-        plan_args += eval_args(options)
+    if not target.endswith(_PLAN_SUFFIXES):  # a MODEL is planned on launch's data (as plan --dataset) and eval set
+        plan_args += dataset_args(options) + eval_args(options)
     plan = resolve_plan(
         target, plan_args, plan_command=lambda: _plan_click_command(ctx), launch_flags=_flags(ctx.command)
     )
@@ -214,6 +216,17 @@ def start_launch(checked: LaunchContext, *, dry_run: bool, show_files: bool, det
         # SystemExit, not typer.Exit: in non-standalone mode click returns typer.Exit's code from app(),
         # and the trainer's exit code must reach the shell.
         raise SystemExit(code)
+
+
+def dataset_args(options: LaunchOptions) -> list[str]:
+    """``plan`` options for launch's ``--dataset`` / ``--dataset-format``: a MODEL is planned on the data it trains on.
+
+    So ``--packing``, ``--tokenizer`` and ``--max-rows`` act as in ``autotune plan --dataset``. A hub dataset of a
+    ``--skypilot`` launch is not planned on (its nodes download it, not this machine): none then.
+    """
+    if options.skypilot and not Path(options.dataset).expanduser().is_file():
+        return []
+    return ["--dataset", options.dataset, "--dataset-format", options.dataset_format]
 
 
 EVAL_OPTIONS = ("eval_dataset", "eval_fraction", "eval_steps")
@@ -321,9 +334,17 @@ def plan_from_model(model: str, plan_args: list[str], plan_command: Any) -> Plan
     Raises:
         click.UsageError / AutotuneError: bad plan options, unknown model or GPU, nothing fits.
     """
-    from autotune.session.planning import parse_plan_args, plan_from_options
+    from autotune.session.plan_one import data_plannable, plan_on_data
+    from autotune.session.planning import parse_plan_args
 
-    plan_file, _, notes = plan_from_options(parse_plan_args(plan_command, model, plan_args))
+    options = parse_plan_args(plan_command, model, plan_args)
+    if options.dataset is not None and not data_plannable(options):
+        note(
+            f"planned without the lengths of {options.dataset}: {model} has no tokenizer here (--tokenizer DIR "
+            "plans on the data, as plan --dataset does)"
+        )
+        options = replace(options, dataset=None)
+    plan_file, _, notes = plan_on_data(options).astuple()
     for line in notes:
         console().print(f"[yellow]note:[/] {line}")
     console().print(f"planned: {plan_file.setting.short()}")

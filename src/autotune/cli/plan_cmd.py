@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from autotune.cli import options as opt
-from autotune.cli.console import console
+from autotune.cli.console import console, warn_eval_is_training_data
 from autotune.cli.gpu_grid import single_count, wants_grid
 from autotune.cli.render import print_json, render_plan
 from autotune.cli.setting_options import takes_setting_options
@@ -131,6 +131,7 @@ def plan_command(
         from autotune.cli.plots import check_plot_path
 
         check_plot_path(plot)  # before anything is written
+    warn_eval_is_training_data(data.dataset, evaluation.eval_dataset)
     options = PlanOptions.from_groups(
         model=model, gpu=gpu, num_gpus=1, nodes=nodes, size=size, data=data, evaluation=evaluation, setting=setting,
         seq_len=seq_len, global_batch_size=global_batch_size, objective=objective, calibration=calibration,

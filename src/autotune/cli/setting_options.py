@@ -75,7 +75,9 @@ def _group_parameters(group: type[OptionGroup]) -> list[inspect.Parameter]:
     for field in dataclasses.fields(group):
         base, flag = typing.get_args(hints[field.name])
         assert isinstance(flag, Flag)
-        option = typer.Option(flag.decls, help=flag.help, min=flag.min, max=flag.max, metavar=flag.metavar)
+        option = typer.Option(
+            flag.decls, help=flag.help, min=flag.min, max=flag.max, metavar=flag.metavar, show_default=flag.show_default
+        )
         annotation = Annotated[base, option]  # type: ignore[valid-type]
         parameters.append(
             inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default, annotation=annotation)
@@ -105,7 +107,7 @@ def schema_group(
         default = info.get_default() if annotation is bool or name in stated else None
         if name in stated:
             annotation = type(default)
-        flag = Flag(option_flag(name), describe(name))
+        flag = Flag(option_flag(name), describe(name), show_default=name not in stated)
         fields.append((name, Annotated[annotation, flag], dataclasses.field(default=default)))
     group = dataclasses.make_dataclass(f"{model.__name__}Group", fields, bases=(OptionGroup,), frozen=True)
     return typing.cast("type[OptionGroup]", group)

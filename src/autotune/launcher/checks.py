@@ -26,7 +26,7 @@ from autotune.launcher.plan_gpus import GpuResolver, machine_gpus, too_few_gpus
 from autotune.launcher.rundir import CHECKPOINTS_DIR, check_run_directory, newest_checkpoint_plan
 from autotune.launcher.runner import differing_files
 from autotune.launcher.spec import build_launch_spec
-from autotune.schemas.dataset_stats import fingerprint, fingerprint_difference
+from autotune.schemas.dataset_stats import eval_is_training_data, fingerprint, fingerprint_difference
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_changes import plan_fingerprint, resume_plan_error
 from autotune.schemas.plan_io import load_plan
@@ -148,6 +148,9 @@ def _check_dataset(context: LaunchContext) -> None:
     preflight.check_dataset(context.options.dataset, context.options.dataset_format, hub=hub)
     if context.options.eval_dataset is not None:
         preflight.check_dataset(context.options.eval_dataset, context.options.dataset_format, hub=hub)
+        same = eval_is_training_data(context.options.dataset, context.options.eval_dataset)
+        if same:
+            context.warnings.append(same)
     planned = context.plan.dataset
     if planned is not None:
         difference = fingerprint_difference(planned.fingerprint, fingerprint(context.options.dataset))

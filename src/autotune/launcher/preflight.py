@@ -40,6 +40,7 @@ from autotune.schemas.dataset_rows import check_dataset_file
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.trainer_options import TRACKER_PACKAGES
 from autotune.schemas.training_stack import installed_versions, untested_stack_allowed, untested_stack_error
+from autotune.yamlio import check_regular_file
 
 WEIGHT_PATTERNS: Final[tuple[str, ...]] = ("*.safetensors", "pytorch_model*.bin", "model*.bin", "adapter_model.bin")
 """Weight files transformers' and peft's ``from_pretrained`` read from a model or adapter directory: safetensors (one
@@ -65,7 +66,10 @@ def _is_local(dataset: str) -> bool:
 
 
 def check_dataset(dataset: str, dataset_format: str, *, hub: bool = True) -> None:
-    """A local dataset exists, is readable, of a supported type, and every row holds what ``dataset_format`` needs.
+    """A local dataset exists, is a readable regular file of a supported type, and every row holds what it needs.
+
+    A FIFO, a device (a link to ``/dev/zero``), a directory or a dangling link is refused before one byte is read
+    (:func:`autotune.yamlio.check_regular_file`); rows are read at most ``yamlio.MAX_LINE_BYTES`` long.
 
     Rows are streamed: :func:`~autotune.schemas.dataset_rows.check_dataset_file`. A hub dataset name is
     :func:`check_hub_dataset`'s, unless ``hub`` is False (the run's nodes download it, not this machine).
@@ -78,16 +82,13 @@ def check_dataset(dataset: str, dataset_format: str, *, hub: bool = True) -> Non
             check_hub_dataset(dataset)
         return
     path = Path(dataset).expanduser()
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise ConfigError(f"dataset file {dataset} not found (nothing was written)")
-    if path.is_dir():
-        raise ConfigError(f"dataset {dataset} is a directory: give a .jsonl, .json, .parquet or .txt file")
+    check_regular_file(path, "dataset")  # a FIFO, a device, a directory: refused before anything reads it
     if path.suffix.lower() not in DATASET_LOADERS:
         raise ConfigError(
             f"dataset {dataset}: unsupported file type {path.suffix!r} (use .jsonl, .json, .parquet or .txt)"
         )
-    if not os.access(path, os.R_OK):
-        raise ConfigError(f"dataset {dataset} is not readable (check its permissions)")
     check_dataset_file(path, dataset_format, str(path))
 
 

@@ -82,6 +82,26 @@ class Overrides(FrozenModel):
         return {name: value for name, value in self.model_dump().items() if value is not None}
 
 
+def grad_accum_error(global_batch_size: int, world: int, accum: int) -> str:
+    """Why ``--grad-accum accum`` cannot split ``global_batch_size`` on ``world`` ranks, with the nearest valid values.
+
+    Each rank takes ``global_batch_size / world`` sequences per optimizer step, in ``accum`` micro batches of whole
+    sequences, so ``accum`` must divide them: the nearest divisors below and above ``accum``, and the nearest global
+    batch sizes that ``accum × world`` divides, are named (the global batch's own rule gives its nearest values too).
+    """
+    per_rank = global_batch_size // world
+    divisors = [value for value in range(1, per_rank + 1) if per_rank % value == 0]
+    below = [value for value in divisors if value < accum][-1:]
+    above = [value for value in divisors if value > accum][:1]
+    step = accum * world
+    batches = [value for value in (global_batch_size // step * step, (global_batch_size // step + 1) * step) if value]
+    return (
+        f"--grad-accum {accum} does not divide the {per_rank} sequences each of the {world} GPU(s) takes per step "
+        f"(--global-batch-size {global_batch_size}): use --grad-accum {' or '.join(map(str, below + above))}, or "
+        f"--global-batch-size {' or '.join(map(str, batches))}"
+    )
+
+
 class PlanRequest(FrozenModel):
     """Everything the planner needs; validated alone (stage 1) before feasibility (stage 2)."""
 
@@ -112,6 +132,8 @@ class PlanRequest(FrozenModel):
                 f"{micro} × {world} GPU(s): use --global-batch-size {fixed}, or a micro batch size that divides "
                 f"{per_rank}"
             )
+        if accum is not None and micro is None and not rest and per_rank % accum:
+            raise ValueError(grad_accum_error(self.workload.global_batch_size, world, accum))
         if rest:
             nearest = [value for value in (per_rank * world, (per_rank + 1) * world) if value > 0]
             raise ValueError(

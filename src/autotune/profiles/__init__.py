@@ -3,6 +3,7 @@
 The catalog holds GPUs, models, measurements and the shipped calibration.
 
 Modules:
+  csv_lines      a measurements CSV's lines streamed in constant memory, with a progress bar for long ones
   interconnects  the network profiles (NVLink, PCIe with / without P2P, InfiniBand, RoCE, EFA, Ethernet) and the
                  default per GPU (interconnects.yaml)
   shipped_yaml   reading a YAML file shipped with the package

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import csv
 import difflib
+import functools
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from autotune.errors import AutotuneError, ConfigError
 from autotune.profiles.catalog import resolve_gpu
+from autotune.profiles.csv_lines import COMMENT, CsvLines, read_progress
 from autotune.profiles.model_source import resolve_model_source
 from autotune.schemas._base import StrictModel
 from autotune.schemas.calibration import MeasuredMemoryGiB, MeasuredStepS, Measurement, MemoryKind
@@ -37,9 +40,7 @@ from autotune.schemas.setting import (
     default_sharding,
 )
 from autotune.validation import format_validation_error
-
-COMMENT = "#"
-"""A line whose first non-blank character is this is a comment (the template's legend); the reader skips it."""
+from autotune.yamlio import open_regular
 
 LORA_TARGETS_SEPARATOR = ";"
 """Separates the module names of a ``lora_targets`` cell (``q_proj;v_proj``): a comma would split the CSV cell."""
@@ -136,7 +137,7 @@ def _lora_targets(cell: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in cell.split(LORA_TARGETS_SEPARATOR) if part.strip())
 
 
-def _csv_run(path: Path, row: int, line: int, cells: Mapping[str, str]) -> CsvRun:
+def _csv_run(path: Path, row: int, line: int, cells: Mapping[str, str], resolve: _Resolver) -> CsvRun:
     """Validate one row's non-empty cells and build its measurement (errors name file, row and column)."""
 
     def fail(column: str, message: str) -> ConfigError:
@@ -150,11 +151,11 @@ def _csv_run(path: Path, row: int, line: int, cells: Mapping[str, str]) -> CsvRu
     except ValidationError as error:
         raise fail(_error_column(error, "?"), format_validation_error(error, CsvRow)) from None
     try:
-        gpu, _ = resolve_gpu(parsed.gpu)
+        gpu = resolve.gpu(parsed.gpu)
     except AutotuneError as error:
         raise fail("gpu", str(error)) from None
     try:
-        source = resolve_model_source(parsed.model, base_dir=path.parent)
+        source = resolve.model(parsed.model)
     except AutotuneError as error:
         raise fail("model", str(error)) from None
     if parsed.peak_memory_gib is not None and parsed.memory_kind is None:
@@ -213,24 +214,6 @@ def _csv_run(path: Path, row: int, line: int, cells: Mapping[str, str]) -> CsvRu
     return CsvRun(measurement, source.spec)
 
 
-def _read_lines(file: Path) -> list[tuple[int, str]]:
-    """The file's lines that are not comments, with their 1-based line numbers, from the first non-blank one.
-
-    Raises:
-        ConfigError: missing or unreadable file.
-    """
-    try:
-        text = file.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise ConfigError(f"{file}: file not found") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{file}: cannot read it: {error}") from None
-    kept = [(number, line) for number, line in enumerate(text.splitlines(), start=1)]
-    kept = [(number, line) for number, line in kept if not line.lstrip().startswith(COMMENT)]
-    first = next((index for index, (_, line) in enumerate(kept) if line.strip()), len(kept))  # blank lines above
-    return kept[first:]
-
-
 def _check_header(file: Path, header: list[str]) -> None:
     if not header:
         raise ConfigError(f"{file}: empty CSV (expected a header row: {', '.join(CSV_COLUMNS)})")
@@ -259,21 +242,40 @@ def runs_from_csv(path: str | Path) -> list[CsvRun]:
             file, row and column).
     """
     file = Path(path)
-    lines = _read_lines(file)
-    numbers = [number for number, _ in lines]
-    reader = csv.DictReader([line for _, line in lines], skipinitialspace=True)
-    header = [name.strip() for name in reader.fieldnames or []]
-    _check_header(file, header)
-    reader.fieldnames = header
-    runs = []
-    for row, record in enumerate(reader, start=1):
-        line = numbers[reader.line_num - 1]
-        if None in record:
-            raise _row_error(file, row, line, "?", f"more cells than the {len(header)} columns")
-        cells = {k: v.strip() for k, v in record.items() if v is not None and v.strip()}
-        if cells:
-            runs.append(_csv_run(file, row, line, cells))
-    return runs
+    resolve = _Resolver(file.parent)
+    with open_regular(file, "CSV file") as handle, read_progress(file, os.fstat(handle.fileno()).st_size) as advance:
+        lines = CsvLines(file, handle, advance)
+        reader = csv.DictReader(lines, skipinitialspace=True)
+        try:
+            header = [name.strip() for name in reader.fieldnames or []]
+        except csv.Error as error:
+            raise ConfigError(f"{file}: header (line {lines.number}): {error}") from None
+        _check_header(file, header)
+        reader.fieldnames = header
+        runs: list[CsvRun] = []
+        row = 0
+        while True:
+            row += 1
+            try:
+                record = next(reader, None)
+            except csv.Error as error:  # e.g. "field larger than field limit (131072)"
+                raise ConfigError(f"{file}: row {row} (line {lines.number}): {error}") from None
+            if record is None:
+                return runs
+            if None in record:
+                raise _row_error(file, row, lines.number, "?", f"more cells than the {len(header)} columns")
+            cells = {k: v.strip() for k, v in record.items() if v is not None and v.strip()}
+            if cells:
+                runs.append(_csv_run(file, row, lines.number, cells, resolve))
+
+
+class _Resolver:
+    """The GPU and model lookups of one CSV file, each distinct cell resolved once (a file repeats a few of them)."""
+
+    def __init__(self, base_dir: Path) -> None:
+        self.base_dir = base_dir
+        self.gpu = functools.lru_cache(maxsize=None)(lambda name: resolve_gpu(name)[0])
+        self.model = functools.lru_cache(maxsize=None)(lambda name: resolve_model_source(name, base_dir=base_dir))
 
 
 def measurements_from_csv(path: str | Path) -> list[Measurement]:

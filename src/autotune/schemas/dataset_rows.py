@@ -15,13 +15,15 @@ Standard library only: the launcher runs this without the training stack.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
 from autotune.errors import ConfigError
 from autotune.schemas.dataset_format import DATASET_LOADERS, detect_format
+from autotune.yamlio import bounded_lines, open_regular
 
 TEXT_FIELDS: Final[dict[str, tuple[str, ...]]] = {"instruction": ("instruction", "output"), "text": ("text",)}
 """String fields each format needs (``input`` of the instruction format is optional)."""
@@ -100,45 +102,53 @@ def file_records(path: Path, name: str) -> Iterator[tuple[str, Any]]:
     """The records of a local ``.jsonl`` / ``.json`` / ``.txt`` file, streamed, each with where it is.
 
     Where: ``line N`` for JSONL and txt, 1-based, blank JSONL lines skipped; ``record N`` in a ``.json`` array.
+    The file is opened only when it is a regular file (:func:`autotune.yamlio.open_regular`: a FIFO or a link to
+    ``/dev/zero`` is refused, never read) and its lines are read at most :data:`autotune.yamlio.MAX_LINE_BYTES`
+    long (:func:`autotune.yamlio.bounded_lines`), so memory stays bounded whatever the file holds.
 
     Raises:
-        ConfigError: one line: unreadable file, invalid UTF-8 or broken JSON (naming the line), a ``.json``
-            that is not an array of objects or a columnar object.
+        ConfigError: one line: missing, not a regular file or unreadable, a line over the bound, invalid UTF-8 or
+            broken JSON (naming the line), a ``.json`` that is not an array of objects or a columnar object.
     """
     suffix = path.suffix.lower()
     try:
-        if suffix == ".json":
-            yield from _json_records(path, name)
-            return
-        with path.open("rb") as handle:
-            for number, raw in enumerate(handle, start=1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    raise ConfigError(
-                        f"dataset {name} line {number}: invalid UTF-8 (byte {error.start}); re-encode the file as UTF-8"
-                    ) from None
-                if suffix == ".txt":
-                    yield f"line {number}", {"text": line.rstrip("\r\n")}
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except (json.JSONDecodeError, RecursionError) as error:
-                    reason = error.msg if isinstance(error, json.JSONDecodeError) else "nested too deeply"
-                    column = f", column {error.colno}" if isinstance(error, json.JSONDecodeError) else ""
-                    raise ConfigError(f"dataset {name} line {number}: not valid JSON ({reason}{column})") from None
-                yield f"line {number}", record
+        with open_regular(path, "dataset") as handle:
+            if suffix == ".json":
+                yield from _json_records(handle, name)
+                return
+            for number, raw in bounded_lines(handle, f"dataset {name}"):
+                yield from _line_record(raw, number, name, suffix)
     except OSError as error:
         raise ConfigError(f"dataset {name}: cannot read it ({error.strerror or error})") from None
 
 
-def _json_records(path: Path, name: str) -> Iterator[tuple[str, Any]]:
-    if path.stat().st_size > JSON_ARRAY_MAX_BYTES:
+def _line_record(raw: bytes, number: int, name: str, suffix: str) -> Iterator[tuple[str, Any]]:
+    """The record of one JSONL / txt line (none for a blank JSONL line)."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"dataset {name} line {number}: invalid UTF-8 (byte {error.start}); re-encode the file as UTF-8"
+        ) from None
+    if suffix == ".txt":
+        yield f"line {number}", {"text": line.rstrip("\r\n")}
+        return
+    if not line.strip():
+        return
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, RecursionError) as error:
+        reason = error.msg if isinstance(error, json.JSONDecodeError) else "nested too deeply"
+        column = f", column {error.colno}" if isinstance(error, json.JSONDecodeError) else ""
+        raise ConfigError(f"dataset {name} line {number}: not valid JSON ({reason}{column})") from None
+    yield f"line {number}", record
+
+
+def _json_records(handle: IO[bytes], name: str) -> Iterator[tuple[str, Any]]:
+    if os.fstat(handle.fileno()).st_size > JSON_ARRAY_MAX_BYTES:
         return  # checked by the training core after loading
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(handle.read(JSON_ARRAY_MAX_BYTES + 1).decode("utf-8"))
     except UnicodeDecodeError as error:
         raise ConfigError(f"dataset {name}: invalid UTF-8 (byte {error.start}); re-encode the file as UTF-8") from None
     except json.JSONDecodeError as error:

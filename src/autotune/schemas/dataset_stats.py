@@ -10,8 +10,8 @@ the plan uses and records:
   (:func:`autotune.schemas.packing.best_fit_decreasing`, the core's packing) with their efficiency;
 - :func:`padded_batches` / :func:`packed_batches` — the workload fields of either layout (for packed blocks also
   Σ lᵢ² / Σ lᵢ and the share of blocks holding more than one example: what attention over them costs, issue 26);
-- :func:`fingerprint` — path, size and a hash of the first bytes, so that ``autotune launch`` can tell other data
-  from the data the plan was made for;
+- :func:`fingerprint` — path, size and a SHA-256 of the whole file (streamed), so that ``autotune launch`` can tell
+  other data from the data the plan was made for;
 - :func:`seq_len_notes` — when ``seq_len`` truncates more than 1 % of the examples, or is more than twice the p99
   length (issue 26's thresholds).
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, Literal
@@ -28,13 +29,15 @@ from pydantic import Field
 
 from autotune.schemas._base import StrictModel
 from autotune.schemas.packing import best_fit_decreasing
+from autotune.yamlio import open_regular
 
 DEFAULT_MAX_ROWS: Final[int] = 200_000
 """Rows tokenized at most (``--max-rows``); the rest of a larger dataset is assumed alike and scaled."""
 
-SAMPLE_BYTES: Final[int] = 1 << 20
-"""Bytes of the file hashed for its fingerprint (its first MiB): enough to tell two datasets apart, cheap for
-large files."""
+HASH_CHUNK_BYTES: Final[int] = 1 << 20
+"""The fingerprint's hash reads the file in chunks of this size (1 MiB): constant memory for any file. Its cost,
+measured by ``python benchmarks/dataset_fingerprint.py``: about 3.3 s per GiB on the 2-core development machine
+(OpenSSL's SHA-256 with SHA-NI, the file in the page cache), once per ``plan --dataset`` and once per launch."""
 
 TRUNCATION_NOTE_FRACTION: Final[float] = 0.01
 """A ``seq_len`` that truncates more than this fraction of the examples gets a note."""
@@ -82,13 +85,16 @@ class DatasetFingerprint(StrictModel):
 
     path: str = Field(description="The dataset as given, resolved to an absolute path for a local file.")
     size_bytes: int | None = Field(default=None, description="File size in bytes (None for a hub dataset).")
-    sample_sha256: str | None = Field(default=None, description="SHA-256 of the file's first MiB.")
+    sha256: str | None = Field(default=None, description="SHA-256 of the whole file (None for a hub dataset).")
+    sample_sha256: str | None = Field(
+        default=None, description="SHA-256 of the file's first MiB (plans written before the whole-file sha256)."
+    )
 
 
 class DatasetStats(StrictModel):
     """A dataset's length distribution at the plan's ``seq_len`` and the blocks packing makes of it."""
 
-    fingerprint: DatasetFingerprint = Field(description="Which file: path, size and a hash of its first MiB.")
+    fingerprint: DatasetFingerprint = Field(description="Which file: path, size and a hash of its content.")
     format: str = Field(description="instruction, chat or text.")
     tokenizer: str = Field(description="Where the tokenizer came from (model directory, .gguf, hub id).")
     rows_total: int = Field(ge=0, description="Rows in the dataset.")
@@ -263,26 +269,65 @@ def summarize(lengths: ExampleLengths, seq_len: int, fingerprint_: DatasetFinger
 
 
 def fingerprint(dataset: str) -> DatasetFingerprint:
-    """Path, size and the SHA-256 of the first MiB of a local file; the name alone for a hub dataset."""
+    """Path, size and the SHA-256 of the whole file (streamed in constant memory); the name alone for a hub dataset.
+
+    Raises:
+        ConfigError: the path exists but is not a regular file, or cannot be read
+            (:func:`autotune.yamlio.open_regular`).
+    """
     path = Path(dataset).expanduser()
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return DatasetFingerprint(path=dataset)
-    with path.open("rb") as handle:
-        sample = handle.read(SAMPLE_BYTES)
-    return DatasetFingerprint(
-        path=str(path.resolve()), size_bytes=path.stat().st_size, sample_sha256=hashlib.sha256(sample).hexdigest()
-    )
+    digest = hashlib.sha256()
+    with open_regular(path, "dataset") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return DatasetFingerprint(path=str(path.resolve()), size_bytes=size, sha256=digest.hexdigest())
 
 
 def fingerprint_difference(planned: DatasetFingerprint, given: DatasetFingerprint) -> str | None:
-    """Why ``given`` is not the data ``planned`` describes (one clause), or None when it is the same."""
-    if planned.sample_sha256 is not None and given.sample_sha256 is not None:
+    """Why ``given`` is not the data ``planned`` describes (one clause), or None when it is the same.
+
+    The sizes are compared whenever both are known, then the whole-file hashes (or, for a plan written before them,
+    the first-MiB hashes) when both have one; a hub dataset by its name.
+    """
+    if planned.size_bytes is not None and given.size_bytes is not None:
         if planned.size_bytes != given.size_bytes:
             return f"{planned.size_bytes:,} bytes then, {given.size_bytes:,} now"
-        if planned.sample_sha256 != given.sample_sha256:
-            return "the same size, other content"
+        for then, now in ((planned.sha256, given.sha256), (planned.sample_sha256, given.sample_sha256)):
+            if then is not None and now is not None:
+                return None if then == now else "the same size, other content"
         return None
     return None if planned.path == given.path else f"{planned.path} then, {given.path} now"
+
+
+def eval_is_training_data(dataset: str | None, eval_dataset: str | None) -> str | None:
+    """A one-line warning when ``eval_dataset`` is the training ``dataset`` itself, else None.
+
+    The same: one file (the same inode, also through a link or another spelling of the path), two local files of the
+    same size and whole-file SHA-256 (:func:`fingerprint`; the hashes only when the sizes agree), or one hub name.
+    The eval loss would then measure rows the run trains on.
+
+    Raises:
+        ConfigError: a local path that is not a regular file (:func:`fingerprint`).
+    """
+    if dataset is None or eval_dataset is None:
+        return None
+    train, held = Path(dataset).expanduser(), Path(eval_dataset).expanduser()
+    if train.is_file() and held.is_file():
+        same = os.path.samefile(train, held) or (
+            train.stat().st_size == held.stat().st_size
+            and fingerprint_difference(fingerprint(dataset), fingerprint(eval_dataset)) is None
+        )
+    else:
+        same = dataset == eval_dataset
+    if not same:
+        return None
+    return (
+        f"--eval-dataset {eval_dataset} is the training data ({dataset}): its eval loss would measure rows the run "
+        "trains on; give held-out rows (another file, or --eval-fraction)"
+    )
 
 
 def seq_len_notes(stats: DatasetStats) -> list[str]:

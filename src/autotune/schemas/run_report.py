@@ -37,7 +37,10 @@ class RunReport(StrictModel):
     steps: int = Field(ge=0, description="Global optimizer step reached (counting steps of resumed runs).")
     max_steps: int = Field(ge=0, description="Optimizer steps the run was set up to reach.")
     resumed_from_step: int = Field(default=0, ge=0, description="Step of the checkpoint resumed from; 0 if fresh.")
-    losses: list[float] = Field(description="Training loss of each logged step of this invocation.")
+    losses: list[float] = Field(
+        description="Training loss of each logged step of the whole run (a resumed run's steps before the resume "
+        "come from its checkpoint's trainer_state.json)."
+    )
     loss_steps: list[int] = Field(description="The global step of each entry of losses.")
     eval_losses: list[float] = Field(
         default_factory=list,

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.errors import InvalidRequestError
 from autotune.planner.search import PlanResult
-from autotune.schemas.dataset_stats import DatasetStats
+from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats
 from autotune.schemas.plan import PlanFile
-from autotune.session.dataset_lengths import dataset_workload
+from autotune.session.dataset_lengths import dataset_workload, tokenizer_source
 from autotune.session.dataset_plan import plan_dataset, with_eval_data
 from autotune.session.planning import PlanOptions, plan_from_options
 from autotune.session.resolve import eval_data
@@ -75,3 +76,31 @@ def plan_prepared(options: PlanOptions, stats: DatasetStats | None, dataset_note
         return PlanOutcome(plan_file, result, dataset_notes + notes)
     plan_file, result, notes = plan_from_options(options)
     return PlanOutcome(plan_file, result, notes)
+
+
+def plan_on_data(options: PlanOptions) -> PlanOutcome:
+    """Plan ``options`` on one GPU type and count as ``autotune plan`` does, ``--dataset`` and eval set included.
+
+    ``autotune launch MODEL --dataset D`` and :func:`autotune.api.plan` plan through here, so their plan is ``plan``'s.
+
+    Raises:
+        AutotuneError: what :func:`prepare` and :func:`plan_prepared` refuse.
+    """
+    return plan_prepared(*prepare(options))
+
+
+def data_plannable(options: PlanOptions) -> bool:
+    """Whether ``launch MODEL`` plans on its ``--dataset``: MODEL has a tokenizer here, or a data option asks for it.
+
+    ``--tokenizer``, ``--packing`` other than auto or ``--max-rows`` given: always (a missing tokenizer is then
+    refused in one line, as by ``plan --dataset``). Otherwise only when MODEL names a tokenizer
+    (:func:`autotune.session.dataset_lengths.tokenizer_source`): a catalog name has none, and its launch plans
+    without the data's lengths, with a note.
+    """
+    if options.tokenizer or options.packing != "auto" or options.max_rows != DEFAULT_MAX_ROWS:
+        return True
+    try:
+        tokenizer_source(options.model, None)
+    except InvalidRequestError:
+        return False
+    return True

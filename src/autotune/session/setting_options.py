@@ -33,6 +33,8 @@ class Flag:
     """The largest value a number option takes, or None."""
     metavar: str | None = None
     """The value's name in the help (``K``), or None for its type's."""
+    show_default: bool = True
+    """Whether the help shows the default (False where the help text already says it)."""
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,13 @@ Clean stops on signals, and a stop when the loss stops being a finite number.
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -46,6 +48,31 @@ class RunMetrics:
     (:mod:`autotune.trainer.profiling`)."""
     untimed_tokens: int = 0
     """Tokens of the untimed steps after the first (left out of :meth:`tokens_per_s` with their time)."""
+
+    def restore_history(self, checkpoint: Path) -> None:
+        """Put the losses and eval losses logged up to ``checkpoint`` first: a resumed run's report holds the whole run.
+
+        They come from the checkpoint's ``trainer_state.json``: its ``log_history`` is what the Trainer logged up to
+        the save (the same values :class:`MetricsCallback` records: the ``logs`` of ``Trainer.log``), kept when
+        finite and at most the checkpoint's ``global_step``. An unreadable file adds nothing (the checkpoint was
+        verified before the resume).
+        """
+        try:
+            state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+            last = int(state["global_step"])
+            history = [entry for entry in state.get("log_history", []) if isinstance(entry, dict)]
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        series = (("loss", self.losses, self.loss_steps), ("eval_loss", self.eval_losses, self.eval_loss_steps))
+        for entry in history:
+            step = entry.get("step")
+            if not isinstance(step, int) or step > last:
+                continue
+            for key, values, steps in series:
+                value = entry.get(key)
+                if isinstance(value, int | float) and math.isfinite(float(value)):
+                    values.append(float(value))
+                    steps.append(step)
 
     def median_step_time_s(self) -> float | None:
         """Median optimizer-step time, or None if fewer than one timed step."""

@@ -9,7 +9,8 @@ each file with its size) and renames the directory to ``OUT/checkpoints/checkpoi
 leftover under ``.staging``, or a ``checkpoint-<step>`` without a manifest, is *partial*.
 
 On ``--resume``, :func:`find_resume_checkpoint` walks the checkpoints from the newest and takes the
-first that verifies: the manifest lists every file at its recorded size, ``trainer_state.json``
+first that verifies: the manifest lists every file at its recorded size (and the weights and configs with their
+SHA-256), ``trainer_state.json``
 parses and records the same step, each ``*.safetensors`` has a complete header and data section
 (safetensors format: 8-byte little-endian header length, JSON header, then the tensors up to the
 largest ``data_offsets`` end), and each torch pickle (``*.pt``/``*.pth``/``*.bin``) is a complete
@@ -25,7 +26,9 @@ Standard library only (no torch): the checks are cheap and testable alone.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -48,6 +51,12 @@ IGNORED_DIR = "ignored"
 STAGING_DIR = ".staging"
 """Where a checkpoint is written before it is complete: ``OUT/checkpoints/.staging/checkpoint-<step>``."""
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+TRAINER_STATE_PREFIXES = ("optimizer", "scheduler", "rng_state", "trainer_state")
+"""Files of a checkpoint that only a resume reads (the Trainer's optimizer, scheduler, RNG and loop state): not part of
+an exported model, and not hashed in the manifest (the optimizer state of a full fine-tuning run is twice the
+weights; a resume checks them by size and format)."""
+HASH_CHUNK_BYTES = 1 << 20
+"""Files are hashed in 1 MiB reads (constant memory)."""
 _PICKLE_SUFFIXES = (".pt", ".pth", ".bin")
 
 
@@ -80,16 +89,67 @@ def verify_checkpoint(path: Path) -> str | None:
     manifest_path = path / MANIFEST
     if not manifest_path.is_file():
         return "partial: no manifest (the save did not finish)"
+    manifest = _load_manifest(manifest_path)
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        files: dict[str, int] = manifest["files"]
-        step = int(manifest["step"])
-    except (OSError, ValueError, KeyError, TypeError):
+        step = int(manifest["step"]) if manifest is not None else -1
+    except (ValueError, KeyError, TypeError):
+        manifest = None
+    if manifest is None:
         return f"unreadable {MANIFEST}"
     if step != checkpoint_step(path):
         return f"{MANIFEST} records step {step}"
+    problem = verify_files(path, manifest)
+    if problem:
+        return problem
+    state = path / "trainer_state.json"
+    try:
+        if int(json.loads(state.read_text(encoding="utf-8"))["global_step"]) != step:
+            return "trainer_state.json records another step"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "trainer_state.json is missing or unreadable"
+    return None
+
+
+def verify_weights(folder: Path) -> str | None:
+    """Why a folder of weights ``autotune export`` reads (``final/`` or a checkpoint) is not what the trainer wrote.
+
+    A checkpoint: :func:`verify_checkpoint`. ``final/``: :func:`verify_files` against its manifest; a ``final/`` of a
+    run from before it had one: the format check of every file (a truncated safetensors file is still refused).
+    """
+    if _CHECKPOINT.match(folder.name):
+        return verify_checkpoint(folder)
+    manifest_path = folder / MANIFEST
+    if manifest_path.is_file():
+        manifest = _load_manifest(manifest_path)
+        return verify_files(folder, manifest) if manifest is not None else f"unreadable {MANIFEST}"
+    for file in sorted(folder.rglob("*")):
+        problem = _check_format(file) if file.is_file() else None
+        if problem:
+            return f"{file.relative_to(folder)}: {problem}"
+    return None
+
+
+def _load_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest at ``path`` when it parses with a ``files`` mapping (and a ``sha256`` mapping if any), or None."""
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        return None
+    return manifest if isinstance(manifest.get("sha256") or {}, dict) else None
+
+
+def verify_files(folder: Path, manifest: dict[str, Any]) -> str | None:
+    """Why the files of ``folder`` are not those its manifest lists, or None.
+
+    Each file is at its recorded size, complete in its format (:func:`_check_format`), and of its recorded SHA-256
+    where the manifest has one (manifests written before the hashes have sizes only).
+    """
+    files: dict[str, int] = manifest["files"]
+    hashes: dict[str, str] = manifest.get("sha256") or {}
     for name, size in files.items():
-        file = path / name
+        file = folder / name
         try:
             actual = file.stat().st_size
         except OSError:
@@ -99,13 +159,18 @@ def verify_checkpoint(path: Path) -> str | None:
         problem = _check_format(file)
         if problem:
             return f"{name}: {problem}"
-    state = path / "trainer_state.json"
-    try:
-        if int(json.loads(state.read_text(encoding="utf-8"))["global_step"]) != step:
-            return "trainer_state.json records another step"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "trainer_state.json is missing or unreadable"
+        if name in hashes and file_sha256(file) != hashes[name]:
+            return f"{name} is not the file that was written (another SHA-256)"
     return None
+
+
+def file_sha256(file: Path) -> str:
+    """The SHA-256 of a file, read in :data:`HASH_CHUNK_BYTES` chunks (hex)."""
+    digest = hashlib.sha256()
+    with file.open("rb") as handle:
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -201,6 +266,9 @@ def publish_checkpoint(staged: Path, target: Path, step: int, plan: PlanFile, cp
     if target.exists():
         _set_aside(target)
     staged.rename(target)
+    if staged.parent.name == STAGING_DIR:
+        with contextlib.suppress(OSError):  # not empty: another save's leftover stays for --resume to set aside
+            staged.parent.rmdir()  # no empty .staging/ left in the run
     fsync_directory(target.parent)
 
 
@@ -224,19 +292,26 @@ def _set_aside(checkpoint: Path) -> Path:
 
 
 def write_manifest(checkpoint: Path, step: int, plan: PlanFile, cpu_threads: int | None = None) -> None:
-    """Mark ``checkpoint`` complete: fsync its files, then write the manifest atomically.
+    """Mark ``checkpoint`` (a checkpoint or ``final/``) complete: fsync its files, then write the manifest atomically.
+
+    The manifest lists every file with its size, and the SHA-256 of each file but the trainer state
+    (:data:`TRAINER_STATE_PREFIXES`): what ``autotune export`` checks before it copies or merges the weights.
 
     ``cpu_threads``: the intra-op threads the run computed with (``torch.get_num_threads()``), recorded so that a
     resumed CPU run computes with the same (:func:`recorded_cpu_threads`).
     """
     files: dict[str, int] = {}
+    hashes: dict[str, str] = {}
     for file in sorted(checkpoint.rglob("*")):
         if file.is_file() and file.name != MANIFEST and not is_temporary(file.name):
             with file.open("rb") as handle:
                 os.fsync(handle.fileno())
-            files[str(file.relative_to(checkpoint))] = file.stat().st_size
+            name = str(file.relative_to(checkpoint))
+            files[name] = file.stat().st_size
+            if not file.name.startswith(TRAINER_STATE_PREFIXES):
+                hashes[name] = file_sha256(file)
     fsync_directory(checkpoint)
-    manifest: dict[str, Any] = {"step": step, "files": files, "plan": plan_fingerprint(plan)}
+    manifest: dict[str, Any] = {"step": step, "files": files, "sha256": hashes, "plan": plan_fingerprint(plan)}
     if cpu_threads is not None:
         manifest["cpu_threads"] = cpu_threads
     text = json.dumps(manifest, indent=1) + "\n"

@@ -12,18 +12,23 @@
 - A full fine-tuning run: its weights as they are (``--merge`` changes nothing).
 - Always the tokenizer with its chat template (``save_pretrained``).
 
-The weights are the run's ``final/`` or, with ``--checkpoint NAME``, ``checkpoints/NAME``. The output is written
-into a temporary folder beside ``--output`` and renamed into place when complete, so a failed export leaves no
-partial model. Errors are one line on stderr and exit code 2.
+The weights are the run's ``final/`` or, with ``--checkpoint NAME``, ``checkpoints/NAME``; before anything is written
+they are checked against the manifest the trainer wrote (each file's size, format and SHA-256:
+:func:`autotune.trainer.checkpoints.verify_weights`), so a truncated or replaced adapter is refused. The output is
+written into a temporary folder beside ``--output`` and renamed into place when complete, so a failed or interrupted
+export (SIGINT, SIGTERM: both raise here and remove the folder) leaves no partial model; the folder and its files get
+the modes the umask gives, as the run directory does. Errors are one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
+from types import FrameType
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 """``--dtype`` names → the torch dtypes of a merged model's weights (the CLI's ``export_cmd.EXPORT_DTYPES``)."""
@@ -42,16 +47,23 @@ def export(run_dir: Path, weights: Path, output: Path, merge: bool, dtype_name: 
     from autotune.quiet import quiet_third_party
 
     quiet_third_party()
+    from autotune.fileio import give_umask_mode
     from autotune.schemas.plan_io import load_plan
+    from autotune.trainer.checkpoints import verify_weights
     from autotune.trainer.model import load_tokenizer, resolve_source
 
+    problem = verify_weights(weights)
+    if problem:
+        raise ConfigError(f"{weights} is not what the trainer wrote ({problem}); nothing was exported")
     plan = load_plan(run_dir / "plan.yaml")
     setting = plan.setting
     source = resolve_source(plan.model_source)
     tokenizer = load_tokenizer(source)
     output.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    work: Path | None = None
     try:
+        work = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+        print(f"writing {output} …", file=sys.stderr, flush=True)  # the CLI shows it: the export is under way
         if not setting.uses_adapters:
             _save_full(weights, work)
             what = "the fine-tuned model"
@@ -82,18 +94,27 @@ def export(run_dir: Path, weights: Path, output: Path, merge: bool, dtype_name: 
                 ) from error
             what = f"the base model with the adapter merged ({str(dtype).removeprefix('torch.')})"
         tokenizer.save_pretrained(str(work))
+        give_umask_mode(work)  # mkdtemp makes the folder 0700, safetensors its files 0600
         work.rename(output)
     except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
         raise
     return what
 
 
 def _save_full(weights: Path, work: Path) -> None:
     """Copy a full fine-tuning run's weight and config files (everything but trainer state) into ``work``."""
+    from autotune.trainer.checkpoints import MANIFEST, TRAINER_STATE_PREFIXES
+
     for path in weights.iterdir():
-        if path.is_file() and not path.name.startswith(("optimizer", "scheduler", "rng_state", "trainer_state")):
+        if path.is_file() and path.name != MANIFEST and not path.name.startswith(TRAINER_STATE_PREFIXES):
             shutil.copy2(path, work / path.name)
+
+
+def _raise_interrupt(signum: int, _frame: FrameType | None) -> None:
+    """SIGTERM handled as Ctrl-C: the export's ``except BaseException`` removes its temporary folder."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,11 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from autotune.errors import AutotuneError
 
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         what = export(args.run_dir, args.weights, args.output, args.merge, args.dtype)
     except AutotuneError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"error: the export was interrupted; {args.output} was not written", file=sys.stderr)
+        return 130
     print(f"wrote {what} and its tokenizer to {args.output}")
     return 0
 

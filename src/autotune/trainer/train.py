@@ -37,7 +37,13 @@ from autotune.trainer.callbacks import (
     StopOnNonFiniteLossCallback,
     StopOnSignalCallback,
 )
-from autotune.trainer.checkpoints import ResumePoint, out_of_space, recorded_cpu_threads, resolve_start
+from autotune.trainer.checkpoints import (
+    ResumePoint,
+    out_of_space,
+    recorded_cpu_threads,
+    resolve_start,
+    write_manifest,
+)
 from autotune.trainer.chunked_loss import ChunkedLossTrainer
 from autotune.trainer.consistency import check_model_matches_plan, check_resume_plan
 from autotune.trainer.data import build_collator, build_train_dataset, detect_format, load_raw_dataset
@@ -219,6 +225,8 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
 
     tracker_directories(args)
     metrics = RunMetrics()
+    if resume_from is not None:
+        metrics.restore_history(resume_from)  # the report holds the whole run, not only the steps after the resume
     progress = ProgressCallback(metrics)
     stopper = StopOnSignalCallback()
     diverged = StopOnNonFiniteLossCallback()
@@ -271,6 +279,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
         trainer.save_model(str(args.final_dir))
         if trainer.is_world_process_zero():
             tokenizer.save_pretrained(str(args.final_dir))
+            write_manifest(args.final_dir, trainer.state.global_step, plan)  # what autotune export checks
     _finish(trainer, plan, args, status, message, resumed_from_step, metrics, started_at)
     if not stopper.stopped:
         return None

@@ -97,6 +97,22 @@ def test_a_global_batch_the_gpus_do_not_divide_gets_the_nearest_values(
     assert code == 2 and advice in _one_line_error(err)
 
 
+@pytest.mark.parametrize(
+    ("accum", "global_batch", "gpus", "advice"),
+    [
+        ("5", "32", "1", "use --grad-accum 4 or 8, or --global-batch-size 30 or 35"),
+        ("64", "32", "1", "use --grad-accum 32, or --global-batch-size 64"),
+        ("3", "16", "2", "use --grad-accum 2 or 4, or --global-batch-size 12 or 18"),
+    ],
+)
+def test_a_grad_accum_that_does_not_divide_gets_the_nearest_values(
+    capsys, accum: str, global_batch: str, gpus: str, advice: str
+) -> None:
+    args = ("plan", "llama3-8b", "--gpu", "h100", "--num-gpus", gpus, "--global-batch-size", global_batch)
+    code, _, err = run(capsys, *args, "--grad-accum", accum)
+    assert code == 2 and advice in _one_line_error(err)
+
+
 def _help(capsys, monkeypatch: pytest.MonkeyPatch, *args: str, columns: int = 200) -> str:
     monkeypatch.setenv("COLUMNS", str(columns))
     code, out, _ = run(capsys, *args, "--help")
@@ -138,3 +154,10 @@ def test_a_model_family_is_not_named_twice_in_a_note(capsys) -> None:
     assert code == 0
     notes = [note for note in json.loads(out)["notes"] if note.startswith("falcon-7b:")]
     assert notes and not any(note.startswith("falcon-7b: falcon:") for note in notes)
+
+
+@pytest.mark.parametrize("command", ["launch", "plan", "estimate"])
+def test_help_prints_each_default_once(capsys, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+    text = _help(capsys, monkeypatch, command, columns=400)
+    twice = [line for line in text.splitlines() if "(default:" in line and "[default:" in line]
+    assert not twice, twice

@@ -274,7 +274,9 @@ def test_launch_writes_the_task_and_prints_sky_launch(
     task = yaml.safe_load((out / "sky.yaml").read_text())
     assert task["num_nodes"] == 2 and task["workdir"] == str(checkout)
     assert set(task["file_mounts"]) == {str(out), str(data)}
-    assert sorted(path.name for path in out.iterdir()) == ["deepspeed_config.json", "plan.yaml", "sky.yaml"]
+    sharding = yaml.safe_load(plan.read_text())["setting"]["sharding"]
+    backend = "deepspeed_config.json" if sharding.startswith("zero") else "accelerate_config.yaml"
+    assert sorted(path.name for path in out.iterdir()) == sorted([backend, "plan.yaml", "sky.yaml"])
     assert "not checked against SkyPilot's schema" in err or "sky" in sys.modules
 
 

@@ -94,7 +94,7 @@ def test_a_user_prices_path_that_is_no_regular_file_is_refused_not_replaced_by_t
         resolve_prices()
     message = str(error.value)
     assert str(path) in message and "\n" not in message
-    assert ("link to nothing" if kind == "dangling link" else "is not a file") in message
+    assert ("link to nothing" if kind == "dangling link" else "not a regular file") in message
 
 
 def test_a_whole_number_price_is_a_price() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from autotune.schemas.dataset_stats import (
     DatasetFingerprint,
     ExampleLengths,
+    eval_is_training_data,
     fingerprint,
     fingerprint_difference,
     percentile,
@@ -70,7 +72,8 @@ def test_fingerprints_tell_other_data(tmp_path: Path) -> None:
     data = tmp_path / "d.jsonl"
     data.write_text('{"text": "a"}\n')
     planned = fingerprint(str(data))
-    assert planned.size_bytes == 14 and planned.path == str(data.resolve()) and planned.sample_sha256
+    assert planned.size_bytes == 14 and planned.path == str(data.resolve())
+    assert planned.sha256 == hashlib.sha256(data.read_bytes()).hexdigest()
     assert fingerprint_difference(planned, fingerprint(str(data))) is None
     data.write_text('{"text": "b"}\n')
     assert fingerprint_difference(planned, fingerprint(str(data))) == "the same size, other content"
@@ -79,3 +82,42 @@ def test_fingerprints_tell_other_data(tmp_path: Path) -> None:
     hub = fingerprint("tatsu-lab/alpaca")
     assert hub.size_bytes is None and fingerprint_difference(hub, fingerprint("tatsu-lab/alpaca")) is None
     assert fingerprint_difference(hub, fingerprint("other/data")) == "tatsu-lab/alpaca then, other/data now"
+
+
+def test_fingerprint_covers_the_whole_file(tmp_path: Path) -> None:
+    """A same-size edit after the first MiB is other data (issue 41: only the first MiB was hashed)."""
+    data = tmp_path / "big.jsonl"
+    line = b'{"text": "' + b"a" * 1000 + b'"}\n'
+    data.write_bytes(line * 3000)  # about 3 MB
+    planned = fingerprint(str(data))
+    edited = bytearray(data.read_bytes())
+    edited[-5] = ord("b")  # the last row, well after the first MiB; the size unchanged
+    data.write_bytes(bytes(edited))
+    assert fingerprint_difference(planned, fingerprint(str(data))) == "the same size, other content"
+
+
+def test_size_is_compared_without_a_hash() -> None:
+    """A fingerprint without its hash (a plan from before the hashes) still compares the recorded size."""
+    old = DatasetFingerprint(path="/d.jsonl", size_bytes=100)
+    assert fingerprint_difference(old, DatasetFingerprint(path="/d.jsonl", size_bytes=101, sha256="0" * 64))
+    assert fingerprint_difference(old, DatasetFingerprint(path="/d.jsonl", size_bytes=100, sha256="0" * 64)) is None
+    first_mib = DatasetFingerprint(path="/d.jsonl", size_bytes=100, sample_sha256="a" * 64)
+    assert fingerprint_difference(first_mib, first_mib.model_copy(update={"sample_sha256": "b" * 64}))
+
+
+def test_eval_dataset_equal_to_training_data_is_named(tmp_path: Path) -> None:
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"text": "a"}\n')
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(data.read_bytes())
+    other = tmp_path / "eval.jsonl"
+    other.write_text('{"text": "b"}\n')
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(data)
+    for same in (data, copy, link):
+        warning = eval_is_training_data(str(data), str(same))
+        assert warning is not None and "is the training data" in warning and "\n" not in warning
+    assert eval_is_training_data(str(data), str(other)) is None
+    assert eval_is_training_data("org/data", "org/data") is not None
+    assert eval_is_training_data("org/data", "org/other") is None
+    assert eval_is_training_data(None, str(data)) is None

@@ -52,7 +52,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_directory_is_not_a_plan(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="is not a file"):
+    with pytest.raises(ConfigError, match="a directory, not a regular file"):
         load_plan(tmp_path)
 
 

@@ -54,3 +54,28 @@ def test_a_profiled_step_and_what_follows_it_are_left_out_of_the_timings(monkeyp
     assert metrics.step_times_s == [1.0, 1.0]
     assert metrics.untimed_tokens == 1000
     assert metrics.tokens_per_s() == pytest.approx(100.0)
+
+
+def test_a_resumed_runs_metrics_start_with_the_checkpoints_history(tmp_path: Any) -> None:
+    """The losses logged before the resume come from the checkpoint's trainer_state.json (issue 41 item 6)."""
+    import json
+
+    checkpoint = tmp_path / "checkpoint-4"
+    checkpoint.mkdir()
+    history = [
+        {"loss": 2.5, "step": 1, "epoch": 0.1},
+        {"loss": float("nan"), "step": 2},  # JSON's NaN: not finite, left out as the callback leaves it out
+        {"loss": 2.25, "step": 3},
+        {"eval_loss": 2.4, "step": 3},
+        {"loss": 2.0, "step": 4},
+        {"loss": 1.0, "step": 6},  # beyond the checkpoint's step: not part of this checkpoint's run
+        {"train_loss": 2.2, "step": 4},  # the Trainer's end-of-train summary: not a logged step loss
+    ]
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 4, "log_history": history}))
+    metrics = RunMetrics()
+    metrics.restore_history(checkpoint)
+    assert metrics.loss_steps == [1, 3, 4] and metrics.losses == [2.5, 2.25, 2.0]
+    assert metrics.eval_loss_steps == [3] and metrics.eval_losses == [2.4]
+    empty = RunMetrics()
+    empty.restore_history(tmp_path / "missing")  # unreadable: nothing added
+    assert empty.losses == [] and empty.loss_steps == []
