@@ -85,7 +85,7 @@ def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
     if setting.uses_fsdp:
         rows.append(("FSDP gradient sync", setting.grad_sync))
     rows += [
-        ("optimizer", setting.optimizer),
+        ("optimizer", setting.optimizer + (" (stepped inside the backward)" if setting.optimizer_in_backward else "")),
         ("precision", setting.precision),
         ("loss", setting.loss_impl),
     ]

@@ -64,6 +64,10 @@ class SettingOptions:
     lora_targets: Annotated[str | None, typer.Option("--lora-targets", help=DESCRIPTIONS["lora_targets"])] = None
     loss_impl: Annotated[str | None, typer.Option("--loss-impl", help=DESCRIPTIONS["loss_impl"])] = None
     grad_sync: Annotated[str | None, typer.Option("--grad-sync", help=DESCRIPTIONS["grad_sync"])] = None
+    optimizer_in_backward: Annotated[
+        bool | None,
+        typer.Option("--optimizer-in-backward/--no-optimizer-in-backward", help=DESCRIPTIONS["optimizer_in_backward"]),
+    ] = None
     attention_impl: Annotated[str | None, typer.Option("--attention-impl", help=DESCRIPTIONS["attention_impl"])] = None
 
     def given(self) -> dict[str, object]:

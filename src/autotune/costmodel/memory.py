@@ -22,6 +22,16 @@ The peak is the largest of these phases:
   E. eval forward (only when the workload prices an eval loss): resident states (gradients are freed by the
      optimizer step's ``zero_grad(set_to_none=True)``) + one layer's working set + the eval's logits and loss
      (:func:`eval_logits_bytes`: the full logits under Liger, whose fused loss runs in training only).
+Optimizer in backward (``optimizer_in_backward``): each parameter is stepped by its post-accumulate-grad hook and its
+gradient freed at once (PyTorch tutorial "How to save memory by fusing the optimizer step into the backward pass";
+torchtune ``optimizer_in_bwd``), so at most one parameter's gradient and step buffer are alive — the largest trainable
+tensor's (``largest_trainable_tensor_params``) — and there is no separate optimizer-step phase (phase C).
+Paged 8-bit AdamW: bitsandbytes allocates the moments of every parameter of at least 100,000 elements with
+``cudaMallocManaged`` (``Optimizer8bit.get_state_buffer`` → ``F.get_paged``): unified memory outside PyTorch's caching
+allocator, which ``torch.cuda.max_memory_allocated`` does not count and the driver evicts to the host when the card
+is full (CUDA C++ Programming Guide, "Unified Memory": oversubscription). Those states are ``paged_optimizer_bytes``,
+outside the allocated peak; what does not fit beside the reserved peak is priced as PCIe traffic by
+``step_time.optimizer_paging_s``.
 FSDP with gradient accumulation (``grad_sync`` last-micro-step): the HF Trainer runs every micro-step but the last
 under ``no_sync``
 (``transformers.Trainer`` training loop → ``Accelerator.no_sync`` → FSDP1 ``no_sync()`` / FSDP2
@@ -52,7 +62,7 @@ from typing import cast
 from autotune.costmodel import activations as act
 from autotune.costmodel.context import SettingContext, setting_context
 from autotune.costmodel.param_adapters import merged_gradient_bytes, merged_weight_bytes_per_layer
-from autotune.costmodel.params import ParamCounts, count_params, lora_params
+from autotune.costmodel.params import ParamCounts, count_params, linear_modules, lora_params
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
@@ -131,6 +141,8 @@ class ModelStateBytes:
         held_weights: the forward's device copies of offloaded weights that autograd keeps until the backward (FSDP
             CPU offload on one GPU without checkpointing or parameter mixed precision; module docstring); counted
             under "gathered weights" in phases A and B0.
+        paged_optimizer: paged 8-bit optimizer states in managed memory, outside the allocated peak (module
+            docstring); 0 for other optimizers.
     """
 
     weights: float
@@ -144,6 +156,7 @@ class ModelStateBytes:
     host_per_rank: float
     unsharded_gradients: float = 0.0
     held_weights: float = 0.0
+    paged_optimizer: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -161,6 +174,7 @@ class MemoryPrediction:
     host_bytes_per_node: float = 0.0
     reserved_bytes: float = 0.0
     phases_bytes: dict[str, dict[str, float]] = field(default_factory=dict)
+    paged_optimizer_bytes: float = 0.0
 
 
 def base_weight_bytes(model: ModelSpec, counts: ParamCounts, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
@@ -175,6 +189,50 @@ def base_weight_bytes(model: ModelSpec, counts: ParamCounts, setting: TrainingSe
             counts.non_linear_params * unquantized
         )
     return counts.total_params * dtypes.weight_bytes
+
+
+PAGED_MIN_PARAMS = 100_000
+"""bitsandbytes pages the state of parameters with at least this many elements (``Optimizer8bit.get_state_buffer``:
+``p.numel() < 1e5`` stays on the caching allocator)."""
+
+
+def largest_trainable_tensor_params(model: ModelSpec, setting: TrainingSetting, counts: ParamCounts) -> float:
+    """Elements of the largest trainable tensor: the most gradient the optimizer in backward holds at once.
+
+    Full fine-tuning: the embedding, the output head or the largest decoder linear (one instance; an MoE whose
+    experts are one stored parameter is under-counted by its expert count). Adapter methods: every adapter's gradient
+    is counted (a bound: they are a few hundred MiB at most, and each adapter's is too small to matter alone).
+    """
+    if setting.uses_adapters:
+        return lora_params(model, setting.lora_rank, setting.lora_targets)
+    linears = (m.in_features * m.out_features for m in linear_modules(model))
+    return float(max(counts.embedding_params, counts.lm_head_params, *linears))
+
+
+def paged_optimizer_bytes(model: ModelSpec, setting: TrainingSetting, counts: ParamCounts, dtypes: DtypeBytes) -> float:
+    """Bytes of a paged 8-bit optimizer's states held in managed memory (module docstring); 0 unless paged.
+
+    Full fine-tuning only: every trainable tensor but the norms and biases has at least ``PAGED_MIN_PARAMS`` elements;
+    the embedding's states are 32-bit (``EMBEDDING_32BIT_STATE_BYTES``, the Trainer's override). Adapter tensors are
+    rank × width, mostly under the threshold: their states stay on the allocator (a bound; a few MiB). Sharded and
+    offloaded runs use their own optimizers (the planner does not pair them with bitsandbytes).
+    """
+    if setting.optimizer != "paged-adamw-8bit" or setting.uses_adapters or setting.shards_states:
+        return 0.0
+    paged = counts.total_params - unpaged_params(counts) - counts.embedding_params
+    return paged * EIGHT_BIT_MOMENTS_BYTES + counts.embedding_params * EMBEDDING_32BIT_STATE_BYTES
+
+
+EIGHT_BIT_MOMENTS_BYTES = 2.0
+"""Bytes per parameter of the two uint8 moments of a bitsandbytes 8-bit optimizer (what ``get_state_buffer`` pages);
+the fp32 absmax per 256-element block of each is a plain ``torch.zeros`` on the allocator (``Optimizer8bit.init_state``)."""
+
+
+def unpaged_params(counts: ParamCounts) -> int:
+    """Parameters below ``PAGED_MIN_PARAMS`` in a full fine-tune: the norms and biases (all but the linears, the
+    embedding and the output head), whose paged-optimizer states stay on the caching allocator."""
+    linear_like = counts.decoder_linear_params + counts.embedding_params + counts.lm_head_params
+    return max(0, counts.total_params - linear_like)
 
 
 def _trainable_params(model: ModelSpec, setting: TrainingSetting, counts: ParamCounts) -> float:
@@ -224,6 +282,15 @@ def model_state_bytes(
         # the HF Trainer keeps the embedding's Adam states in 32 bits under a bitsandbytes 8-bit optimizer
         optimizer += counts.embedding_params * (EMBEDDING_32BIT_STATE_BYTES - dtypes.optimizer_bytes)
     optimizer_temp = trainable * dtypes.optimizer_temp_bytes
+    paged = paged_optimizer_bytes(model, setting, counts, dtypes)
+    if paged:  # the small tensors' states and the block absmax stay on the allocator
+        eight_bit = counts.total_params - unpaged_params(counts) - counts.embedding_params
+        optimizer = unpaged_params(counts) * dtypes.optimizer_bytes
+        optimizer += eight_bit * (dtypes.optimizer_bytes - EIGHT_BIT_MOMENTS_BYTES)
+    if setting.optimizer_in_backward:  # one parameter's gradient and step buffer at a time
+        largest = largest_trainable_tensor_params(model, setting, counts)
+        gradients = largest * dtypes.grad_bytes
+        optimizer_temp = largest * dtypes.optimizer_temp_bytes
 
     shard_params = setting.shards_parameters
     offload = setting.offloads_to_cpu
@@ -262,6 +329,7 @@ def model_state_bytes(
         host_per_rank=host,
         unsharded_gradients=unsharded_gradients,
         held_weights=held,
+        paged_optimizer=paged,
     )
 
 
@@ -390,6 +458,9 @@ def memory_phases(
             "optimizer step buffers": states.optimizer_temp,
         },
     }
+    if setting.optimizer_in_backward:  # each parameter is stepped in the backward, beside one layer's working set
+        phases["late backward"]["optimizer step buffers"] = states.optimizer_temp
+        del phases["optimizer step"]
     if context.workload.eval_samples is not None:
         phases["eval forward"] = {
             **resident,
@@ -443,4 +514,5 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         host_bytes_per_node=states.host_per_rank * ranks_per_node,
         reserved_bytes=peak * (1 + coefficients.allocator_overhead_fraction),
         phases_bytes=cast("dict[str, dict[str, float]]", phases),  # part names are str: no copy per candidate
+        paged_optimizer_bytes=states.paged_optimizer,
     )

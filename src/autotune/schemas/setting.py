@@ -134,6 +134,9 @@ DESCRIPTIONS: dict[str, str] = {
     "eager-legacy (transformers <= 4.29 LlamaAttention: eager plus a torch.max clamp of the masked scores; "
     "describes 2023 measurements, cannot be launched); flash-triton (FlashAttention written in Triton, as "
     "llm-foundry ran it in 2023; describes the MPT development data, cannot be launched).",
+    "optimizer_in_backward": "Step the optimizer inside the backward, one parameter at a time as its gradient is "
+    "accumulated (torch Tensor.register_post_accumulate_grad_hook; torchtune's optimizer_in_bwd): no gradient "
+    "buffer for the whole model; one micro-step per optimizer step, one GPU, no gradient clipping.",
     "grad_sync": "When FSDP reduces gradients under accumulation: last-micro-step (HF Trainer / accelerate default: "
     "no_sync on the other micro-steps, so every GPU holds the full unsharded gradients until then) or "
     "every-micro-step (reduce-scatter after each micro-step: accelerate sync_each_batch, Composer's FSDP default).",
@@ -168,6 +171,29 @@ def combination_error(method: str | None, precision: str | None) -> str | None:
     """The reason a method/precision pair cannot run, or None (one rule, used by settings and overrides)."""
     if method == "qlora" and precision == "fp32":
         return "method=qlora needs a 16-bit compute precision (bf16, bf16-mixed or fp16-mixed), not fp32"
+    return None
+
+
+def optimizer_in_backward_error(optimizer_in_backward: bool | None, grad_accum: int | None, sharding: str | None) -> str | None:
+    """The reason the optimizer step cannot run inside the backward, or None (one rule for plan, estimate, launch).
+
+    Each parameter is stepped and its gradient freed by its post-accumulate-grad hook (PyTorch tutorial "How to save
+    memory by fusing the optimizer step into the backward pass"; transformers' layer-wise optimizers refuse
+    ``gradient_accumulation_steps != 1`` the same way, ``trainer_optimizer.py``): nothing is left to accumulate
+    into, so one micro-step per optimizer step only; the hooks are the core's on one process, so no data parallel
+    or sharded run (torchtune's ``optimizer_in_bwd`` is single-device too). Gradient clipping needs every gradient at
+    once (torchtune refuses ``clip_grad_norm`` with it): the core turns it off under this lever and the plan says so.
+    ``None`` arguments are not yet chosen.
+    """
+    if not optimizer_in_backward:
+        return None
+    if grad_accum is not None and grad_accum > 1:
+        return (
+            f"optimizer_in_backward steps each parameter as its gradient arrives and cannot accumulate {grad_accum} "
+            "micro-steps: use one micro-step per step (--micro-batch-size = --global-batch-size) or drop it"
+        )
+    if sharding is not None and sharding != "none":
+        return f"optimizer_in_backward runs on one GPU without sharding, not with sharding={sharding}: drop one"
     return None
 
 
@@ -238,6 +264,7 @@ class TrainingSetting(FrozenModel):
     loss_impl: LossImpl = Field(default="fp32-upcast", description=DESCRIPTIONS["loss_impl"])
     attention_impl: AttentionImpl = Field(default="sdpa", description=DESCRIPTIONS["attention_impl"])
     grad_sync: GradSync = Field(default="last-micro-step", description=DESCRIPTIONS["grad_sync"])
+    optimizer_in_backward: bool = Field(default=False, description=DESCRIPTIONS["optimizer_in_backward"])
     kernels: Kernels = Field(default="none", description=DESCRIPTIONS["kernels"])
     qlora_double_quant: bool = Field(default=True, description="NF4 double quantization of the constants.")
     unquantized_dtype: Literal["bf16", "fp32"] = Field(
@@ -268,7 +295,9 @@ class TrainingSetting(FrozenModel):
 
     @model_validator(mode="after")
     def _check_combination(self) -> TrainingSetting:
-        error = combination_error(self.method, self.precision)
+        error = combination_error(self.method, self.precision) or optimizer_in_backward_error(
+            self.optimizer_in_backward, self.grad_accum, self.sharding
+        )
         if error:
             raise ValueError(error)
         return self
@@ -329,7 +358,7 @@ class TrainingSetting(FrozenModel):
         if self.compile:
             parts.append("compile")
         parts.append(self.sharding + (" (sync every micro-step)" if self.grad_sync == "every-micro-step" else ""))
-        parts.append(self.optimizer)
+        parts.append(self.optimizer + (" in backward" if self.optimizer_in_backward else ""))
         parts.append(self.precision)
         if self.loss_impl == "chunked":
             parts.append("chunked CE")
