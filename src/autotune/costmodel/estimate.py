@@ -9,8 +9,8 @@ from autotune.costmodel.calibration import default_coefficients, error_band
 from autotune.costmodel.context import setting_context
 from autotune.costmodel.eval_time import eval_time_s
 from autotune.costmodel.memory import MemoryPrediction, predict_memory_in
-from autotune.costmodel.priors import COMPILE_FIXED_S, COMPILE_PER_LAYER_S, CUDA_CONTEXT_BYTES
 from autotune.costmodel.optimizer_step import optimizer_paging_s
+from autotune.costmodel.priors import COMPILE_FIXED_S, COMPILE_PER_LAYER_S, CUDA_CONTEXT_BYTES
 from autotune.costmodel.step_time import predict_time_in, with_optimizer_paging
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate

@@ -225,12 +225,15 @@ def paged_optimizer_bytes(model: ModelSpec, setting: TrainingSetting, counts: Pa
 
 EIGHT_BIT_MOMENTS_BYTES = 2.0
 """Bytes per parameter of the two uint8 moments of a bitsandbytes 8-bit optimizer (what ``get_state_buffer`` pages);
-the fp32 absmax per 256-element block of each is a plain ``torch.zeros`` on the allocator (``Optimizer8bit.init_state``)."""
+the fp32 absmax per 256-element block of each is a plain ``torch.zeros`` on the allocator
+(``Optimizer8bit.init_state``)."""
 
 
 def unpaged_params(counts: ParamCounts) -> int:
-    """Parameters below ``PAGED_MIN_PARAMS`` in a full fine-tune: the norms and biases (all but the linears, the
-    embedding and the output head), whose paged-optimizer states stay on the caching allocator."""
+    """Parameters below ``PAGED_MIN_PARAMS`` in a full fine-tune: the norms and biases.
+
+    All but the linears, the embedding and the output head; their paged-optimizer states stay on the caching allocator.
+    """
     linear_like = counts.decoder_linear_params + counts.embedding_params + counts.lm_head_params
     return max(0, counts.total_params - linear_like)
 

@@ -382,7 +382,9 @@ def _in_backward_hint(request: PlanRequest, scored: list[Scored]) -> str:
     size = request.workload.global_batch_size // 2
     while size >= 1:
         workload = request.workload.model_copy(update={"global_batch_size": size})
-        forced = o.model_copy(update={"method": "full", "optimizer_in_backward": True, "micro_batch_size": None, "grad_accum": None})
+        forced = o.model_copy(
+            update={"method": "full", "optimizer_in_backward": True, "micro_batch_size": None, "grad_accum": None}
+        )
         try:
             found = search(request.model_copy(update={"workload": workload, "overrides": forced})).best
         except AutotuneError:

@@ -254,7 +254,9 @@ def grad_syncs(request: PlanRequest, sharding: Sharding, grad_accum: int) -> tup
     return _choices(request.overrides.grad_sync, GRAD_SYNCS)
 
 
-def optimizer_in_backward_choices(request: PlanRequest, method: Method, sharding: Sharding, grad_accum: int) -> tuple[bool, ...]:
+def optimizer_in_backward_choices(
+    request: PlanRequest, method: Method, sharding: Sharding, grad_accum: int
+) -> tuple[bool, ...]:
     """Whether the optimizer steps inside the backward: both where it can (``optimizer_in_backward_error``), else off.
 
     Searched for full fine-tuning only, where it removes the gradient buffer of the whole model (an adapter method's

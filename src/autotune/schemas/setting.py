@@ -174,7 +174,9 @@ def combination_error(method: str | None, precision: str | None) -> str | None:
     return None
 
 
-def optimizer_in_backward_error(optimizer_in_backward: bool | None, grad_accum: int | None, sharding: str | None) -> str | None:
+def optimizer_in_backward_error(
+    optimizer_in_backward: bool | None, grad_accum: int | None, sharding: str | None
+) -> str | None:
     """The reason the optimizer step cannot run inside the backward, or None (one rule for plan, estimate, launch).
 
     Each parameter is stepped and its gradient freed by its post-accumulate-grad hook (PyTorch tutorial "How to save
