@@ -44,6 +44,7 @@ from autotune.trainer.data import build_collator, build_train_dataset, detect_fo
 from autotune.trainer.data_checks import check_local_file, check_rows
 from autotune.trainer.guard import check_runtime
 from autotune.trainer.hf_args import build_training_arguments
+from autotune.trainer.in_backward import in_backward_trainer_class
 from autotune.trainer.kernels import apply_kernels, check_kernels_runnable
 from autotune.trainer.model import (
     apply_method,
@@ -223,7 +224,10 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     stopper = StopOnSignalCallback()
     diverged = StopOnNonFiniteLossCallback()
     guard = _GuardCallback(plan)
-    trainer_class = staged_trainer_class(ChunkedLossTrainer if setting.loss_impl == "chunked" else Trainer, plan)
+    base_class: type[Trainer] = ChunkedLossTrainer if setting.loss_impl == "chunked" else Trainer
+    if setting.optimizer_in_backward:  # per-parameter optimizers stepped by hooks (trainer/in_backward.py)
+        base_class = in_backward_trainer_class(base_class)
+    trainer_class = staged_trainer_class(base_class, plan)
     trainer = trainer_class(
         model=model,
         args=training_args,
