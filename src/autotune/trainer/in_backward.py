@@ -79,7 +79,7 @@ def in_backward_optimizer(
         if not trained.requires_grad:
             continue
         decay = args.weight_decay if name in decay_names else 0.0
-        optimizers[trained] = optimizer_cls([{"params": [param], "weight_decay": decay}], **kwargs)
+        optimizers[trained] = optimizer_cls([{"params": [trained], "weight_decay": decay}], **kwargs)
     facade = InBackwardOptimizer(optimizers, lr=args.learning_rate)
 
     def step(param: torch.Tensor) -> None:
