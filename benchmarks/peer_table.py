@@ -39,10 +39,10 @@ from typing import Any
 from autotune.cli.planning import PlanOptions, request_from_options
 from autotune.cli.setting_options import SettingOptions
 from autotune.costmodel.calibration import default_coefficients
-from autotune.profiles.catalog import resolve_gpu
 from autotune.errors import AutotuneError
 from autotune.planner import search
 from autotune.planner.search import choose, evaluate_candidates
+from autotune.profiles.catalog import resolve_gpu
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.setting import TrainingSetting
 
@@ -101,7 +101,8 @@ PEERS: tuple[PeerRow, ...] = (
              "lora_targets": "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"}),
     PeerRow("torchtune 70B full, 8× A100", "llama3.1-70b", "a100-80gb", 8, 2048, 16, 13.9, 1568, TORCHTUNE,
             "FSDP with CPU offload and the fused optimizer, checkpointing (A100 80 GB assumed: not stated)",
-            {"method": "full", "micro_batch_size": 2, "grad_ckpt": True, "compile": True, "sharding": "fsdp-offload"}, peer_total=True),
+            {"method": "full", "micro_batch_size": 2, "grad_ckpt": True, "compile": True,
+             "sharding": "fsdp-offload"}, peer_total=True),
     PeerRow("torchtune 70B LoRA, 8× A100", "llama3.1-70b", "a100-80gb", 8, 2048, 16, 27.6, 3497, TORCHTUNE,
             "FSDP, LoRA r16 on q, k, v, checkpointing (A100 80 GB assumed)",
             {"method": "lora", "micro_batch_size": 2, "grad_ckpt": True, "compile": True, "sharding": "fsdp",
