@@ -187,7 +187,7 @@ SETTINGS: tuple[Entry, ...] = (
         steps=6,
         timeout_s=300,
         model="llama3-8b",
-    ),  # fmt: skip
+    ),
 )
 """The fixed list, in the order it runs (see the module docstring). The FP8 entries of issue 44 (LoRA and full with
 torchao float8 linears) wait for the core's FP8 lever (not in this list: it does not run yet)."""
