@@ -91,6 +91,8 @@ def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
     ]
     if setting.kernels != "none":
         rows.append(("fused kernels", setting.kernels))
+    if setting.fp8:
+        rows.append(("linear layers", "fp8 (torchao float8; priced at the bf16 rate: not measured by the core yet)"))
     for name, value in rows:
         table.add_row(name, value)
     return table

@@ -68,6 +68,7 @@ class SettingOptions:
         bool | None,
         typer.Option("--optimizer-in-backward/--no-optimizer-in-backward", help=DESCRIPTIONS["optimizer_in_backward"]),
     ] = None
+    fp8: Annotated[bool | None, typer.Option("--fp8/--no-fp8", help=DESCRIPTIONS["fp8"])] = None
     attention_impl: Annotated[str | None, typer.Option("--attention-impl", help=DESCRIPTIONS["attention_impl"])] = None
 
     def given(self) -> dict[str, object]:

@@ -22,7 +22,7 @@ from autotune.errors import ConfigError, InvalidRequestError
 from autotune.planner.space import grad_sync_error, offload_accumulation_error
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding
+from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding, fp8_error
 
 if TYPE_CHECKING:
     from autotune.schemas.trace import TraceReport
@@ -85,8 +85,11 @@ def setting_inputs(
         "precision": default_precision(cluster.gpu.supports_bf16),
     }
     setting = validated(TrainingSetting, **{**defaults, **given})
-    problem = grad_sync_error(setting.grad_sync, setting.sharding, cluster.world_size) or (
-        offload_accumulation_error(setting.sharding, setting.grad_accum, setting.grad_sync, cluster.world_size)
+    gpu = cluster.gpu
+    problem = (
+        grad_sync_error(setting.grad_sync, setting.sharding, cluster.world_size)
+        or offload_accumulation_error(setting.sharding, setting.grad_accum, setting.grad_sync, cluster.world_size)
+        or fp8_error(setting.fp8, setting.method, gpu.name, gpu.vendor, gpu.generation)
     )
     if problem:
         raise InvalidRequestError(problem)

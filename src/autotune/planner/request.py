@@ -54,6 +54,7 @@ class Overrides(FrozenModel):
     loss_impl: LossImpl | None = None
     grad_sync: GradSync | None = None
     optimizer_in_backward: bool | None = None
+    fp8: bool | None = None
     attention_impl: AttentionImpl | None = None
 
     @field_validator("attention_impl", mode="before")

@@ -79,11 +79,15 @@ def moving_parts(setting: TrainingSetting) -> list[tuple[str, int]]:
 
     8-bit optimizer state (1), a chunked loss (1), FSDP reducing every micro-step (1: not the Trainer's default), CPU
     offload (2: it also needs host RAM and pinned memory, and its step time depends on the host's load), the optimizer
-    stepped inside the backward (1: the core's hooks in place of the Trainer's step, and no gradient clipping).
+    stepped inside the backward (1: the core's hooks in place of the Trainer's step, and no gradient clipping), paged
+    optimizer states (1 more than 8-bit: managed memory the driver evicts to the host; its states leave the allocated
+    peak, which must not make it win a tie it only wins on paper).
     """
     parts = []
     if setting.optimizer != "adamw":
         parts.append(("8-bit optimizer", 1))
+    if setting.optimizer == "paged-adamw-8bit":
+        parts.append(("paged optimizer states", 1))
     if setting.optimizer_in_backward:
         parts.append(("optimizer in backward", 1))
     if setting.loss_impl == "chunked":

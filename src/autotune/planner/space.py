@@ -41,6 +41,7 @@ from autotune.schemas.setting import (
     TrainingSetting,
     attention_run_error,
     default_precision,
+    fp8_error,
     optimizer_in_backward_error,
 )
 
@@ -122,6 +123,9 @@ def check_overrides_supported(request: PlanRequest) -> None:
     attention_error = attention_run_error(o.attention_impl) if o.attention_impl else None
     if attention_error:
         raise InvalidRequestError(attention_error)
+    error = fp8_error(o.fp8, o.method, gpu.name, gpu.vendor, gpu.generation)
+    if error:
+        raise InvalidRequestError(error)
     if o.optimizer_in_backward and fewest_accum is not None:
         error = optimizer_in_backward_error(True, fewest_accum, o.sharding)
         if error:
@@ -277,7 +281,7 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     methods: tuple[Method, ...] = _choices(o.method, METHODS)
     if o.adapter_options():  # an adapter option asks for an adapter method (planner/request.py ADAPTER_ONLY_FIELDS)
         methods = tuple(m for m in methods if m != "full")
-    if not gpu.supports_bitsandbytes:
+    if not gpu.supports_bitsandbytes or o.fp8:  # fp8 replaces bf16 linears, not NF4 ones (setting.fp8_error)
         methods = tuple(m for m in methods if m != "qlora")
     optimizers: tuple[Optimizer, ...] = _choices(o.optimizer, OPTIMIZERS)
     if not gpu.supports_bitsandbytes:
@@ -333,4 +337,5 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
                                             attention_impl=attention_impl,
                                             grad_sync=grad_sync,
                                             optimizer_in_backward=in_backward,
+                                            fp8=bool(o.fp8),
                                         )
