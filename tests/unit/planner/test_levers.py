@@ -87,3 +87,32 @@ def test_the_lever_is_refused_in_one_line_where_it_cannot_run(
     assert code == 2 and out == "" and len(lines) == 1, err
     assert lines[0].startswith("error: --optimizer-in-backward ")
     assert expected in lines[0]
+
+
+FP8_REFUSALS = [
+    ("plan", ("--gpu", "a100", "--fp8"), "A100", "does not have"),
+    ("estimate", ("--gpu", "v100", "--fp8", "--method", "lora"), "V100", "does not have"),
+    ("plan", ("--gpu", "h100", "--fp8", "--method", "qlora"), "QLoRA", "NF4"),
+    ("estimate", ("--gpu", "4090", "--fp8", "--method", "qlora"), "QLoRA", "NF4"),
+]
+
+
+@pytest.mark.parametrize(("command", "options", "named", "reason"), FP8_REFUSALS)
+def test_fp8_is_refused_in_one_line_where_it_cannot_run(
+    capsys: pytest.CaptureFixture[str], command: str, options: tuple[str, ...], named: str, reason: str
+) -> None:
+    """No FP8 tensor cores (Ampere, Volta) or NF4 base linears: one line naming --fp8 and why, exit code 2."""
+    code, out, err = run(capsys, command, "llama3-8b", *options)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("error: --fp8 ") and named in lines[0] and reason in lines[0]
+
+
+@pytest.mark.parametrize("gpu", ["4090", "h100", "rtx-pro-6000"])
+def test_fp8_runs_where_the_card_has_fp8_tensor_cores_and_is_never_chosen_unasked(gpu: str) -> None:
+    """Ada, Hopper, Blackwell: a forced --fp8 plans (QLoRA left out); unasked, the planner never picks it."""
+    forced, _ = plan_request(model="llama3-8b", gpu=gpu, seq_len=2048, fp8=True)
+    result = search(forced)
+    assert result.best.setting.fp8 and result.best.setting.method != "qlora"
+    unasked, _ = plan_request(model="llama3-8b", gpu=gpu, seq_len=2048)
+    assert not search(unasked).best.setting.fp8
