@@ -180,8 +180,8 @@ def gap_lines(row: PeerRow, estimate: Estimate) -> list[str]:
     gemm_s = estimate.time_breakdown_s.get("gemm", 0.0)
     if gemm_s > needed:
         gpu, _ = resolve_gpu(row.gpu)
-        ours = default_coefficients().matmul_efficiency.get(gpu.generation)
-        fitted = f"our {gpu.generation} matmul efficiency {ours:.2f}" if ours is not None else "our prior"
+        efficiency = default_coefficients().matmul_efficiency.get(gpu.generation)
+        fitted = f"our {gpu.generation} matmul efficiency {efficiency:.2f}" if efficiency is not None else "our prior"
         lines.append(
             f"our gemm term alone ({gemm_s:.3f} s) exceeds the peer's whole step: the same GEMMs in {needed:.3f} s "
             f"need a matmul efficiency above {gemm_s / needed:.2f}× {fitted}"

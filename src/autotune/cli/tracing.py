@@ -85,11 +85,11 @@ def setting_inputs(
         "precision": default_precision(cluster.gpu.supports_bf16),
     }
     setting = validated(TrainingSetting, **{**defaults, **given})
-    gpu = cluster.gpu
+    card = cluster.gpu
     problem = (
         grad_sync_error(setting.grad_sync, setting.sharding, cluster.world_size)
         or offload_accumulation_error(setting.sharding, setting.grad_accum, setting.grad_sync, cluster.world_size)
-        or fp8_error(setting.fp8, setting.method, gpu.name, gpu.vendor, gpu.generation)
+        or fp8_error(setting.fp8, setting.method, card.name, card.vendor, card.generation)
     )
     if problem:
         raise InvalidRequestError(problem)

@@ -9,13 +9,15 @@ from plan_requests import plan_request
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InfeasibleError
 from autotune.planner import search
+from autotune.planner.request import PlanRequest
+from autotune.planner.search import PlanResult
 
 TORCHTUNE_4090_FULL_GIB = 18.9
 """torchtune README, "Memory and training speed": Llama 3.1 8B full fine-tune on 1× 4090, batch 2, packed 2048
 (pytorch/torchtune README.md, since commit 30b8519e, 2024-09-24)."""
 
 
-def _full_4090(**options: object):
+def _full_4090(**options: object) -> tuple[PlanRequest, PlanResult]:
     request, _ = plan_request(model="llama3-8b", gpu="4090", seq_len=2048, method="full", **options)
     return request, search(request)
 
