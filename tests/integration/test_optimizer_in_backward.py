@@ -9,50 +9,31 @@ for-loop, per tensor), the lever one per parameter — the same per-tensor arith
 the order of float reductions: fp32 runs agree to 1e-5 relative (a few ulps of fp32 summed over 20 steps); pure bf16
 runs (weights and moments in bf16, 8 mantissa bits, ulp 2^-8 = 0.4 %) to 2^-8 relative per step, bounded over the
 run by 2 % (the measured deviations are printed by the assertion on failure). The standard path runs with clipping
-out of reach (max_grad_norm 1e9), as the lever runs without clipping.
+out of reach (``trainer_helpers.UNCLIPPED``), as the lever runs without clipping. ``benchmarks/lever_losses.py``
+prints the measured deviations.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-from trainer_helpers import build_plan_file, core_args, read_report, run_trainer, text_rows, write_jsonl
-
-from autotune.schemas.plan_io import load_plan, save_plan
+from trainer_helpers import unclipped_losses
 
 STEPS = 20
-UNCLIPPED = 1e9
-"""A clipping norm no gradient of the tiny model reaches: the standard path then updates as the lever does."""
-
-
-def _losses(tiny_model_dir: Path, tmp_path: Path, name: str, **fields: Any) -> list[float]:
-    path = build_plan_file(tiny_model_dir, tmp_path / f"{name}.yaml", method="full", micro_batch_size=2, **fields)
-    plan = load_plan(path)
-    unclipped = plan.training.model_copy(update={"max_grad_norm": UNCLIPPED})
-    save_plan(plan.model_copy(update={"training": unclipped}), path, overwrite=True)
-    data = write_jsonl(tmp_path / "text.jsonl", text_rows())
-    out = tmp_path / name
-    proc = run_trainer(*core_args(path, data, out, STEPS), "--learning-rate", "5e-3", "--save-steps", "100")
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    losses: list[float] = read_report(out).losses
-    assert len(losses) == STEPS
-    return losses
+TOLERANCE_CASES = [("fp32", "adamw", 1e-5), ("bf16", "adamw", 0.02), ("fp32", "adamw-8bit", 1e-5)]
+"""(precision, optimizer, relative tolerance of each step's loss): the derivation is the module docstring's."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("precision", "optimizer", "rel"),
-    [("fp32", "adamw", 1e-5), ("bf16", "adamw", 0.02), ("fp32", "adamw-8bit", 1e-5)],
-)
+@pytest.mark.parametrize(("precision", "optimizer", "rel"), TOLERANCE_CASES)
 def test_in_backward_tracks_the_standard_path(
     tiny_model_dir: Path, tmp_path: Path, precision: str, optimizer: str, rel: float
 ) -> None:
     """20 steps of the tiny model: the lever's losses equal the Trainer's optimizer's within the derived tolerance."""
     fields = {"precision": precision, "optimizer": optimizer}
-    standard = _losses(tiny_model_dir, tmp_path, "standard", **fields)
-    in_backward = _losses(tiny_model_dir, tmp_path, "in-backward", optimizer_in_backward=True, **fields)
+    standard = unclipped_losses(tiny_model_dir, tmp_path, "standard", STEPS, **fields)
+    in_backward = unclipped_losses(tiny_model_dir, tmp_path, "in-backward", STEPS, optimizer_in_backward=True, **fields)
     assert in_backward == pytest.approx(standard, rel=rel)
     assert in_backward[-1] < in_backward[0]  # it trains
 
@@ -60,6 +41,8 @@ def test_in_backward_tracks_the_standard_path(
 @pytest.mark.slow
 def test_paged_optimizer_gives_the_plain_losses(tiny_model_dir: Path, tmp_path: Path) -> None:
     """On the CPU bitsandbytes' paged optimizer falls back to plain state buffers: the same losses as adamw-8bit."""
-    plain = _losses(tiny_model_dir, tmp_path, "plain", optimizer="adamw-8bit")
-    paged = _losses(tiny_model_dir, tmp_path, "paged", optimizer="paged-adamw-8bit", optimizer_in_backward=True)
+    plain = unclipped_losses(tiny_model_dir, tmp_path, "plain", STEPS, optimizer="adamw-8bit")
+    paged = unclipped_losses(
+        tiny_model_dir, tmp_path, "paged", STEPS, optimizer="paged-adamw-8bit", optimizer_in_backward=True
+    )
     assert paged == pytest.approx(plain, rel=1e-5)
