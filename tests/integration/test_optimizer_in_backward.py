@@ -40,9 +40,14 @@ def test_in_backward_tracks_the_standard_path(
 
 @pytest.mark.slow
 def test_paged_optimizer_gives_the_plain_losses(tiny_model_dir: Path, tmp_path: Path) -> None:
-    """On the CPU bitsandbytes' paged optimizer falls back to plain state buffers: the same losses as adamw-8bit."""
-    plain = unclipped_losses(tiny_model_dir, tmp_path, "plain", STEPS, optimizer="adamw-8bit")
+    """On the CPU bitsandbytes' paged optimizer falls back to plain state buffers: the same losses as adamw-8bit.
+
+    The 4090 plan's levers together (paged 8-bit AdamW in the backward, the chunked loss, checkpointing) against
+    8-bit AdamW stepped by the Trainer with the same loss.
+    """
+    shared = {"loss_impl": "chunked", "grad_ckpt": True}
+    plain = unclipped_losses(tiny_model_dir, tmp_path, "plain", STEPS, optimizer="adamw-8bit", **shared)
     paged = unclipped_losses(
-        tiny_model_dir, tmp_path, "paged", STEPS, optimizer="paged-adamw-8bit", optimizer_in_backward=True
+        tiny_model_dir, tmp_path, "paged", STEPS, optimizer="paged-adamw-8bit", optimizer_in_backward=True, **shared
     )
     assert paged == pytest.approx(plain, rel=1e-5)
