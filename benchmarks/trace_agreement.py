@@ -12,6 +12,7 @@ and vocabulary with 2 and 4 decoder layers and extrapolated linearly in depth
     python benchmarks/trace_agreement.py --save traces.jsonl      # also keep each cell's traced peak
     python benchmarks/trace_agreement.py --traces traces.jsonl    # re-compare saved traces (no tracing)
     python benchmarks/trace_agreement.py --lora-pairs   # issue 29's four llama3-8b LoRA cells, full depth (~2 min)
+    python benchmarks/trace_agreement.py --levers --gpu 4090   # issue 44's levers, llama3-8b full, extrapolated
 
 Built models are reused across the cells of one family × method × checkpointing (``BuildCache``).
 Prints one line per cell, then the worst |analytic − trace| / trace cells and the count above 3 %.
@@ -110,6 +111,27 @@ def lora_pairs(cluster: ClusterSpec, model: str = "llama3-8b") -> list[Agreement
     return results
 
 
+LEVER_CELLS: tuple[dict[str, Any], ...] = (
+    {"optimizer": "paged-adamw-8bit", "optimizer_in_backward": True, "loss_impl": "chunked"},
+    {"optimizer": "adamw", "optimizer_in_backward": True, "loss_impl": "chunked"},
+    {"optimizer": "adamw-8bit", "optimizer_in_backward": True, "loss_impl": "fp32-upcast"},
+    {"optimizer": "paged-adamw-8bit", "optimizer_in_backward": False, "loss_impl": "chunked"},
+    {"optimizer": "adamw", "optimizer_in_backward": False, "loss_impl": "chunked"},
+)
+"""Issue 44's levers on full fine-tuning (pure bf16, micro batch 2, checkpointing): the optimizer in backward with each
+optimizer, paged states, the chunked loss."""
+
+
+def lever_pairs(cluster: ClusterSpec, model: str = "llama3-8b", seq_len: int = 2048) -> list[Agreement]:
+    """``autotune estimate`` vs ``autotune trace`` (depth-extrapolated) for each of :data:`LEVER_CELLS`."""
+    spec = resolve_model_profile(model)
+    results = []
+    for fields in LEVER_CELLS:
+        setting = TrainingSetting(method="full", micro_batch_size=2, grad_ckpt=True, compile=False, **fields)
+        results.append(compare(spec, setting, seq_len, cluster))
+    return results
+
+
 def _cells(args: argparse.Namespace) -> list[dict[str, Any]]:
     grid = itertools.product(
         args.families.split(","),
@@ -147,12 +169,17 @@ def main() -> None:
     parser.add_argument(
         "--lora-pairs", action="store_true", help="Only issue 29's four llama3-8b LoRA estimate / trace pairs."
     )
+    parser.add_argument(
+        "--levers",
+        action="store_true",
+        help="Only issue 44's levers on llama3-8b full fine-tuning (--gpu sets the card).",
+    )
     args = parser.parse_args()
     quiet_third_party()
     gpu, _ = resolve_gpu(args.gpu)
     cluster = ClusterSpec(gpu=gpu, host_memory_gib_per_node=2 * gpu.memory_gib)
-    if args.lora_pairs:
-        pairs = lora_pairs(cluster)
+    if args.lora_pairs or args.levers:
+        pairs = lora_pairs(cluster) if args.lora_pairs else lever_pairs(cluster)
         for agreement in pairs:
             print(_line(agreement), flush=True)
         over = sum(abs(a.relative_error) > TOLERANCE for a in pairs)

@@ -67,9 +67,20 @@ def _stop_at(argv: list[str], sig: signal.Signals, after_step: int) -> dict[int,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["lora", "full"])
-def test_resumed_run_is_the_uninterrupted_run(write_plan: PlanWriter, tmp_path: Path, method: str) -> None:
-    plan = write_plan(method=method, precision="bf16", grad_ckpt=True, micro_batch_size=2, grad_accum=2)
+@pytest.mark.parametrize(
+    ("method", "in_backward"),
+    [("lora", False), ("full", False), ("full", True)],
+    ids=["lora", "full", "full-optimizer-in-backward"],
+)
+def test_resumed_run_is_the_uninterrupted_run(
+    write_plan: PlanWriter, tmp_path: Path, method: str, in_backward: bool
+) -> None:
+    """The optimizer in backward keeps its per-parameter states in the checkpoint (trainer/in_backward.py)."""
+    accumulation = 1 if in_backward else 2  # the lever steps every micro-step
+    plan = write_plan(
+        method=method, precision="bf16", grad_ckpt=True, micro_batch_size=2, grad_accum=accumulation,
+        optimizer_in_backward=in_backward,
+    )  # fmt: skip
     data = write_jsonl(tmp_path / "text.jsonl", text_rows())
 
     def argv(out: Path) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import ClusterChoice, PlanFile
-from autotune.schemas.plan_io import save_plan
+from autotune.schemas.plan_io import load_plan, save_plan
 from autotune.schemas.setting import TrainingSetting, Workload
 
 SPECIAL_TOKENS = ["<pad>", "<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
@@ -272,3 +272,30 @@ def build_plan_file(model_dir: Path, path: Path, num_gpus: int = 1, seq_len: int
         prediction=rough_prediction(),
     )
     return save_plan(plan, path)
+
+
+UNCLIPPED = 1e9
+"""A clipping norm no gradient of the tiny model reaches: the standard path then updates as the optimizer stepped in the
+backward does (it clips nothing)."""
+
+
+def unclipped_losses(model_dir: Path, work: Path, name: str, steps: int, **fields: Any) -> list[float]:
+    """The per-step losses of ``steps`` steps of the core on the tiny model, full fine-tuning, micro batch 2, unclipped.
+
+    ``fields``: the setting's other fields (precision, optimizer, ``optimizer_in_backward``...). Learning rate 5e-3 on
+    the colour text (:func:`text_rows`); the run directory is ``work / name``.
+
+    Raises:
+        AssertionError: the core failed (its stderr's tail) or logged another number of losses.
+    """
+    path = build_plan_file(model_dir, work / f"{name}.yaml", method="full", micro_batch_size=2, **fields)
+    plan = load_plan(path)
+    unclipped = plan.training.model_copy(update={"max_grad_norm": UNCLIPPED})
+    save_plan(plan.model_copy(update={"training": unclipped}), path, overwrite=True)
+    data = write_jsonl(work / "text.jsonl", text_rows())
+    out = work / name
+    proc = run_trainer(*core_args(path, data, out, steps), "--learning-rate", "5e-3", "--save-steps", "100")
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    losses: list[float] = read_report(out).losses
+    assert len(losses) == steps
+    return losses

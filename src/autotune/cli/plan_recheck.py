@@ -47,6 +47,8 @@ def check_like_plan(plan: PlanFile, resolve_gpu: GpuResolver, *, prefix: str = "
             micro_batch_size=setting.micro_batch_size,
             grad_accum=setting.grad_accum,
             grad_sync=setting.grad_sync,
+            optimizer_in_backward=setting.optimizer_in_backward or None,
+            fp8=setting.fp8 or None,
         )
         request = validated(
             PlanRequest,

@@ -151,15 +151,16 @@ second ``div`` (22 bytes per score). Counted with a TorchDispatchMode over the c
 eager path (``tests/unit/costmodel/test_activations_legacy_attention.py``); bf16 basis, like ``eager_attention()``."""
 
 
-def optimizer_launches(tensors: int, foreach: bool) -> tuple[float, float]:
+def optimizer_launches(tensors: int, foreach: bool, clip: bool = True) -> tuple[float, float]:
     """(CPU dispatch calls, GPU kernel launches) of one AdamW step over ``tensors`` tensors.
 
-    Plus foreach gradient-norm clipping (HF Trainer's default ``max_grad_norm`` 1.0).
+    Plus foreach gradient-norm clipping (HF Trainer's default ``max_grad_norm`` 1.0) unless ``clip`` is False (the
+    optimizer stepped inside the backward clips nothing).
     """
     data = op_counts()["optimizer"]
     entry = data["adamw_foreach" if foreach else "adamw_per_tensor"]
     calls = entry["calls_per_step"] + entry["calls_per_tensor"] * tensors
-    clip_calls = data["clip_grad_norm_foreach_calls"]
+    clip_calls = data["clip_grad_norm_foreach_calls"] if clip else 0
     chunks = math.ceil(tensors / FOREACH_TENSORS_PER_LAUNCH)
     launches = (calls * chunks if foreach else calls) + clip_calls * chunks
     return calls + clip_calls, launches

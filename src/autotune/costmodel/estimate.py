@@ -10,8 +10,9 @@ from autotune.costmodel.context import SettingContext, setting_context
 from autotune.costmodel.eval_time import eval_time_s
 from autotune.costmodel.evidence import with_evidence
 from autotune.costmodel.memory import MemoryPrediction, predict_memory_in
+from autotune.costmodel.optimizer_step import optimizer_paging_s
 from autotune.costmodel.priors import COMPILE_FIXED_S, COMPILE_PER_LAYER_S, CUDA_CONTEXT_BYTES
-from autotune.costmodel.step_time import predict_time_in
+from autotune.costmodel.step_time import predict_time_in, with_optimizer_paging
 from autotune.costmodel.time_correction import correction_at, time_band
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
@@ -105,6 +106,10 @@ def estimate_setting(
     family = memory_family(setting)
     fit = memory_fit(memory, cluster, family, coefficients)
     gpu = cluster.gpu
+    if memory.paged_optimizer_bytes:
+        free_bytes = (gpu.memory_gib - fit.reserved_gib) * GIB - CUDA_CONTEXT_BYTES
+        paging_s = optimizer_paging_s(memory.paged_optimizer_bytes, free_bytes, gpu, coefficients)
+        timing = with_optimizer_paging(timing, paging_s)
     sequences_per_step = setting.sequences_per_step(cluster.world_size)
     tokens_per_step = sequences_per_step * workload.tokens_per_sequence
     tokens_per_s = tokens_per_step / timing.step_time_s

@@ -22,6 +22,16 @@ The peak is the largest of these phases:
   E. eval forward (only when the workload prices an eval loss): resident states (gradients are freed by the
      optimizer step's ``zero_grad(set_to_none=True)``) + one layer's working set + the eval's logits and loss
      (:func:`eval_logits_bytes`: the full logits under Liger, whose fused loss runs in training only).
+Optimizer in backward (``optimizer_in_backward``): each parameter is stepped by its post-accumulate-grad hook and its
+gradient freed at once (PyTorch tutorial "How to save memory by fusing the optimizer step into the backward pass";
+torchtune ``optimizer_in_bwd``), so at most one parameter's gradient and step buffer are alive — the largest trainable
+tensor's (``largest_trainable_tensor_params``) — and there is no separate optimizer-step phase (phase C).
+Paged 8-bit AdamW: bitsandbytes allocates the moments of every parameter of at least 100,000 elements with
+``cudaMallocManaged`` (``Optimizer8bit.get_state_buffer`` → ``F.get_paged``): unified memory outside PyTorch's caching
+allocator, which ``torch.cuda.max_memory_allocated`` does not count and the driver evicts to the host when the card
+is full (CUDA C++ Programming Guide, "Unified Memory": oversubscription). Those states are ``paged_optimizer_bytes``,
+outside the allocated peak; what does not fit beside the reserved peak is priced as PCIe traffic by
+``step_time.optimizer_paging_s``.
 FSDP with gradient accumulation (``grad_sync`` last-micro-step): the HF Trainer runs every micro-step but the last
 under ``no_sync``
 (``transformers.Trainer`` training loop → ``Accelerator.no_sync`` → FSDP1 ``no_sync()`` / FSDP2
@@ -51,6 +61,13 @@ from typing import cast
 
 from autotune.costmodel import activations as act
 from autotune.costmodel.context import SettingContext, setting_context
+from autotune.costmodel.optimizer_memory import (
+    EIGHT_BIT_MOMENTS_BYTES,
+    EMBEDDING_32BIT_STATE_BYTES,
+    largest_trainable_tensor_params,
+    paged_optimizer_bytes,
+    unpaged_params,
+)
 from autotune.costmodel.param_adapters import merged_gradient_bytes, merged_weight_bytes_per_layer
 from autotune.costmodel.params import ParamCounts, count_params, lora_params
 from autotune.costmodel.precision import DtypeBytes
@@ -60,14 +77,6 @@ from autotune.schemas.memory_parts import MemoryPart
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload
 from autotune.units import nf4_bytes_per_param
-
-EMBEDDING_32BIT_STATE_BYTES = 8.0
-"""Bytes per embedding parameter of AdamW state under a bitsandbytes 8-bit optimizer in the HF Trainer: its
-``create_optimizer`` registers every ``nn.Embedding`` with ``GlobalOptimManager.register_module_override(module,
-'weight', {'optim_bits': 32})`` (transformers ``trainer.py``), so those two moments are fp32. Llama-3-8B: 525M
-embedding parameters, +2.9 GiB over 8-bit states (the core's compiled full run measured 65.50 GiB, 60.42 predicted
-without it). Paged 8-bit states live in managed memory, outside the allocated peak; sharded flat parameters do not
-match the module override."""
 
 FSDP_LIVE_UNITS = 2
 """Decoder-layer units gathered at once under FSDP / ZeRO-3 (current + prefetched)."""
@@ -131,6 +140,8 @@ class ModelStateBytes:
         held_weights: the forward's device copies of offloaded weights that autograd keeps until the backward (FSDP
             CPU offload on one GPU without checkpointing or parameter mixed precision; module docstring); counted
             under "gathered weights" in phases A and B0.
+        paged_optimizer: paged 8-bit optimizer states in managed memory, outside the allocated peak (module
+            docstring); 0 for other optimizers.
     """
 
     weights: float
@@ -144,6 +155,7 @@ class ModelStateBytes:
     host_per_rank: float
     unsharded_gradients: float = 0.0
     held_weights: float = 0.0
+    paged_optimizer: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -161,6 +173,7 @@ class MemoryPrediction:
     host_bytes_per_node: float = 0.0
     reserved_bytes: float = 0.0
     phases_bytes: dict[str, dict[str, float]] = field(default_factory=dict)
+    paged_optimizer_bytes: float = 0.0
 
 
 def base_weight_bytes(model: ModelSpec, counts: ParamCounts, setting: TrainingSetting, dtypes: DtypeBytes) -> float:
@@ -224,6 +237,15 @@ def model_state_bytes(
         # the HF Trainer keeps the embedding's Adam states in 32 bits under a bitsandbytes 8-bit optimizer
         optimizer += counts.embedding_params * (EMBEDDING_32BIT_STATE_BYTES - dtypes.optimizer_bytes)
     optimizer_temp = trainable * dtypes.optimizer_temp_bytes
+    paged = paged_optimizer_bytes(model, setting, counts, dtypes)
+    if paged:  # the small tensors' states and the block absmax stay on the allocator
+        eight_bit = counts.total_params - unpaged_params(counts) - counts.embedding_params
+        optimizer = unpaged_params(counts) * dtypes.optimizer_bytes
+        optimizer += eight_bit * (dtypes.optimizer_bytes - EIGHT_BIT_MOMENTS_BYTES)
+    if setting.optimizer_in_backward:  # one parameter's gradient and step buffer at a time
+        largest = largest_trainable_tensor_params(model, setting, counts)
+        gradients = largest * dtypes.grad_bytes
+        optimizer_temp = largest * dtypes.optimizer_temp_bytes
 
     shard_params = setting.shards_parameters
     offload = setting.offloads_to_cpu
@@ -262,6 +284,7 @@ def model_state_bytes(
         host_per_rank=host,
         unsharded_gradients=unsharded_gradients,
         held_weights=held,
+        paged_optimizer=paged,
     )
 
 
@@ -390,6 +413,9 @@ def memory_phases(
             "optimizer step buffers": states.optimizer_temp,
         },
     }
+    if setting.optimizer_in_backward:  # each parameter is stepped in the backward, beside one layer's working set
+        phases["late backward"]["optimizer step buffers"] = states.optimizer_temp
+        del phases["optimizer step"]
     if context.workload.eval_samples is not None:
         phases["eval forward"] = {
             **resident,
@@ -443,4 +469,5 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         host_bytes_per_node=states.host_per_rank * ranks_per_node,
         reserved_bytes=peak * (1 + coefficients.allocator_overhead_fraction),
         phases_bytes=cast("dict[str, dict[str, float]]", phases),  # part names are str: no copy per candidate
+        paged_optimizer_bytes=states.paged_optimizer,
     )

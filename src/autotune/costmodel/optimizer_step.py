@@ -3,6 +3,9 @@
 * GPU AdamW: max(bytes AdamW touches / achievable DRAM bandwidth + kernel launches · ``GPU_KERNEL_MIN_S``,
   CPU dispatch calls · ``kernel_launch_s``); calls and launches counted for foreach AdamW + gradient clipping
   (``dispatch.optimizer_launches``) over the trainable tensors of one rank (FSDP / ZeRO flatten a unit into one).
+  Stepped inside the backward (``optimizer_in_backward``): the same bytes, but one optimizer per parameter, so the
+  per-tensor (for-loop) AdamW's calls and launches, and no clipping; the step still runs on the compute stream
+  between the backward's kernels, so it is added, not hidden.
 * CPU offload: the optimizer runs on the host — trainable parameters per rank × ranks per node /
   ``cpu_adam_params_per_s`` (DeepSpeed's vectorized CPU-Adam; every rank of a node steps at once on the same host
   cores and DRAM, so the rate is the node's), ``TORCH_CPU_ADAM_TIME_RATIO`` slower for FSDP's torch AdamW — and the
@@ -86,6 +89,25 @@ def optimizer_step_s(
     bandwidth = dram_bytes_per_s(gpu, coefficients)
     touched = 2 * dtypes.weight_bytes + 2 * dtypes.grad_bytes + 2 * dtypes.optimizer_bytes
     touched += 2 * dtypes.optimizer_temp_bytes
-    calls, launches = optimizer_launches(tensors, foreach=True)
+    # in the backward each parameter is stepped alone by its hook (one optimizer per parameter), unclipped
+    in_backward = setting.optimizer_in_backward
+    calls, launches = optimizer_launches(tensors, foreach=not in_backward, clip=not in_backward)
     gpu_step = trainable_per_rank * touched / bandwidth + launches * GPU_KERNEL_MIN_S
     return max(gpu_step, calls * coefficients.kernel_launch_s)
+
+
+def optimizer_paging_s(paged_bytes: float, free_bytes: float, gpu: GpuSpec, coefficients: CostCoefficients) -> float:
+    """Seconds per optimizer step of moving a paged optimizer's states over the host link, 0 when they stay on the GPU.
+
+    ``paged_bytes``: the states in managed memory (``memory.paged_optimizer_bytes``); ``free_bytes``: the card's
+    memory left beside the CUDA context and the caching allocator's reserved peak. When the states do not fit there,
+    the driver evicts pages to the host (CUDA C++ Programming Guide, "Unified Memory": oversubscription), and every
+    step the optimizer touches them all: bitsandbytes prefetches each parameter's states before its update
+    (``Optimizer8bit.prefetch_state`` → ``F.prefetch_tensor``, ``cudaMemPrefetchAsync``), so the overflow comes in
+    and, to make room, as much goes out. PCIe is full duplex (``host_link_gb_per_s`` is per direction), so the two
+    streams overlap: overflow / the achievable pinned host-link bandwidth (``host_link_efficiency``). A prefetch of
+    managed memory may be slower than a pinned copy, and eviction may not overlap fully: a bound from below, to be
+    measured (``benchmarks/gpu_sweep.py`` entry ``levers-full-8b``).
+    """
+    overflow = max(0.0, paged_bytes - max(0.0, free_bytes))
+    return overflow / host_link_bytes_per_s(gpu, coefficients) if overflow else 0.0

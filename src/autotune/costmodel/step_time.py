@@ -26,7 +26,7 @@ setting's derived facts come from
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import NamedTuple
 
 from autotune.costmodel.collectives import (
@@ -79,6 +79,8 @@ class TimeTerms:
         pcie_grad_streaming_s: CPU offload's device→host gradient copies not hidden behind the backward.
         optimizer_step_s: the optimizer (GPU AdamW or CPU Adam).
         fixed_overheads_s: the trainer's per-micro-step and per-step Python overheads.
+        pcie_optimizer_paging_s: a paged optimizer's states that do not fit beside the reserved peak, moved over the
+            host link each step (``optimizer_step.optimizer_paging_s``; :func:`with_optimizer_paging`).
     """
 
     gemm_s: float = _term("gemm")
@@ -94,6 +96,7 @@ class TimeTerms:
     pcie_grad_streaming_s: float = _term("pcie gradient streaming")
     optimizer_step_s: float = _term("optimizer step")
     fixed_overheads_s: float = _term("fixed overheads")
+    pcie_optimizer_paging_s: float = _term("pcie optimizer paging")
 
     def seconds(self) -> tuple[float, ...]:
         """The terms' seconds in field order (``TERM_LABELS`` order)."""
@@ -306,5 +309,23 @@ def predict_time_in(
         optimizer_time_s=scale * optimizer_total_s,
         step_time_s=scale * (accum * micro_step_s + optimizer_total_s),
         model_flops_per_micro_step=model_flops_per_micro_step(context),
+        terms=terms,
+    )
+
+
+def with_optimizer_paging(timing: TimePrediction, paging_s: float) -> TimePrediction:
+    """``timing`` with a paged optimizer's host-link traffic added to the optimizer step (``pcie_optimizer_paging_s``).
+
+    Separate from :func:`predict_time_in` because the traffic depends on the memory prediction (what the reserved
+    peak leaves of the card); not scaled by ``time_scale`` (the calibrated stack factor is the core's compute, this is
+    the link's time). Unchanged when ``paging_s`` is 0.
+    """
+    if not paging_s:
+        return timing
+    terms = replace(timing.terms, pcie_optimizer_paging_s=paging_s)
+    return replace(
+        timing,
+        optimizer_time_s=timing.optimizer_time_s + paging_s,
+        step_time_s=timing.step_time_s + paging_s,
         terms=terms,
     )

@@ -28,6 +28,8 @@ from autotune.schemas.setting import (
     ZERO_SHARDINGS,
     TrainingSetting,
     attention_run_error,
+    fp8_installed,
+    fp8_run_error,
     kernels_installed,
     kernels_run_error,
 )
@@ -185,6 +187,9 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
     )
     if kernels_error:
         raise InvalidRequestError(kernels_error)
+    fp8_error = fp8_run_error(setting.fp8, cpu=options.cpu, installed=options.skypilot or fp8_installed())
+    if fp8_error:
+        raise InvalidRequestError(fp8_error)
     cluster = plan.cluster
     world_size = cluster.world_size
     if plan.setting.sharding == "none" and world_size > 1:

@@ -23,6 +23,7 @@ from autotune.schemas.setting import (
     Sharding,
     Workload,
     combination_error,
+    optimizer_in_backward_error,
 )
 
 Objective = Literal["quality", "speed", "memory"]
@@ -52,6 +53,8 @@ class Overrides(FrozenModel):
     lora_targets: tuple[str, ...] | None = None
     loss_impl: LossImpl | None = None
     grad_sync: GradSync | None = None
+    optimizer_in_backward: bool | None = None
+    fp8: bool | None = None
     attention_impl: AttentionImpl | None = None
 
     @field_validator("attention_impl", mode="before")
@@ -64,6 +67,9 @@ class Overrides(FrozenModel):
         error = combination_error(self.method, self.precision)
         if error:
             raise ValueError(error.replace("method=qlora", "--method qlora").replace("precision", "--precision"))
+        error = optimizer_in_backward_error(self.optimizer_in_backward, self.grad_accum, self.sharding)
+        if error:
+            raise ValueError(error.replace("optimizer_in_backward", "--optimizer-in-backward"))
         adapter_options = self.adapter_options()
         if self.method == "full" and adapter_options:
             flags = ", ".join("--" + name.replace("_", "-") for name in adapter_options)

@@ -41,6 +41,8 @@ from autotune.schemas.setting import (
     TrainingSetting,
     attention_run_error,
     default_precision,
+    fp8_error,
+    optimizer_in_backward_error,
 )
 
 ONE_GPU_SHARDINGS: tuple[Sharding, ...] = ("none", "fsdp-offload", "zero2", "zero3", "zero3-offload")
@@ -121,6 +123,13 @@ def check_overrides_supported(request: PlanRequest) -> None:
     attention_error = attention_run_error(o.attention_impl) if o.attention_impl else None
     if attention_error:
         raise InvalidRequestError(attention_error)
+    error = fp8_error(o.fp8, o.method, gpu.name, gpu.vendor, gpu.generation)
+    if error:
+        raise InvalidRequestError(error)
+    if o.optimizer_in_backward and fewest_accum is not None:
+        error = optimizer_in_backward_error(True, fewest_accum, o.sharding)
+        if error:
+            raise InvalidRequestError(error.replace("optimizer_in_backward", "--optimizer-in-backward"))
 
 
 def sharding_error(sharding: str | None, world_size: int) -> str | None:
@@ -249,6 +258,21 @@ def grad_syncs(request: PlanRequest, sharding: Sharding, grad_accum: int) -> tup
     return _choices(request.overrides.grad_sync, GRAD_SYNCS)
 
 
+def optimizer_in_backward_choices(
+    request: PlanRequest, method: Method, sharding: Sharding, grad_accum: int
+) -> tuple[bool, ...]:
+    """Whether the optimizer steps inside the backward: both where it can (``optimizer_in_backward_error``), else off.
+
+    Searched for full fine-tuning only, where it removes the gradient buffer of the whole model (an adapter method's
+    gradients are the adapters', a few hundred MiB at most); forced on, for any method where it runs.
+    """
+    forced = request.overrides.optimizer_in_backward
+    runs = optimizer_in_backward_error(True, grad_accum, sharding) is None
+    if forced is not None:
+        return (forced,) if runs or not forced else ()
+    return (False, True) if runs and method == "full" else (False,)
+
+
 def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     """Every setting in the search space that the hardware supports, with the user's forced choices."""
     gpu = request.cluster.gpu
@@ -257,7 +281,7 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     methods: tuple[Method, ...] = _choices(o.method, METHODS)
     if o.adapter_options():  # an adapter option asks for an adapter method (planner/request.py ADAPTER_ONLY_FIELDS)
         methods = tuple(m for m in methods if m != "full")
-    if not gpu.supports_bitsandbytes:
+    if not gpu.supports_bitsandbytes or o.fp8:  # fp8 replaces bf16 linears, not NF4 ones (setting.fp8_error)
         methods = tuple(m for m in methods if m != "qlora")
     optimizers: tuple[Optimizer, ...] = _choices(o.optimizer, OPTIMIZERS)
     if not gpu.supports_bitsandbytes:
@@ -291,22 +315,27 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
                                 for grad_sync in grad_syncs(request, sharding, per_rank // micro):
                                     if offload_accumulation_error(sharding, per_rank // micro, grad_sync, world):
                                         continue  # FSDP CPU offload would drop all but the last micro-batch
-                                    yield TrainingSetting(
-                                        method=method,
-                                        micro_batch_size=micro,
-                                        grad_accum=per_rank // micro,
-                                        grad_ckpt=grad_ckpt,
-                                        compile=compile_,
-                                        sharding=sharding,
-                                        optimizer=optimizer,
-                                        precision=precision,
-                                        lora_rank=o.lora_rank or DEFAULT_LORA_RANK,
-                                        lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
-                                        lora_targets=targets,
-                                        lora_dropout=dropout,
-                                        adapter_dtype=adapter_dtype,
-                                        kernels=kernels,
-                                        loss_impl=loss_impl,
-                                        attention_impl=attention_impl,
-                                        grad_sync=grad_sync,
-                                    )
+                                    for in_backward in optimizer_in_backward_choices(
+                                        request, method, sharding, per_rank // micro
+                                    ):
+                                        yield TrainingSetting(
+                                            method=method,
+                                            micro_batch_size=micro,
+                                            grad_accum=per_rank // micro,
+                                            grad_ckpt=grad_ckpt,
+                                            compile=compile_,
+                                            sharding=sharding,
+                                            optimizer=optimizer,
+                                            precision=precision,
+                                            lora_rank=o.lora_rank or DEFAULT_LORA_RANK,
+                                            lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
+                                            lora_targets=targets,
+                                            lora_dropout=dropout,
+                                            adapter_dtype=adapter_dtype,
+                                            kernels=kernels,
+                                            loss_impl=loss_impl,
+                                            attention_impl=attention_impl,
+                                            grad_sync=grad_sync,
+                                            optimizer_in_backward=in_backward,
+                                            fp8=bool(o.fp8),
+                                        )

@@ -134,6 +134,12 @@ DESCRIPTIONS: dict[str, str] = {
     "eager-legacy (transformers <= 4.29 LlamaAttention: eager plus a torch.max clamp of the masked scores; "
     "describes 2023 measurements, cannot be launched); flash-triton (FlashAttention written in Triton, as "
     "llm-foundry ran it in 2023; describes the MPT development data, cannot be launched).",
+    "optimizer_in_backward": "Step the optimizer inside the backward, one parameter at a time as its gradient is "
+    "accumulated (torch Tensor.register_post_accumulate_grad_hook; torchtune's optimizer_in_bwd): no gradient "
+    "buffer for the whole model; one micro-step per optimizer step, one GPU, no gradient clipping.",
+    "fp8": "FP8 linear layers: torchao float8 training (dynamic tensorwise scaling) of the decoder's linears through "
+    "accelerate's convert_model_to_fp8_ao (first and last linear kept in bf16); NVIDIA GPUs with FP8 tensor cores "
+    "(Ada, Hopper, Blackwell) and the optional 'fp8' extra; priced at the bf16 rate until the core measures it.",
     "grad_sync": "When FSDP reduces gradients under accumulation: last-micro-step (HF Trainer / accelerate default: "
     "no_sync on the other micro-steps, so every GPU holds the full unsharded gradients until then) or "
     "every-micro-step (reduce-scatter after each micro-step: accelerate sync_each_batch, Composer's FSDP default).",
@@ -168,6 +174,76 @@ def combination_error(method: str | None, precision: str | None) -> str | None:
     """The reason a method/precision pair cannot run, or None (one rule, used by settings and overrides)."""
     if method == "qlora" and precision == "fp32":
         return "method=qlora needs a 16-bit compute precision (bf16, bf16-mixed or fp16-mixed), not fp32"
+    return None
+
+
+def optimizer_in_backward_error(
+    optimizer_in_backward: bool | None, grad_accum: int | None, sharding: str | None
+) -> str | None:
+    """The reason the optimizer step cannot run inside the backward, or None (one rule for plan, estimate, launch).
+
+    Each parameter is stepped and its gradient freed by its post-accumulate-grad hook (PyTorch tutorial "How to save
+    memory by fusing the optimizer step into the backward pass"; transformers' layer-wise optimizers refuse
+    ``gradient_accumulation_steps != 1`` the same way, ``trainer_optimizer.py``): nothing is left to accumulate
+    into, so one micro-step per optimizer step only; the hooks are the core's on one process, so no data parallel
+    or sharded run (torchtune's ``optimizer_in_bwd`` is single-device too). Gradient clipping needs every gradient at
+    once (torchtune refuses ``clip_grad_norm`` with it): the core turns it off under this lever and the plan says so.
+    ``None`` arguments are not yet chosen.
+    """
+    if not optimizer_in_backward:
+        return None
+    if grad_accum is not None and grad_accum > 1:
+        return (
+            f"optimizer_in_backward steps each parameter as its gradient arrives and cannot accumulate {grad_accum} "
+            "micro-steps: use one micro-step per step (--micro-batch-size = --global-batch-size) or drop it"
+        )
+    if sharding is not None and sharding != "none":
+        return f"optimizer_in_backward runs on one GPU without sharding, not with sharding={sharding}: drop one"
+    return None
+
+
+FP8_GENERATIONS: tuple[str, ...] = ("ada", "hopper", "blackwell")
+"""Architecture generations with FP8 tensor cores (``GpuSpec.generation``): Ada Lovelace (sm_89), Hopper (sm_90) and
+Blackwell (NVIDIA Ada and Hopper architecture whitepapers: "FP8 Tensor Core"); ``torch._scaled_mm``, which torchao's
+float8 training calls, needs compute capability 8.9 or higher."""
+TORCHAO_PACKAGE = "torchao"
+"""The import name of torchao (the optional extra ``pip install -e ".[fp8]"``; https://github.com/pytorch/ao)."""
+
+
+def fp8_error(fp8: bool | None, method: str | None, gpu_name: str, vendor: str, generation: str) -> str | None:
+    """The reason FP8 linears cannot run for this method on this GPU, or None (one rule for plan, estimate, launch).
+
+    ``gpu_name`` / ``vendor`` / ``generation``: the GPU's (``GpuSpec``). QLoRA's base linears are NF4
+    (bitsandbytes), which torchao's ``Float8Linear`` does not replace.
+    """
+    if not fp8:
+        return None
+    if vendor != "nvidia" or generation not in FP8_GENERATIONS:
+        return (
+            f"--fp8 needs FP8 tensor cores (NVIDIA Ada, Hopper or Blackwell), which {gpu_name} ({generation}) does not "
+            "have: drop --fp8"
+        )
+    if method == "qlora":
+        return "--fp8 replaces bf16 linears, and QLoRA's are NF4: use --method full or lora, or drop --fp8"
+    return None
+
+
+def fp8_installed() -> bool:
+    """True when torchao can be imported here (asked with ``importlib.util.find_spec``: nothing is imported)."""
+    return importlib.util.find_spec(TORCHAO_PACKAGE) is not None
+
+
+def fp8_run_error(fp8: bool, *, cpu: bool, installed: bool) -> str | None:
+    """The reason the training core cannot run FP8 linears here, or None (``autotune launch`` and the core).
+
+    torchao's float8 matmul is ``torch._scaled_mm`` on CUDA (no CPU kernel); ``installed``: torchao is importable.
+    """
+    if not fp8:
+        return None
+    if cpu:
+        return "fp8 runs torch._scaled_mm on an FP8 GPU and cannot run on the CPU: --set fp8=false"
+    if not installed:
+        return 'fp8 needs torchao: pip install -e ".[fp8]" (or --set fp8=false)'
     return None
 
 
@@ -238,6 +314,8 @@ class TrainingSetting(FrozenModel):
     loss_impl: LossImpl = Field(default="fp32-upcast", description=DESCRIPTIONS["loss_impl"])
     attention_impl: AttentionImpl = Field(default="sdpa", description=DESCRIPTIONS["attention_impl"])
     grad_sync: GradSync = Field(default="last-micro-step", description=DESCRIPTIONS["grad_sync"])
+    optimizer_in_backward: bool = Field(default=False, description=DESCRIPTIONS["optimizer_in_backward"])
+    fp8: bool = Field(default=False, description=DESCRIPTIONS["fp8"])
     kernels: Kernels = Field(default="none", description=DESCRIPTIONS["kernels"])
     qlora_double_quant: bool = Field(default=True, description="NF4 double quantization of the constants.")
     unquantized_dtype: Literal["bf16", "fp32"] = Field(
@@ -268,7 +346,9 @@ class TrainingSetting(FrozenModel):
 
     @model_validator(mode="after")
     def _check_combination(self) -> TrainingSetting:
-        error = combination_error(self.method, self.precision)
+        error = combination_error(self.method, self.precision) or optimizer_in_backward_error(
+            self.optimizer_in_backward, self.grad_accum, self.sharding
+        )
         if error:
             raise ValueError(error)
         return self
@@ -329,10 +409,12 @@ class TrainingSetting(FrozenModel):
         if self.compile:
             parts.append("compile")
         parts.append(self.sharding + (" (sync every micro-step)" if self.grad_sync == "every-micro-step" else ""))
-        parts.append(self.optimizer)
+        parts.append(self.optimizer + (" in backward" if self.optimizer_in_backward else ""))
         parts.append(self.precision)
         if self.loss_impl == "chunked":
             parts.append("chunked CE")
+        if self.fp8:
+            parts.append("fp8 linears")
         return ", ".join(parts)
 
 

@@ -22,7 +22,7 @@ from autotune.schemas.dataset_stats import DatasetStats, Packing, packed_batches
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding
+from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding, fp8_error
 from autotune.session.attention_note import masked_attention_notes
 from autotune.session.calibration_choice import coefficients_from_option
 from autotune.session.dataset_lengths import (
@@ -91,8 +91,11 @@ def setting_inputs(
         "precision": default_precision(cluster.gpu.supports_bf16),
     }
     setting = validated(TrainingSetting, **{**defaults, **given})
-    problem = grad_sync_error(setting.grad_sync, setting.sharding, cluster.world_size) or (
-        offload_accumulation_error(setting.sharding, setting.grad_accum, setting.grad_sync, cluster.world_size)
+    card = cluster.gpu
+    problem = (
+        grad_sync_error(setting.grad_sync, setting.sharding, cluster.world_size)
+        or offload_accumulation_error(setting.sharding, setting.grad_accum, setting.grad_sync, cluster.world_size)
+        or fp8_error(setting.fp8, setting.method, card.name, card.vendor, card.generation)
     )
     if problem:
         raise InvalidRequestError(problem)

@@ -62,6 +62,11 @@ class SettingOptions:
     loss_impl: Annotated[str | None, Flag("--loss-impl", DESCRIPTIONS["loss_impl"])] = None
     grad_sync: Annotated[str | None, Flag("--grad-sync", DESCRIPTIONS["grad_sync"])] = None
     attention_impl: Annotated[str | None, Flag("--attention-impl", DESCRIPTIONS["attention_impl"])] = None
+    optimizer_in_backward: Annotated[
+        bool | None,
+        Flag("--optimizer-in-backward/--no-optimizer-in-backward", DESCRIPTIONS["optimizer_in_backward"]),
+    ] = None
+    fp8: Annotated[bool | None, Flag("--fp8/--no-fp8", DESCRIPTIONS["fp8"])] = None
 
     def given(self) -> dict[str, object]:
         """The options given (not None), by field name, ``lora_targets`` split at commas."""

@@ -104,7 +104,15 @@ def _register_model(tracker: LiveBytesTracker, model: torch.nn.Module, adapters:
                 tracker.register(tensor, "weights")
 
 
-BUILD_INDEPENDENT_FIELDS = ("micro_batch_size", "grad_accum", "loss_impl", "optimizer", "sharding", "compile")
+BUILD_INDEPENDENT_FIELDS = (
+    "micro_batch_size",
+    "grad_accum",
+    "loss_impl",
+    "optimizer",
+    "sharding",
+    "compile",
+    "optimizer_in_backward",
+)
 """Setting fields that do not change the built model (a :class:`TracedModel` serves every value of them)."""
 
 
@@ -192,6 +200,8 @@ def trace_training_step(
         for param in model.parameters():  # the next step traced on this model starts without gradients
             param.grad = None
     state_bytes = sum(cuda_rounded(tracker.records[i].nbytes) for i in state["optimizer states"])
+    if state.get("states_in_steady_phases"):  # the optimizer in backward made them before the forward
+        state_bytes = 0
     phases = [_phase(tracker, name, state["saved"], state_bytes) for name in PHASES]
     trainable, total = count_parameters(model)
     peak = max(phases, key=lambda phase: phase.peak_cuda_bytes)
@@ -252,8 +262,9 @@ def _paged_bytes(model: torch.nn.Module, setting: TrainingSetting) -> int:
 
     if not setting.optimizer.startswith("paged"):
         return 0
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}  # 32-bit states
     return sum(
-        2 * p.numel() * (4 if p.numel() < MIN_8BIT_SIZE else 1)
+        2 * p.numel() * (4 if p.numel() < MIN_8BIT_SIZE or id(p) in embeddings else 1)
         for p in model.parameters()
         if p.requires_grad and p.numel() >= PAGED_MIN_NUMEL
     )

@@ -161,10 +161,14 @@ def allocate_8bit_state(model: torch.nn.Module, paged: bool) -> tuple[list[torch
     """
     state = [torch.empty(256, dtype=torch.float32) for _ in range(2)]  # the shared dynamic / udynamic maps
     paged_bytes = 0
+    # the Trainer (and the core's optimizer in backward) keep the embeddings' states in 32 bits
+    # (``GlobalOptimManager.register_module_override(module, "weight", {"optim_bits": 32})``)
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
     for param in model.parameters():
         if not param.requires_grad:
             continue
-        dtype = torch.float32 if param.numel() < MIN_8BIT_SIZE else torch.uint8
+        small = param.numel() < MIN_8BIT_SIZE or id(param) in embeddings
+        dtype = torch.float32 if small else torch.uint8
         if paged and param.numel() >= PAGED_MIN_NUMEL:
             paged_bytes += 2 * param.numel() * torch.empty((), dtype=dtype).element_size()
         else:
@@ -190,8 +194,12 @@ def run_step(
     Returns a dict with ``saved`` (storage indices alive at the end of forward), ``gradients`` and
     ``optimizer states`` (indices of each).
     """
-    optimizer = build_optimizer(model, setting)
+    in_backward = setting.optimizer_in_backward
+    optimizer = None if in_backward else build_optimizer(model, setting)
     autocast = torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype is not None else nullcontext()
+    if in_backward:  # the states exist from the start (steady state) and each hook steps one parameter
+        states, paged_bytes, handles = in_backward_steps(model, setting)
+        optimizer_states = {tracker.register(t, "optimizer states") for t in states}
     if setting.grad_accum > 1:
         # A micro-step after the first of an accumulation window starts with every trainable parameter's
         # gradient alive; autograd's AccumulateGrad then adds each new gradient into it in place and frees the
@@ -213,6 +221,17 @@ def run_step(
         tracker.current_region = "model"
     gradients = {tracker.register(p.grad, "gradients") for p in model.parameters() if p.grad is not None}
     tracker.start_phase("optimizer step")
+    if in_backward:
+        for handle in handles:
+            handle.remove()
+        return {
+            "saved": saved,
+            "gradients": gradients,
+            "optimizer states": optimizer_states,
+            "paged_optimizer_bytes": paged_bytes,
+            "keep": states,
+            "states_in_steady_phases": True,
+        }
     paged_bytes = 0
     if optimizer is not None:
         optimizer.step()
@@ -227,3 +246,34 @@ def run_step(
         "paged_optimizer_bytes": paged_bytes,
         "keep": states,
     }
+
+
+def in_backward_steps(model: torch.nn.Module, setting: TrainingSetting) -> tuple[list[torch.Tensor], int, list[Any]]:
+    """The optimizer in backward (``trainer.in_backward``): states made up front, one step per parameter in a hook.
+
+    ``adamw``: one ``torch.optim.AdamW`` per parameter (the for-loop kernel, as one tensor takes), its moments
+    created before the forward as a later step finds them; the hook steps it and frees the gradient. 8-bit: the state
+    of :func:`allocate_8bit_state` (updated in place by the real kernel, no temporary); the hook frees the gradient.
+
+    Returns:
+        (state tensors, bytes the paged variant keeps in unified memory, the hook handles to remove).
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    if setting.optimizer != "adamw":
+        states, paged_bytes = allocate_8bit_state(model, paged=setting.optimizer.startswith("paged"))
+        optimizers: dict[torch.Tensor, torch.optim.Optimizer] = {}
+    else:
+        states, paged_bytes, optimizers = [], 0, {}
+        for param in params:
+            optimizer = torch.optim.AdamW([param], lr=1e-4, foreach=False)
+            moments = {"exp_avg": torch.zeros_like(param), "exp_avg_sq": torch.zeros_like(param)}
+            optimizer.state[param] = {"step": torch.tensor(0.0), **moments}
+            states += list(moments.values())
+            optimizers[param] = optimizer
+
+    def step(param: torch.Tensor) -> None:
+        if param in optimizers:
+            optimizers[param].step()
+        param.grad = None
+
+    return states, paged_bytes, [param.register_post_accumulate_grad_hook(step) for param in params]

@@ -104,7 +104,11 @@ def build_training_arguments(plan: PlanFile, args: TrainerArgs, precision: Preci
         include_num_input_tokens_seen="non_padding",
         ddp_find_unused_parameters=False,
         deepspeed=str(args.deepspeed_config) if args.deepspeed_config is not None else None,
-        **optimizer.training_arguments(),
+        **{
+            **optimizer.training_arguments(),
+            # stepped inside the backward, no step sees every gradient: no clipping (trainer/in_backward.py)
+            **({"max_grad_norm": 0.0} if setting.optimizer_in_backward else {}),
+        },
         **fsdp,
         **accelerator,
     )

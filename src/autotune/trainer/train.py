@@ -48,8 +48,10 @@ from autotune.trainer.chunked_loss import ChunkedLossTrainer
 from autotune.trainer.consistency import check_model_matches_plan, check_resume_plan
 from autotune.trainer.data import build_collator, build_train_dataset, detect_format, load_raw_dataset
 from autotune.trainer.data_checks import check_local_file, check_rows
+from autotune.trainer.fp8 import apply_fp8, check_fp8_runnable
 from autotune.trainer.guard import check_runtime
 from autotune.trainer.hf_args import build_training_arguments
+from autotune.trainer.in_backward import in_backward_trainer_class
 from autotune.trainer.kernels import apply_kernels, check_kernels_runnable
 from autotune.trainer.model import (
     apply_method,
@@ -148,6 +150,7 @@ def run(args: TrainerArgs) -> int:
     if attention_error:  # a plan edited by hand: autotune launch refuses it before this
         raise ConfigError(f"{args.plan_path}: {attention_error}")
     check_kernels_runnable(plan.setting, cpu=args.cpu)
+    check_fp8_runnable(plan.setting, cpu=args.cpu)
     created = not args.run_dir.exists()
     lock = acquire(args.output_dir) if int(os.environ.get("RANK", "0")) == 0 else None
     if lock is not None and lock.previous_owner:
@@ -217,6 +220,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     model = load_model(source, setting, precision, device_map)
     check_model_matches_plan(model.config, plan)
     apply_kernels(model, setting)  # before peft: Liger patches the base model's modules
+    apply_fp8(model, setting)  # before peft: the base linears become torchao Float8Linear
     model = apply_method(model, setting)
     trainable, total = count_parameters(model)
     logger.info(
@@ -231,7 +235,10 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     stopper = StopOnSignalCallback()
     diverged = StopOnNonFiniteLossCallback()
     guard = _GuardCallback(plan)
-    trainer_class = staged_trainer_class(ChunkedLossTrainer if setting.loss_impl == "chunked" else Trainer, plan)
+    base_class: type[Trainer] = ChunkedLossTrainer if setting.loss_impl == "chunked" else Trainer
+    if setting.optimizer_in_backward:  # per-parameter optimizers stepped by hooks (trainer/in_backward.py)
+        base_class = in_backward_trainer_class(base_class)
+    trainer_class = staged_trainer_class(base_class, plan)
     trainer = trainer_class(
         model=model,
         args=training_args,

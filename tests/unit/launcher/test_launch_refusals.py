@@ -217,8 +217,9 @@ def test_a_plan_edited_past_the_model_maximum_warns_as_plan_does(
         ({"sharding": "fsdp", "gpus": 2}, "--cpu cannot run sharding fsdp"),
         ({"sharding": "fsdp-offload", "gpus": 2}, "--cpu cannot run sharding fsdp-offload"),
         ({"kernels": "liger"}, "kernels=liger runs Triton GPU kernels and cannot run on the CPU"),
+        ({"fp8": True}, "fp8 runs torch._scaled_mm on an FP8 GPU and cannot run on the CPU"),
     ],
-    ids=["fsdp", "fsdp-offload", "liger"],
+    ids=["fsdp", "fsdp-offload", "liger", "fp8"],
 )
 @pytest.mark.parametrize("mode", ["dry-run", "launch"])
 def test_cpu_with_a_plan_that_cannot_run_on_the_cpu_is_one_line_before_anything(
@@ -237,6 +238,8 @@ def test_cpu_with_a_plan_that_cannot_run_on_the_cpu_is_one_line_before_anything(
     code, err = _launch(capsys, plan, _data(tmp_path), out, *MODES[mode])  # on GPUs it runs
     if setting.get("kernels") == "liger" and importlib.util.find_spec("liger_kernel") is None:
         assert code == 2 and "needs the Liger Kernel package" in _one_error(err)  # (the optional extra)
+    elif setting.get("fp8") and importlib.util.find_spec("torchao") is None:
+        assert code == 2 and "fp8 needs torchao" in _one_error(err)  # (the optional extra)
     else:
         assert code == 0, err
 
