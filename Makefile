@@ -10,6 +10,6 @@ style:
 	ruff check --fix src tests benchmarks tools
 	ruff format src tests benchmarks tools
 test:
-	python -m pytest -q
+	python -m pytest -q -n 2 --all
 test-fast:
-	python -m pytest -q -m "not slow"
+	python -m pytest -q

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,14 @@ def rough_prediction() -> Estimate:
         mfu=0.01,
         time_uncertainty_fraction=0.3,
     )
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A finished run of the training core: its run directory and what ``autotune launch`` printed."""
+
+    output_dir: Path
+    launched: subprocess.CompletedProcess[str]
 
 
 PlanWriter = Callable[..., Path]
