@@ -186,6 +186,18 @@ def trainer_env() -> dict[str, str]:
     return env
 
 
+def launch(capsys: Any, *args: str) -> tuple[int, str, str]:
+    """``autotune launch ARGS`` in-process (:func:`cli_runner.run`), its run started with :func:`trainer_env`, as every
+    other run of the core in the tests: (exit code, stdout, stderr)."""
+    import pytest
+    from cli_runner import run
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in trainer_env().items():
+            patch.setenv(name, value)
+        return run(capsys, "launch", *args)
+
+
 def core_args(plan: Path, data: Path, out: Path, max_steps: int) -> list[str]:
     """The arguments every CPU run of the core takes: ``--plan P --dataset D --output-dir O --cpu --max-steps N``."""
     return [
