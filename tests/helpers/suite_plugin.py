@@ -137,12 +137,15 @@ def starts_the_core(item: pytest.Item, targets: tuple[object, ...]) -> bool:
 
 
 def shared_run(item: pytest.Item, targets: tuple[object, ...]) -> str | None:
-    """The name of a session-scoped fixture of the test that starts the core (a run its tests share), if any."""
+    """The group of a test that requests a session- or module-scoped fixture that starts the core (a run its tests
+    share): the fixture's name, with the module's path for a module-scoped one; None if it requests none."""
     if not isinstance(item, pytest.Function):
         return None
     for name, definitions in item._fixtureinfo.name2fixturedefs.items():
-        if any(d.scope == "session" and _in_tests(d.func) and reaches(d.func, targets, set()) for d in definitions):
-            return name
+        for definition in definitions:
+            shared = definition.scope in ("session", "module") and _in_tests(definition.func)
+            if shared and reaches(definition.func, targets, set()):
+                return name if definition.scope == "session" else f"{item.path}::{name}"
     return None
 
 
@@ -272,15 +275,15 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 _SESSION_LOCK: list[IO[str]] = []
 
 
-def _extensions_dir() -> Path:
-    """``<sys.prefix>/torch-extensions``, with stale build locks removed when no other session uses it; a fresh
-    temporary directory where the environment is not writable."""
-    root = Path(sys.prefix) / EXTENSIONS_DIR_NAME
+def extensions_dir(prefix: Path) -> tuple[Path, IO[str] | None]:
+    """``PREFIX/torch-extensions`` and the open file holding this session's shared lock on it, with stale build locks
+    removed when no other session uses it; a fresh temporary directory (and no lock) where PREFIX is not writable."""
+    root = prefix / EXTENSIONS_DIR_NAME
     try:
         root.mkdir(exist_ok=True)
         handle = (root / ".sessions").open("a")
     except OSError:
-        return Path(tempfile.mkdtemp(prefix="torch-extensions-"))
+        return Path(tempfile.mkdtemp(prefix="torch-extensions-")), None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         for lock in root.glob("*/lock"):  # no session is building: a killed build left it
@@ -288,8 +291,7 @@ def _extensions_dir() -> Path:
     except BlockingIOError:
         pass  # another session is running: its builds hold their locks
     fcntl.flock(handle, fcntl.LOCK_SH)
-    _SESSION_LOCK.append(handle)
-    return root
+    return root, handle
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -297,7 +299,10 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.addaudithook(_audit)
     _install_wakeup_pipe()
     if not hasattr(config, "workerinput"):  # the controller (or a plain session); xdist workers inherit it
-        os.environ["TORCH_EXTENSIONS_DIR"] = str(_extensions_dir())
+        root, handle = extensions_dir(Path(sys.prefix))
+        os.environ["TORCH_EXTENSIONS_DIR"] = str(root)
+        if handle is not None:
+            _SESSION_LOCK.append(handle)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

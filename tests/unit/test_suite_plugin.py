@@ -3,11 +3,12 @@ that starts it fails, and a SIGINT swallowed by the code under test still ends t
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
 from pathlib import Path
 
-from suite_plugin import reaches
+from suite_plugin import extensions_dir, reaches
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 CONFTEST = f"import sys\nsys.path.insert(0, {str(HELPERS)!r})\npytest_plugins = ['suite_plugin']\n"
@@ -97,3 +98,17 @@ def test_an_unmarked_test_that_starts_the_core_fails_and_a_marked_one_runs_with_
     assert "1 deselected" in _pytest(tmp_path, marked).stdout
     done = _pytest(tmp_path, marked, "--all")
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
+
+
+def test_stale_extension_build_locks_are_removed_only_when_no_other_session_runs(tmp_path: Path) -> None:
+    lock = tmp_path / "torch-extensions" / "cpu_adam" / "lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    root, other_session = extensions_dir(tmp_path)  # alone: a killed build left the lock
+    assert root == tmp_path / "torch-extensions" and not lock.exists() and other_session is not None
+    lock.touch()  # now another session (still holding its shared lock) is building
+    _, this_session = extensions_dir(tmp_path)
+    assert lock.exists() and this_session is not None
+    for handle in (other_session, this_session):
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
