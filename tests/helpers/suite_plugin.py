@@ -3,10 +3,13 @@
 
 - **Marked by what they do.** A test is marked ``slow`` when its code — or a fixture it requests, or a function of
   the test folders it calls, followed transitively, imports inside functions included — reaches
-  :func:`trainer_helpers.trainer_env`, the environment every subprocess of the training core is started with
-  (``trainer_helpers.run_command``, ``run_trainer`` and ``run_torchrun`` use it). A test that starts the core some
-  other way (``autotune launch`` in-process) fails unless marked ``slow`` by hand: an audit hook sees every
-  ``subprocess.Popen`` of ``autotune.trainer`` and :func:`pytest_runtest_call` fails an unmarked test that made one.
+  :func:`trainer_helpers.trainer_env`, the environment every run of the training core in the tests is started with
+  (``trainer_helpers.run_command``, ``run_trainer``, ``run_torchrun`` and ``launch``, an in-process ``autotune
+  launch``, use it). A test that starts the core another way fails: an audit hook sees every ``subprocess.Popen``
+  whose arguments hold the word ``autotune.trainer`` and :func:`pytest_runtest_call` fails an unmarked test that
+  made one. (A few tests are marked ``slow`` by hand for another reason, e.g. torch traces in-process.)
+- **Shared runs.** Tests that request a session- or module-scoped fixture that starts the core get one
+  ``xdist_group``, and ``-n`` distributes by ``loadgroup``: one worker runs the core once for all of them.
 - **The inner loop.** ``pytest`` alone leaves the ``slow`` tests out (the summary says how many); ``--all`` (README's
   test command, ``.ci/run``), a ``-m`` expression or a test id (``file::test``) selects them. The slow tests are
   ordered first, so that under ``pytest-xdist`` the long runs start while the short tests fill the gaps.
