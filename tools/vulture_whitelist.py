@@ -88,6 +88,8 @@ pytest_runtest_setup  # unused function (tests/helpers/suite_plugin.py: pytest h
 pytest_runtest_call  # unused function (tests/helpers/suite_plugin.py: pytest hook)
 pytest_configure  # unused function (tests/helpers/suite_plugin.py: pytest hook)
 pytest_unconfigure  # unused function (tests/helpers/suite_plugin.py: pytest hook)
+pytest_sessionfinish  # unused function (tests/helpers/suite_plugin.py: pytest hook)
+pytest_testnodedown  # unused function (tests/helpers/suite_plugin.py: xdist hook)
 _offline_hub_cache  # unused function (tests/conftest.py:78)
 collect_ignore_glob  # unused variable (tests/integration/conftest.py:21)
 types  # unused variable (tests/integration/test_chunked_loss.py:47)

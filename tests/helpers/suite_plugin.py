@@ -178,6 +178,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 _LEFT_OUT = pytest.StashKey[int]()
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands the number it left out to the controller (:func:`pytest_testnodedown`)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["left_out"] = session.config.stash.get(_LEFT_OUT, 0)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The controller keeps the number its workers left out (each collects every test: the largest is the count)."""
+    left_out = getattr(node, "workeroutput", {}).get("left_out", 0)
+    node.config.stash[_LEFT_OUT] = max(node.config.stash.get(_LEFT_OUT, 0), left_out)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     """Say how many tests that start the training core plain ``pytest`` left out, and how to run them."""
     left_out = config.stash.get(_LEFT_OUT, 0)
@@ -204,7 +218,7 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 # --- Ctrl-C ends the session ------------------------------------------------------------------------------------------
 
-_WAKEUP: list[int] = []  # the read end of the wakeup pipe, once installed
+_WAKEUP: list[int] = []  # the read and write ends of the wakeup pipe, once installed
 _OWN_SIGINT: list[bool] = [False]
 
 
@@ -214,7 +228,7 @@ def _install_wakeup_pipe() -> None:
         os.set_blocking(read_fd, False)
         os.set_blocking(write_fd, False)
         signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-        _WAKEUP.append(read_fd)
+        _WAKEUP.extend((read_fd, write_fd))
 
 
 def threading_is_main() -> bool:
@@ -245,6 +259,8 @@ def sends_itself_sigint() -> Iterator[None]:
 
 def _phase(item: pytest.Item, check_core: bool) -> Iterator[None]:
     _received_sigint()  # what arrived between tests was handled by pytest itself
+    if _WAKEUP and threading_is_main():  # ours again, should a test's event loop have replaced it
+        signal.set_wakeup_fd(_WAKEUP[1], warn_on_full_buffer=False)
     _WATCHING[0] = True
     _CORE_STARTED.clear()
     try:
