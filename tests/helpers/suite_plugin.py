@@ -90,13 +90,20 @@ def _in_tests(obj: Any) -> bool:
     return isinstance(code, types.CodeType) and _file_in_tests(code.co_filename)
 
 
+def _test_module(value: object) -> bool:
+    """A module of the test folders (``trainer_helpers``, ``cli_runner``, ...): only their attributes are followed, so
+    that no library's lazy ``__getattr__`` runs (imports, deprecation warnings) at collection."""
+    file = getattr(value, "__file__", None)
+    return isinstance(value, types.ModuleType) and isinstance(file, str) and _file_in_tests(file)
+
+
 def _referenced(function: Callable[..., Any]) -> Iterator[Any]:
-    """The objects ``function``'s code names: its globals, and attributes of modules it names (``import x`` and
-    ``from x import y`` inside a function included)."""
+    """The objects ``function``'s code names: its globals, and attributes of the test folders' modules it names
+    (``import x`` and ``from x import y`` inside a function included)."""
     namespace = getattr(function, "__globals__", {})
     for code in _code_objects(function.__code__):
         names = code.co_names
-        modules = [m for m in (namespace.get(n, sys.modules.get(n)) for n in names) if isinstance(m, types.ModuleType)]
+        modules = [m for m in (namespace.get(n, sys.modules.get(n)) for n in names) if _test_module(m)]
         for name in names:
             if name in namespace:
                 yield namespace[name]
