@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,10 @@ HELPERS = Path(__file__).resolve().parent / "helpers"
 """Test helpers imported by bare module name (``cli_runner``, ``run_reports``, ``plans``) from any test folder."""
 if str(HELPERS) not in sys.path:
     sys.path.insert(0, str(HELPERS))
+
+pytest_plugins = ["suite_plugin"]
+"""tests/helpers/suite_plugin.py: the tests that start the training core are marked and left out of plain ``pytest``
+(``--all`` runs them); Ctrl-C ends the session; torch's C++ extensions are built once per virtual environment."""
 
 OPTIONAL_TEST_MODULES: dict[str, tuple[str, str]] = {
     "integration/test_liger_wiring.py": (
@@ -43,18 +46,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Name the optional test modules left out of collection at the end of the session."""
     for line in not_collected_lines():
         terminalreporter.write_line(line)
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _isolated_torch_extensions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Build torch C++ extensions (DeepSpeed's ``cpu_adam`` and ``deepspeed_shm_comm``, JIT-built on first use)
-    in a directory of this test session, not in ``~/.cache/torch_extensions``: a build killed there (an
-    interrupted run) leaves its ``lock`` file, and torch's ``FileBaton`` then waits forever in every later run
-    (it hung a CI run once). Subprocesses inherit the variable."""
-    directory = tmp_path_factory.mktemp("torch-extensions")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TORCH_EXTENSIONS_DIR", str(directory))
-        yield directory
 
 
 @pytest.fixture(autouse=True)

@@ -12,24 +12,18 @@ from pathlib import Path
 
 import pytest
 from cli_runner import run
-from trainer_helpers import PlanWriter, core_args, instruction_rows, read_report, run_trainer, write_jsonl
+from trainer_helpers import FinishedRun, PlanWriter, core_args, instruction_rows, read_report, run_trainer, write_jsonl
 
 
-def test_a_held_out_fraction_is_evaluated_every_eval_steps_and_at_the_end(
-    write_plan: PlanWriter, tmp_path: Path
-) -> None:
-    plan = write_plan(method="lora", micro_batch_size=2, grad_accum=1, precision="fp32")
-    data = write_jsonl(tmp_path / "d.jsonl", instruction_rows(40))
-    out = tmp_path / "run"
-    done = run_trainer(*core_args(plan, data, out, 5), "--eval-fraction", "0.2", "--eval-steps", "2")
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = read_report(out)
-    assert report.eval_loss_steps == [2, 4, 5]  # every 2 steps, and the end (5 is not a multiple of 2)
+def test_a_held_out_fraction_is_evaluated_every_eval_steps_and_at_the_end(finished_lora_run: FinishedRun) -> None:
+    """The shared run (tests/integration/conftest.py): 40 rows, ``--eval-fraction 0.2 --eval-steps 2``, 3 steps."""
+    done, report = finished_lora_run.launched, read_report(finished_lora_run.output_dir)
+    assert report.eval_loss_steps == [2, 3]  # every 2 steps, and the end (3 is not a multiple of 2)
     assert all(math.isfinite(loss) and loss > 0 for loss in report.eval_losses)
     assert "held out 8 of 40 rows" in done.stderr and "40 instruction examples" not in done.stderr
     assert "32 instruction examples" in done.stderr  # the training rows are the other 32
     lines = (done.stdout + done.stderr).splitlines()
-    assert [line.split()[-1] for line in lines if line.startswith("eval loss ")] == ["2", "4", "5"]
+    assert [line.split()[-1] for line in lines if line.startswith("eval loss ")] == ["2", "3"]
 
 
 def test_an_eval_dataset_is_evaluated_once_at_the_end_without_eval_steps(

@@ -20,26 +20,14 @@ from typing import Any
 
 import pytest
 from cli_runner import run
-from trainer_helpers import chat_rows, instruction_rows, run_command, write_jsonl
+from trainer_helpers import FinishedRun, chat_rows, run_command, write_jsonl
 
 
-@pytest.fixture(scope="module")
-def lora_run(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
-    """A 3-step LoRA run (fp32, lr 1e-2 so that the adapter moves away from its zero B) with final/ and a
-    checkpoint."""
-    from trainer_helpers import build_plan_file
-
-    tmp = tmp_path_factory.mktemp("export")
-    plan = build_plan_file(tiny_model_dir, tmp / "plan.yaml", method="lora", micro_batch_size=2, grad_accum=1,
-                           precision="fp32")  # fmt: skip
-    data = write_jsonl(tmp / "d.jsonl", instruction_rows(16))
-    out = tmp / "run"
-    launch = [sys.executable, "-c", "from autotune.cli.app import main; main()", "launch", str(plan), "--dataset",
-              str(data), "--output-dir", str(out), "--cpu", "--max-steps", "3", "--learning-rate", "1e-2",
-              "--save-steps", "2"]  # fmt: skip
-    done = run_command(launch, timeout_s=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
+@pytest.fixture
+def lora_run(finished_lora_run: FinishedRun) -> Path:
+    """The shared 3-step LoRA run (fp32, lr 1e-2 so that the adapter moves away from its zero B) with final/ and a
+    checkpoint at step 2 (tests/integration/conftest.py)."""
+    return finished_lora_run.output_dir
 
 
 def _logits(model: object, tokenizer: object) -> object:

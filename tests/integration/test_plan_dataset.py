@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from cli_runner import run
-from trainer_helpers import WORDS, chat_rows, pattern_text, write_jsonl
+from trainer_helpers import WORDS, chat_rows, launch, pattern_text, write_jsonl
 
 SEQ_LEN = 32
 
@@ -153,8 +153,8 @@ def test_the_launch_runs_the_predicted_number_of_optimizer_steps(
     predicted = planned.prediction.num_optimizer_steps
     assert planned.dataset is not None and planned.dataset.blocks == 13
     assert predicted == {"1": 3, "2": 6}[epochs]  # ⌈13 / 2⌉ = 7 micro batches → 3 steps per epoch (not ⌈26 / 6⌉ = 5)
-    code, _, err = run(capsys, "launch", str(plan), "--dataset", str(data), "--output-dir", str(tmp_path / "run"),
-                       "--cpu", "--save-steps", "1000")  # fmt: skip
+    code, _, err = launch(capsys, str(plan), "--dataset", str(data), "--output-dir", str(tmp_path / "run"),
+                          "--cpu", "--save-steps", "1000")  # fmt: skip
     assert code == 0, err[-3000:]
     assert read_report(tmp_path / "run").steps == predicted
 
@@ -190,8 +190,8 @@ def test_padded_batches_are_planned_and_launched_one_example_per_row(
     assert workload.computed_tokens_per_sequence(2) > workload.tokens_per_sequence
     predicted = planned.prediction.num_optimizer_steps
     assert predicted == 4  # ⌈13 / 2⌉ = 7 micro batches → ⌈7 / 2⌉ steps
-    code, _, err = run(capsys, "launch", str(plan), "--dataset", str(data), "--output-dir", str(tmp_path / "run"),
-                       "--cpu", "--save-steps", "1000")  # fmt: skip
+    code, _, err = launch(capsys, str(plan), "--dataset", str(data), "--output-dir", str(tmp_path / "run"),
+                          "--cpu", "--save-steps", "1000")  # fmt: skip
     assert code == 0, err[-3000:]
     assert read_report(tmp_path / "run").steps == predicted
 

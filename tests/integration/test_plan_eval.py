@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import run
-from trainer_helpers import WORDS, pattern_text, read_report, write_jsonl
+from trainer_helpers import WORDS, launch, pattern_text, read_report, write_jsonl
 
 SEQ_LEN = 32
 
@@ -40,8 +40,8 @@ def test_the_launch_of_a_plan_runs_the_planned_evals_and_steps(
     assert (prediction.num_optimizer_steps, prediction.num_evals) == (4, 2)
     assert prediction.eval_time_s is not None and prediction.eval_time_s > 0
     # no eval option: the plan's
-    code, _, err = run(capsys, "launch", str(plan), "--dataset", str(data), "--output-dir", str(tmp_path / "run"),
-                       "--cpu", "--save-steps", "1000")  # fmt: skip
+    code, _, err = launch(capsys, str(plan), "--dataset", str(data), "--output-dir", str(tmp_path / "run"),
+                          "--cpu", "--save-steps", "1000")  # fmt: skip
     assert code == 0, err[-3000:]
     report = read_report(tmp_path / "run")
     assert report.steps == prediction.num_optimizer_steps

@@ -9,18 +9,15 @@ from typing import Any
 
 import pytest
 from cli_runner import run
-from trainer_helpers import PlanWriter, core_args, instruction_rows, read_report, run_trainer, write_jsonl
+from trainer_helpers import FinishedRun, PlanWriter, instruction_rows, read_report, write_jsonl
 
 
-def test_tensorboard_event_files_hold_the_logged_losses(write_plan: PlanWriter, tmp_path: Path) -> None:
+def test_tensorboard_event_files_hold_the_logged_losses(finished_lora_run: FinishedRun) -> None:
+    """The shared run (tests/integration/conftest.py) logs to tensorboard, with eval."""
     pytest.importorskip("tensorboard")  # in the dev extra: CI runs this
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    plan = write_plan(method="lora", micro_batch_size=2, grad_accum=1, precision="fp32")
-    data = write_jsonl(tmp_path / "d.jsonl", instruction_rows(24))
-    out = tmp_path / "run"
-    done = run_trainer(*core_args(plan, data, out, 3), "--report-to", "tensorboard", "--eval-fraction", "0.25")
-    assert done.returncode == 0, done.stderr[-3000:]
+    out = finished_lora_run.output_dir
     files = list((out / "tensorboard").rglob("events.out.tfevents.*"))
     assert files, sorted(str(p) for p in out.rglob("*"))
     events = EventAccumulator(str(files[0].parent))

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,14 @@ def rough_prediction() -> Estimate:
     )
 
 
+@dataclass(frozen=True)
+class FinishedRun:
+    """A finished run of the training core: its run directory and what ``autotune launch`` printed."""
+
+    output_dir: Path
+    launched: subprocess.CompletedProcess[str]
+
+
 PlanWriter = Callable[..., Path]
 """``write_plan(num_gpus=1, seq_len=32, name='plan.yaml', **setting_fields) -> Path``."""
 
@@ -175,6 +184,18 @@ def trainer_env() -> dict[str, str]:
         }
     )
     return env
+
+
+def launch(capsys: Any, *args: str) -> tuple[int, str, str]:
+    """``autotune launch ARGS`` in-process (:func:`cli_runner.run`), its run started with :func:`trainer_env`, as every
+    other run of the core in the tests: (exit code, stdout, stderr)."""
+    import pytest
+    from cli_runner import run
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in trainer_env().items():
+            patch.setenv(name, value)
+        return run(capsys, "launch", *args)
 
 
 def core_args(plan: Path, data: Path, out: Path, max_steps: int) -> list[str]:

@@ -1,6 +1,7 @@
 """The planner: candidate space, feasibility, ranking and explanations (pure Python, no torch).
 
 Modules:
+  lever_hints    a refusal's hint that names a lever (the global batch the optimizer in backward fits at)
   request   PlanRequest and the user's fixed choices (Overrides)
   space     the candidate settings of a request and what is refused up front
   search    estimate every candidate, rank, explain each rejected family

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autotune.costmodel.estimate import estimate_setting
-from autotune.errors import AutotuneError, InfeasibleError
+from autotune.errors import InfeasibleError
+from autotune.planner.lever_hints import in_backward_hint
 from autotune.planner.request import Objective, Overrides, PlanRequest
 from autotune.planner.space import (
     ONE_GPU_OFFLOAD_ACCUMULATION,
@@ -356,7 +357,7 @@ def _infeasible_message(request: PlanRequest, scored: list[Scored]) -> str:
     )
     if request.overrides.sharding == "fsdp-offload":
         head += _one_micro_step_clause(request)
-    head += _in_backward_hint(request, scored)
+    head += in_backward_hint(request, [scored_.setting for scored_ in scored], lambda r: search(r).best)
     if not forced:
         return head + "; try more GPUs, a shorter --seq-len or a larger GPU"
     relaxed = request.model_copy(update={"overrides": Overrides()})
@@ -369,35 +370,3 @@ def _infeasible_message(request: PlanRequest, scored: list[Scored]) -> str:
         f". Nearest that fits: {nearest.setting.short()} (peak {e.peak_memory_gib:.1f} GiB, "
         f"{e.tokens_per_s:,.0f} tokens/s)"
     )
-
-
-def _in_backward_hint(request: PlanRequest, scored: list[Scored]) -> str:
-    """A clause naming the largest global batch at which the optimizer in backward fits full fine-tuning, or ''.
-
-    Only when full fine-tuning was searched on one GPU and the user did not turn the lever off: it steps in the
-    backward only with one micro-step per optimizer step (``optimizer_in_backward_error``), so at this global batch
-    it was tried with the whole batch as one micro batch. The global batch is the user's choice: the planner names
-    the one that fits instead of changing it. Tries the powers of two below the global batch.
-    """
-    o = request.overrides
-    full_searched = any(s.setting.method == "full" for s in scored)
-    if not full_searched or o.optimizer_in_backward is False or request.cluster.world_size != 1:
-        return ""
-    size = request.workload.global_batch_size // 2
-    while size >= 1:
-        workload = request.workload.model_copy(update={"global_batch_size": size})
-        forced = o.model_copy(
-            update={"method": "full", "optimizer_in_backward": True, "micro_batch_size": None, "grad_accum": None}
-        )
-        try:
-            found = search(request.model_copy(update={"workload": workload, "overrides": forced})).best
-        except AutotuneError:
-            size //= 2
-            continue
-        e = found.estimate
-        return (
-            f"; full fine-tuning fits with the optimizer stepped inside the backward ({found.setting.short()}: peak "
-            f"{e.peak_memory_gib:.1f} GiB, {e.tokens_per_s:,.0f} tokens/s), which needs one micro-step per optimizer "
-            f"step: --global-batch-size {size}"
-        )
-    return ""

@@ -121,6 +121,7 @@ def test_child_killed_by_a_signal_gives_128_plus_n() -> None:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.usefixtures("sends_itself_sigint")  # the SIGINT this test sends itself does not end the session
 def test_signals_are_forwarded_once_to_the_child(tmp_path: Path, signum: int) -> None:
     ready = tmp_path / "ready"
     child = (
