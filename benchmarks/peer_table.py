@@ -36,9 +36,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autotune.cli.planning import PlanOptions, request_from_options
-
-from autotune.cli.setting_options import SettingOptions
 from autotune.costmodel.calibration import default_coefficients
 from autotune.errors import AutotuneError
 from autotune.planner import search
@@ -46,6 +43,8 @@ from autotune.planner.search import choose, evaluate_candidates
 from autotune.profiles.catalog import resolve_gpu
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.setting import TrainingSetting
+from autotune.session.planning import PlanOptions, request_from_options
+from autotune.session.setting_options import SettingOptions
 
 TORCHTUNE = "pytorch/torchtune README.md 'Memory and training speed' (30b8519e, 2024-09-24)"
 NEMO = "NVIDIA-NeMo/Automodel docs/performance-summary.mdx 'Fine-Tuning (LoRA) Performance' (36044ad3)"

@@ -93,7 +93,9 @@ def test_a_warm_plan_imports_no_yaml_and_prints_what_a_cold_one_prints(tmp_path:
     assert cold.startswith("True\n")
     assert sorted(path.name for path in (tmp_path / "cache").iterdir()) == [
         "catalog-calibration.json",
+        "catalog-evidence.json",
         "catalog-gpus.json",
+        "catalog-interconnects.json",
         "catalog-models.json",
         "catalog-op-counts.json",
     ]

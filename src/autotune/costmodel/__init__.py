@@ -6,6 +6,7 @@ It only predicts: fitting the coefficients, validating and cross-validating pred
 :mod:`autotune.calibration`, which imports this package (never the reverse).
 
 Modules:
+  optimizer_memory  the optimizer states' bytes: paged 8-bit states outside the allocated peak, 32-bit embeddings
   time_correction  a calibration's local time correction at a setting, and the band it carries
   evidence       what backs an answer (measured by our core, by a public stack, or extrapolated), its band and the
                  MFU cap of the GPU's generation (profiles/evidence.yaml)

@@ -29,7 +29,6 @@ from pydantic import Field
 
 from autotune.schemas._base import StrictModel
 from autotune.schemas.packing import best_fit_decreasing
-from autotune.yamlio import open_regular
 
 DEFAULT_MAX_ROWS: Final[int] = 200_000
 """Rows tokenized at most (``--max-rows``); the rest of a larger dataset is assumed alike and scaled."""
@@ -279,6 +278,8 @@ def fingerprint(dataset: str) -> DatasetFingerprint:
     if not path.exists() and not path.is_symlink():
         return DatasetFingerprint(path=dataset)
     digest = hashlib.sha256()
+    from autotune.yamlio import open_regular  # not at import: yamlio loads PyYAML, which a warm plan skips
+
     with open_regular(path, "dataset") as handle:
         size = os.fstat(handle.fileno()).st_size
         while chunk := handle.read(HASH_CHUNK_BYTES):

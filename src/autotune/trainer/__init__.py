@@ -4,6 +4,8 @@ It runs with transformers' Trainer, peft, bitsandbytes, accelerate / DeepSpeed. 
 co.
 
 Modules:
+  in_backward    the optimizer stepped inside the backward (per-parameter hooks behind a no-op Trainer optimizer)
+  fp8            FP8 linear layers through accelerate's torchao path (CUDA with FP8 tensor cores only)
   __main__       entry point: parse the arguments, run, user errors → one line and exit code 2
   args           TrainerArgs and its argparse parser, generated from schemas.trainer_options
   train          wires plan → data → model → Trainer → checkpoints, weights, report (seeds first)
