@@ -110,7 +110,8 @@ def skypilot_task(plan: PlanFile, options: LaunchOptions) -> dict[str, Any]:
         "set -euo pipefail",
         f'export PATH="{NODE_VENV}/bin:$PATH"',
         f'AUTOTUNE_PYTHON="{NODE_VENV}/bin/python"',
-        'MASTER_ADDR="$(echo "$SKYPILOT_NODE_IPS" | head -n1)"',
+        # sed reads all its input: `head -n1` may exit before echo writes the rest, and pipefail then ends the run (141)
+        'MASTER_ADDR="$(printf \'%s\\n\' "$SKYPILOT_NODE_IPS" | sed -n 1p)"',
         f"MASTER_PORT={port}",
         "export MASTER_ADDR MASTER_PORT",
         *resume_lines(options, cluster.num_nodes),
