@@ -51,6 +51,8 @@ KIT = Path(__file__).resolve().parent / "gpu_kit"
 VARIANTS = ("tt-full", "hf-full", "fp8-layer")
 """In the order ``--all`` runs them: the peer ratio first, then FP8 (compiles four layers)."""
 GIB = 1024**3
+LEVERS = "bf16,optim-in-bwd,paged-adamw-8bit,ckpt,chunked-ce"
+"""The levers both full fine-tuning variants run (torchtune's 8B single-device recipe)."""
 
 
 def _config(path: str) -> Any:
@@ -93,6 +95,16 @@ def _timed(step: Any, steps: int, warmup: int, device: str) -> tuple[list[float]
         if index >= warmup:
             times_s.append(time.perf_counter() - start_s)
     return times_s, loss
+
+
+def _measured(name: str, args: argparse.Namespace, step: Any, **extra: Any) -> dict[str, Any]:
+    """Run ``step`` (warm-up, then timed steps) from fresh peak-memory counters; its JSON row."""
+    import torch
+
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times_s, loss = _timed(step, args.steps, args.warmup, args.device)
+    return _result(name, args, times_s, loss, **extra)
 
 
 def _result(name: str, args: argparse.Namespace, times_s: list[float], loss: float, **extra: Any) -> dict[str, Any]:
@@ -155,12 +167,7 @@ def run_tt_full(args: argparse.Namespace) -> dict[str, Any]:
         loss.backward()
         return float(loss.detach())
 
-    if args.device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    times_s, loss = _timed(step, args.steps, args.warmup, args.device)
-    return _result(
-        "tt-full", args, times_s, loss, stack="torchtune", levers="bf16,optim-in-bwd,paged-adamw-8bit,ckpt,chunked-ce"
-    )
+    return _measured("tt-full", args, step, stack="torchtune", levers=LEVERS)
 
 
 def run_hf_full(args: argparse.Namespace) -> dict[str, Any]:
@@ -196,16 +203,12 @@ def run_hf_full(args: argparse.Namespace) -> dict[str, Any]:
         loss.backward()
         return float(loss.detach())
 
-    if args.device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    times_s, loss = _timed(step, args.steps, args.warmup, args.device)
-    return _result(
+    return _measured(
         "hf-full",
         args,
-        times_s,
-        loss,
+        step,
         stack="transformers",
-        levers="bf16,optim-in-bwd,paged-adamw-8bit,ckpt,chunked-ce",
+        levers=LEVERS,
     )
 
 

@@ -14,12 +14,11 @@ from autotune.calibration.suggest import band_text, describe, suggest, template_
 from autotune.cli.console import console
 from autotune.errors import InvalidRequestError
 from autotune.fileio import write_atomic
-from autotune.planner.request import Overrides
 from autotune.profiles.measurement_csv import csv_with_rows
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
-from autotune.session.calibration_choice import coefficients_from_option
+from autotune.session.calibration_choice import calibration_file, coefficients_from_option
 from autotune.session.option_groups import SuggestOptions
-from autotune.session.resolve import build_request
+from autotune.session.planning import PlanOptions, request_from_options
 
 
 def write_suggestions(options: SuggestOptions, template: Path, calibration: Path | None) -> None:
@@ -35,26 +34,16 @@ def write_suggestions(options: SuggestOptions, template: Path, calibration: Path
     assert options.suggest is not None and options.model is not None and options.gpu is not None
     if template.exists():
         raise InvalidRequestError(f"{template} exists: choose another path with --template (nothing was overwritten)")
-    coefficients, calibration_name = coefficients_from_option(calibration)
-    requests = []
-    for seq_len in options.seq_len or [DEFAULT_SEQ_LEN]:
-        request, _ = build_request(
-            model=options.model,
-            gpu=options.gpu,
-            num_gpus=options.num_gpus,
-            num_nodes=1,
-            host_memory_gib=None,
-            seq_len=seq_len,
-            global_batch_size=32,
-            num_samples=None,
-            dataset_tokens=None,
-            epochs=1.0,
-            objective="quality",
-            overrides=Overrides(),
-            coefficients=coefficients,
-            calibration_name=calibration_name,
-        )
-        requests.append(request)
+    path = calibration_file(calibration)  # its note once, not once per sequence length
+    coefficients, calibration_name = coefficients_from_option(path)
+    requests = [
+        request_from_options(
+            PlanOptions(
+                model=options.model, gpu=options.gpu, num_gpus=options.num_gpus, seq_len=seq_len, calibration=path
+            )
+        )[0]
+        for seq_len in options.seq_len or [DEFAULT_SEQ_LEN]
+    ]
     space, selection = suggest(requests, options.suggest, coefficients)
     if not space:
         raise InvalidRequestError(

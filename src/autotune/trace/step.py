@@ -224,28 +224,22 @@ def run_step(
     if in_backward:
         for handle in handles:
             handle.remove()
-        return {
-            "saved": saved,
-            "gradients": gradients,
-            "optimizer states": optimizer_states,
-            "paged_optimizer_bytes": paged_bytes,
-            "keep": states,
-            "states_in_steady_phases": True,
-        }
-    paged_bytes = 0
-    if optimizer is not None:
+    elif optimizer is not None:
+        paged_bytes = 0
         optimizer.step()
         states = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
     else:
         states, paged_bytes = allocate_8bit_state(model, paged=setting.optimizer.startswith("paged"))
-    optimizer_states = {tracker.register(t, "optimizer states") for t in states}
-    return {
+    if not in_backward:
+        optimizer_states = {tracker.register(t, "optimizer states") for t in states}
+    traced = {
         "saved": saved,
         "gradients": gradients,
         "optimizer states": optimizer_states,
         "paged_optimizer_bytes": paged_bytes,
         "keep": states,
     }
+    return {**traced, "states_in_steady_phases": True} if in_backward else traced
 
 
 def in_backward_steps(model: torch.nn.Module, setting: TrainingSetting) -> tuple[list[torch.Tensor], int, list[Any]]:
