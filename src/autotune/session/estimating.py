@@ -23,7 +23,6 @@ from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding, fp8_error
-from autotune.session.attention_note import masked_attention_notes
 from autotune.session.calibration_choice import coefficients_from_option
 from autotune.session.dataset_lengths import (
     check_packing,
@@ -37,12 +36,9 @@ from autotune.session.planning import PlanOptions
 from autotune.session.resolve import (
     eval_data,
     evaluated_workload,
-    host_memory_note,
-    kernels_notes,
-    lora_dropout_notes,
-    offload_time_notes,
     resolve_cluster,
     resolve_model,
+    setting_notes,
     validated,
 )
 from autotune.session.setting_options import SettingOptions
@@ -187,11 +183,11 @@ def estimate_one(options: PlanOptions) -> EstimateOutcome:
     else:
         workload = evaluate(workload)
         estimate = estimate_setting(spec, cluster, workload, stated, coefficients)
-    notes += setting_notes(spec, cluster, workload, stated, coefficients, estimate, options.host_memory_gib)
+    notes += estimate_notes(spec, cluster, workload, stated, coefficients, estimate, options.host_memory_gib)
     return EstimateOutcome(inputs, workload, estimate, stats, notes)
 
 
-def setting_notes(
+def estimate_notes(
     spec: ModelSpec,
     cluster: ClusterSpec,
     workload: Workload,
@@ -200,12 +196,13 @@ def setting_notes(
     estimate: Estimate,
     host_memory_gib: float | None,
 ) -> list[str]:
-    """The notes of one estimated setting: host memory, LoRA dropout, kernels, offload time, masked attention, fit."""
-    notes = host_memory_note(cluster, host_memory_gib, [setting])
-    notes += lora_dropout_notes(spec, [setting])
-    notes += kernels_notes([setting])
-    notes += offload_time_notes(cluster, setting)
-    notes += masked_attention_notes(spec, cluster, workload, setting, coefficients, estimate.step_time_s)
+    """The notes of one estimated setting, and the nearest setting that fits when it does not.
+
+    The first are :func:`autotune.session.resolve.setting_notes`, the same as ``plan``'s.
+    """
+    notes = setting_notes(
+        spec, cluster, workload, setting, coefficients, estimate.step_time_s, host_memory_gib, [setting]
+    )
     if not estimate.fits:
         notes.append(nearest_note(spec, cluster, workload, estimate, setting.method, coefficients))
     return notes

@@ -19,7 +19,6 @@ from autotune.planner.search import PlanResult, search
 from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats, PackedBatches, PaddedBatches
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
-from autotune.session.attention_note import masked_attention_notes
 from autotune.session.calibration_choice import coefficients_from_option, stack_note
 from autotune.session.option_groups import (
     DEFAULT_NODES,
@@ -34,10 +33,7 @@ from autotune.session.option_groups import (
 from autotune.session.resolve import (
     build_request,
     eval_data,
-    host_memory_note,
-    kernels_notes,
-    lora_dropout_notes,
-    offload_time_notes,
+    setting_notes,
 )
 from autotune.session.setting_options import SETTING_OPTION_NAMES, SettingOptions
 
@@ -145,19 +141,11 @@ def plan_from_options(options: PlanOptions) -> tuple[PlanFile, PlanResult, list[
     evaluation = eval_data(options.eval_dataset, options.eval_fraction, options.eval_steps)
     plan_file = build_plan_file(request, result).model_copy(update={"eval_data": evaluation})
     settings = [plan_file.setting, *(alt.setting for alt in plan_file.alternatives)]
-    notes += host_memory_note(request.cluster, options.host_memory_gib, settings)
-    notes += lora_dropout_notes(request.model, [plan_file.setting])
-    notes += kernels_notes([plan_file.setting])
-    notes += offload_time_notes(request.cluster, plan_file.setting)
     coefficients = request.coefficients or default_coefficients()
-    notes += masked_attention_notes(
-        request.model,
-        request.cluster,
-        plan_file.workload,
-        plan_file.setting,
-        coefficients,
-        plan_file.prediction.step_time_s,
-    )
+    notes += setting_notes(
+        request.model, request.cluster, plan_file.workload, plan_file.setting, coefficients,
+        plan_file.prediction.step_time_s, options.host_memory_gib, settings,
+    )  # fmt: skip
     speed = stack_note(request.coefficients)
     if speed is not None:
         notes.append(speed)

@@ -342,3 +342,27 @@ def build_request(
         calibration_name=calibration_name,
     )
     return request, notes
+
+
+def setting_notes(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: Workload,
+    setting: TrainingSetting,
+    coefficients: CostCoefficients,
+    step_time_s: float,
+    host_memory_gib: float | None,
+    host_settings: Iterable[TrainingSetting],
+) -> list[str]:
+    """The notes of a chosen or stated setting, one list for ``plan`` and ``estimate``, in this order.
+
+    Host memory (over ``host_settings``, which may add a plan's runner-ups), LoRA dropout, kernels, offload time,
+    masked attention (at the setting's ``step_time_s``).
+    """
+    from autotune.session.attention_note import masked_attention_notes
+
+    notes = host_memory_note(cluster, host_memory_gib, host_settings)
+    notes += lora_dropout_notes(model, [setting])
+    notes += kernels_notes([setting])
+    notes += offload_time_notes(cluster, setting)
+    return notes + masked_attention_notes(model, cluster, workload, setting, coefficients, step_time_s)
