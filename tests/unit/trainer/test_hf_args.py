@@ -91,3 +91,13 @@ def test_refusals_are_one_line_before_anything_loads(tmp_path: Path) -> None:
     json_file.write_text("{}")
     with pytest.raises(ConfigError, match="--deepspeed-config given but the plan says sharding=none"):
         _build(make_plan(), _args(tmp_path, deepspeed_config=json_file))
+
+
+@pytest.mark.parametrize("sharding", ["fsdp", "zero3"])
+def test_the_chunked_loss_with_sharded_parameters_is_refused(tmp_path: Path, sharding: str) -> None:
+    plan = make_plan(sharding=sharding, gpus=2, method="full", loss_impl="chunked")
+    json_file = tmp_path / "ds.json"
+    json_file.write_text("{}")
+    deepspeed = {"deepspeed_config": json_file} if sharding == "zero3" else {}
+    with pytest.raises(ConfigError, match=f"loss_impl=chunked is not supported with sharding={sharding}"):
+        _build(plan, _args(tmp_path, **deepspeed))
