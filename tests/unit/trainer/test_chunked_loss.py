@@ -65,7 +65,7 @@ def test_num_items_in_batch_divides_the_sum_instead_of_the_mean() -> None:
 
 
 def test_a_batch_with_nothing_to_learn_gives_zero_loss_and_zero_gradients_not_nan() -> None:
-    hidden, weight, bias, labels = _inputs(2)
+    hidden, weight, _, labels = _inputs(2)
     loss = chunked_causal_lm_loss(hidden, weight, torch.full_like(labels, -100), num_items_in_batch=1)
     assert loss.item() == 0.0
     hidden_grad, weight_grad = _grads(loss, (hidden, weight))

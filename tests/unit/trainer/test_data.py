@@ -45,7 +45,7 @@ def test_instruction_learns_the_output_and_eos_and_masks_the_alpaca_prompt(token
     example = tokenize_instruction(row, tokenizer)
     tokens = tokenizer.convert_ids_to_tokens(example.input_ids)
     assert tokens[:6] == ["###", "Instruction", ":", "continue", "from", "red"]
-    assert ["###", "Input", ":", "blue"] == tokens[6:10]  # a non-empty input gets its own section
+    assert tokens[6:10] == ["###", "Input", ":", "blue"]  # a non-empty input gets its own section
     assert _learned(tokenizer, example.input_ids, example.labels) == ["green", "pink", tokenizer.eos_token]
     without_input = tokenize_instruction({**row, "input": ""}, tokenizer)
     assert "Input" not in tokenizer.convert_ids_to_tokens(without_input.input_ids)
@@ -65,12 +65,18 @@ def test_chat_learns_only_the_assistant_turns_not_their_headers(tokenizer: Any) 
         {"role": "assistant", "content": "pink"},
     ]
     example = tokenize_chat({"messages": messages}, tokenizer)
-    assert _learned(tokenizer, example.input_ids, example.labels) == ["blue", "green", "<|im_end|>", "pink", "<|im_end|>"]
+    assert _learned(tokenizer, example.input_ids, example.labels) == [
+        "blue",
+        "green",
+        "<|im_end|>",
+        "pink",
+        "<|im_end|>",
+    ]
     assert tokenizer.convert_ids_to_tokens(example.input_ids).count("assistant") == 2  # in the masked headers
 
 
 def test_chat_data_needs_a_template_and_role_content_messages(tokenizer: Any) -> None:
-    with pytest.raises(ConfigError, match="every 'messages' entry must be a list of {role, content} objects"):
+    with pytest.raises(ConfigError, match=r"every 'messages' entry must be a list of \{role, content\} objects"):
         tokenize_chat({"messages": [{"role": "user"}]}, tokenizer)
     plain = build_tokenizer()
     plain.chat_template = None

@@ -64,7 +64,9 @@ def test_a_global_batch_that_is_not_the_plans_is_refused() -> None:
 
 @pytest.mark.parametrize("distributed", ["FSDP", "DEEPSPEED"])
 def test_an_unsharded_plan_running_sharded_is_refused(distributed: str) -> None:
-    assert f"sharding=none but the run uses {distributed}" in _refused(_trainer(_model(), distributed=distributed), FULL)
+    assert f"sharding=none but the run uses {distributed}" in _refused(
+        _trainer(_model(), distributed=distributed), FULL
+    )
 
 
 def test_an_fsdp_plan_that_fell_back_to_ddp_is_refused() -> None:
@@ -98,7 +100,8 @@ def test_a_compiled_model_not_planned_so_is_refused() -> None:
 def test_checkpointing_is_seen_on_any_module_and_compared_with_the_plan() -> None:
     model = _model()
     assert not checkpointing_runs(_trainer(model))
-    model[1].gradient_checkpointing = True  # type: ignore[assignment]  # transformers' switch on a layer
+    layer: Any = model.get_submodule("1")
+    layer.gradient_checkpointing = True  # transformers' switch, on a layer
     assert checkpointing_runs(_trainer(model))
     assert "grad_ckpt=False but activation checkpointing is on" in _refused(_trainer(model), FULL)
 
@@ -109,7 +112,7 @@ def test_another_attention_implementation_is_refused() -> None:
 
 def test_full_fine_tuning_with_a_frozen_tensor_is_refused() -> None:
     model = _model()
-    model[0].bias.requires_grad_(False)
+    dict(model.named_parameters())["0.bias"].requires_grad_(False)
     assert "method=full but 1 tensors are frozen (e.g. 0.bias)" in _refused(_trainer(model), FULL)
 
 
@@ -120,7 +123,7 @@ def test_lora_trains_its_adapters_and_nothing_else() -> None:
     plain = _model()
     assert "no trainable LoRA adapters" in _refused(_trainer(plain), plan)
     adapted = get_peft_model(_model(), LoraConfig(r=2, target_modules=["0"]))
-    adapted.config = plain.config  # type: ignore[assignment]
+    adapted.config = plain.config
     check_runtime(_trainer(adapted), plan)
     next(p for n, p in adapted.named_parameters() if n.endswith("1.weight")).requires_grad_(True)
     assert "1 non-adapter tensors train (e.g. base_model.model.1.weight)" in _refused(_trainer(adapted), plan)

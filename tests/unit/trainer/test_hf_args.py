@@ -42,7 +42,9 @@ def _build(plan: PlanFile, args: TrainerArgs) -> Any:
 
 def test_the_plan_and_the_command_line_reach_the_arguments(tmp_path: Path) -> None:
     plan = make_plan(micro_batch_size=3, grad_accum=5, precision="fp32")
-    built = _build(plan, _args(tmp_path, max_steps=7, eval_steps=2, eval_fraction=0.1, save_steps=4, seed=11, learning_rate=3e-4))
+    built = _build(
+        plan, _args(tmp_path, max_steps=7, eval_steps=2, eval_fraction=0.1, save_steps=4, seed=11, learning_rate=3e-4)
+    )
     assert (built.per_device_train_batch_size, built.gradient_accumulation_steps) == (3, 5)
     assert built.per_device_eval_batch_size == 3
     assert (built.max_steps, built.eval_strategy.value, built.eval_steps) == (7, "steps", 2)
@@ -71,7 +73,10 @@ def test_an_fsdp_plan_wraps_the_decoder_layers_and_offloads_when_planned(shardin
     plan = make_plan(sharding=sharding, gpus=2, method="full", grad_ckpt=True)
     fsdp = fsdp_arguments(plan)
     assert fsdp["fsdp"] == options
-    assert fsdp["fsdp_config"] == {"transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"], "activation_checkpointing": True}
+    assert fsdp["fsdp_config"] == {
+        "transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"],
+        "activation_checkpointing": True,
+    }
 
 
 @pytest.mark.parametrize("value", ["1", "true", "TRUE"])
@@ -85,7 +90,7 @@ def test_refusals_are_one_line_before_anything_loads(tmp_path: Path) -> None:
     zero = make_plan(sharding="zero2", gpus=2, method="full")
     with pytest.raises(ConfigError, match="sharding=zero2: pass --deepspeed-config"):
         _build(zero, _args(tmp_path))
-    with pytest.raises(ConfigError, match="DeepSpeed config .*missing.json not found"):
+    with pytest.raises(ConfigError, match=r"DeepSpeed config .*missing\.json not found"):
         _build(zero, _args(tmp_path, deepspeed_config=tmp_path / "missing.json"))
     json_file = tmp_path / "ds.json"
     json_file.write_text("{}")

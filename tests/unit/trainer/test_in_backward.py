@@ -30,6 +30,10 @@ def _model() -> torch.nn.Sequential:
     return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
 
 
+def _param(model: torch.nn.Module, name: str) -> torch.nn.Parameter:
+    return dict(model.named_parameters())[name]
+
+
 def _args(tmp_path: Path) -> TrainingArguments:
     return TrainingArguments(
         output_dir=str(tmp_path), optim="adamw_torch", learning_rate=1e-2, weight_decay=0.1, use_cpu=True
@@ -82,13 +86,14 @@ def test_the_backward_steps_every_parameter_as_adamw_does_at_the_scheduled_rate_
 
 def test_a_frozen_parameter_gets_no_optimizer_and_stays(tmp_path: Path) -> None:
     model = _model()
-    model[0].weight.requires_grad_(False)
-    frozen = model[0].weight.detach().clone()
+    weight = _param(model, "0.weight")
+    weight.requires_grad_(False)
+    frozen = weight.detach().clone()
     facade = in_backward_optimizer(model, _args(tmp_path), DECAY)
-    assert model[0].weight not in facade.optimizer_dict
+    assert weight not in facade.optimizer_dict
     assert len(facade.optimizer_dict) == 3
     _loss(model, 0).backward()
-    assert torch.equal(model[0].weight, frozen)
+    assert torch.equal(weight, frozen)
 
 
 def test_a_resume_from_the_state_dict_continues_the_uninterrupted_run(tmp_path: Path) -> None:
@@ -113,7 +118,7 @@ def test_a_resume_from_the_state_dict_continues_the_uninterrupted_run(tmp_path: 
     restarted.load_state_dict(saved_weights)
     in_backward_optimizer(restarted, args, DECAY)  # no state loaded: AdamW starts over
     _loss(restarted, 2).backward()
-    assert not torch.allclose(restarted[0].weight, model[0].weight)
+    assert not torch.allclose(_param(restarted, "0.weight"), _param(model, "0.weight"))
 
 
 def test_the_mixin_builds_the_optimizer_once_with_the_trainers_decay_names(tmp_path: Path) -> None:
@@ -132,8 +137,6 @@ def test_the_mixin_builds_the_optimizer_once_with_the_trainers_decay_names(tmp_p
     first = trainer.create_optimizer()
     assert isinstance(first, InBackwardOptimizer)
     assert trainer.create_optimizer() is first and asked == [model]
-    decays = {
-        name: first.optimizer_dict[p].param_groups[0]["weight_decay"] for name, p in model.named_parameters()
-    }
+    decays = {name: first.optimizer_dict[p].param_groups[0]["weight_decay"] for name, p in model.named_parameters()}
     assert decays == {"0.weight": 0.1, "0.bias": 0.0, "2.weight": 0.0, "2.bias": 0.0}
     assert first.param_groups[0]["lr"] == pytest.approx(1e-2)  # the schedule starts from the arguments' rate

@@ -1,9 +1,9 @@
 """Peak memory of this process (``trainer/memory.py``) on the CPU: the kernel's high-water mark of its RSS.
 
 The reference is an independent reading of the same quantity, ``VmHWM`` in ``/proc/self/status`` (proc(5): "peak
-resident set size"), taken before and after: the peak never decreases, so it lies between the two, up to the kernel's batching of the
-RSS counters (per-task or per-CPU counts folded into the shared one lazily, so a reading is approximate: measured
-here, ru_maxrss read 0.2 MiB below a VmHWM read just before it), bounded by :data:`SLACK_GIB`.
+resident set size"), taken before and after: the peak never decreases, so it lies between the two, up to the
+kernel's batching of the RSS counters (per-task or per-CPU counts folded into the shared one lazily, so a reading is
+approximate: measured here, ru_maxrss read 0.2 MiB below a VmHWM read just before it), bounded by :data:`SLACK_GIB`.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def test_transformers_reads_the_arguments_as_meant(optimizer: str, tmp_path: Pat
 
     choice = choose_optimizer(optimizer, RECIPE)  # type: ignore[arg-type]
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, **choice.training_arguments())
-    assert str(args.optim.value) == OPTIMIZER_NAMES[optimizer]  # type: ignore[index]
+    assert args.optim == OPTIMIZER_NAMES[optimizer]  # type: ignore[index]  # a str enum
     assert args.lr_scheduler_type == SchedulerType(RECIPE.lr_scheduler)
     assert (args.learning_rate, args.weight_decay, args.max_grad_norm) == (2e-4, 0.01, 0.5)
     assert args.get_warmup_steps(1000) == 30  # 0.03 of the run's steps

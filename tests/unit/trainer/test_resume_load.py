@@ -39,7 +39,9 @@ class Resuming(PlanDtypeResumeMixin, StandInTrainer):
 def _adapted(seed: int) -> Any:
     torch.manual_seed(seed)
     base = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)).to(torch.bfloat16)
-    return get_peft_model(base, LoraConfig(r=2, target_modules=["0"], init_lora_weights=False), autocast_adapter_dtype=False)
+    return get_peft_model(
+        base, LoraConfig(r=2, target_modules=["0"], init_lora_weights=False), autocast_adapter_dtype=False
+    )
 
 
 def _adapters(model: Any) -> dict[str, torch.Tensor]:
@@ -80,4 +82,3 @@ def test_every_other_case_is_the_trainers_own_reload(checkpoint: Path, tmp_path:
     trainer._load_from_checkpoint(str(target))
     assert trainer.own_reloads == [str(target)]
     assert all(torch.equal(p, before[name]) for name, p in _adapters(model).items())  # nothing loaded here
-

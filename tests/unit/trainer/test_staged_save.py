@@ -112,6 +112,6 @@ def test_published_checkpoints_are_rotated_to_the_save_total_limit(tmp_path: Pat
 
 
 def test_the_class_puts_the_mixins_before_the_trainer_and_records_the_plan() -> None:
-    cls = staged_trainer_class(StandInTrainer, PLAN)  # type: ignore[arg-type]
+    cls: Any = staged_trainer_class(StandInTrainer, PLAN)  # type: ignore[arg-type]
     assert cls.__mro__[1:5] == (StagedSaveMixin, PlanDtypeResumeMixin, RealTokenCountMixin, StandInTrainer)
     assert cls.autotune_plan is PLAN and cls.__name__ == "StagedStandInTrainer"
