@@ -105,6 +105,11 @@ def test_without_a_process_group_the_maximum_over_ranks_is_the_value_itself() ->
     assert max_over_ranks(3.5) == 3.5 and max_over_ranks(None) is None
 
 
-def test_the_cpu_is_described_as_cpu() -> None:
-    assert describe_device(cpu=True) == "cpu"
-    assert describe_device(cpu=False) == "cpu" or describe_device(cpu=False).startswith("cuda:")
+def test_the_device_is_the_cpu_or_the_current_gpu_by_index_and_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: f"GPU number {index}")
+    assert describe_device(cpu=False) == "cuda:1 (GPU number 1)"
+    assert describe_device(cpu=True) == "cpu"  # --cpu with a GPU visible
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert describe_device(cpu=False) == "cpu"
