@@ -76,7 +76,13 @@ class Overrides(FrozenModel):
             raise ValueError(error.replace("optimizer_in_backward", "--optimizer-in-backward"))
         error = stochastic_rounding_error(
             self.bf16_stochastic_rounding, self.precision, self.optimizer, self.sharding
-        ) or activation_offloading_error(self.activation_offloading, self.grad_ckpt, self.compile, self.sharding)
+        ) or activation_offloading_error(
+            self.activation_offloading,
+            self.grad_ckpt,
+            self.compile,
+            self.sharding,
+            full_mixed=self.method == "full" and (self.precision or "").endswith("-mixed"),
+        )
         if error:
             raise ValueError(_as_flags(error))
         adapter_options = self.adapter_options()

@@ -256,7 +256,11 @@ ACTIVATION_OFFLOAD_SHARDINGS: tuple[str, ...] = ("none", "ddp")
 
 
 def activation_offloading_error(
-    offloading: bool | None, grad_ckpt: bool | None, compile_: bool | None, sharding: str | None
+    offloading: bool | None,
+    grad_ckpt: bool | None,
+    compile_: bool | None,
+    sharding: str | None,
+    full_mixed: bool = False,
 ) -> str | None:
     """The reason activations cannot be offloaded to host memory with these choices, or None (one rule).
 
@@ -265,7 +269,9 @@ def activation_offloading_error(
     so with activation checkpointing there is nothing to move: torchtune pairs the two because its
     ``OffloadActivations`` wraps the whole model, where the checkpoints are saved tensors. Under ``torch.compile`` the
     compiled graph saves its own tensors, not each layer's (AOTAutograd); under FSDP / ZeRO-3 the gathered weights
-    are plain tensors, which the offload would copy to the host too. ``None`` arguments are not yet chosen.
+    are plain tensors, which the offload would copy to the host too, and so are full fine-tuning's autocast casts of
+    the fp32 weights under mixed precision (``full_mixed``: every linear saves its weight's 16-bit copy, the whole
+    model would cross the link each micro-step). ``None`` arguments are not yet chosen.
     """
     if not offloading:
         return None
@@ -281,6 +287,11 @@ def activation_offloading_error(
         )
     if sharding is not None and sharding not in ACTIVATION_OFFLOAD_SHARDINGS:
         return f"activation_offloading keeps whole weights on the GPU (none or ddp), not sharding={sharding}: drop one"
+    if full_mixed:
+        return (
+            "activation_offloading would copy every autocast weight cast of full fine-tuning under mixed precision: "
+            "use --precision bf16 or drop it"
+        )
     return None
 
 
@@ -434,7 +445,13 @@ class TrainingSetting(FrozenModel):
             combination_error(self.method, self.precision)
             or optimizer_in_backward_error(self.optimizer_in_backward, self.grad_accum, self.sharding)
             or stochastic_rounding_error(self.bf16_stochastic_rounding, self.precision, self.optimizer, self.sharding)
-            or activation_offloading_error(self.activation_offloading, self.grad_ckpt, self.compile, self.sharding)
+            or activation_offloading_error(
+                self.activation_offloading,
+                self.grad_ckpt,
+                self.compile,
+                self.sharding,
+                full_mixed=self.method == "full" and self.precision.endswith("-mixed"),
+            )
         )
         if error:
             raise ValueError(error)
