@@ -117,9 +117,13 @@ LEVER_CELLS: tuple[dict[str, Any], ...] = (
     {"optimizer": "adamw-8bit", "optimizer_in_backward": True, "loss_impl": "fp32-upcast"},
     {"optimizer": "paged-adamw-8bit", "optimizer_in_backward": False, "loss_impl": "chunked"},
     {"optimizer": "adamw", "optimizer_in_backward": False, "loss_impl": "chunked"},
+    {"optimizer": "adamw", "bf16_stochastic_rounding": True, "loss_impl": "chunked"},
+    {"optimizer": "adamw", "bf16_stochastic_rounding": True, "optimizer_in_backward": True, "loss_impl": "chunked"},
+    {"optimizer": "paged-adamw-8bit", "optimizer_in_backward": True, "activation_offloading": True, "grad_ckpt": False},
 )
-"""Issue 44's levers on full fine-tuning (pure bf16, micro batch 2, checkpointing): the optimizer in backward with each
-optimizer, paged states, the chunked loss."""
+"""Issue 44's levers on full fine-tuning (pure bf16, micro batch 2, checkpointing unless a cell turns it off): the
+optimizer in backward with each optimizer, paged states, the chunked loss, bf16 stochastic rounding, activation
+offloading (which runs without checkpointing)."""
 
 
 def lever_pairs(cluster: ClusterSpec, model: str = "llama3-8b", seq_len: int = 2048) -> list[Agreement]:
@@ -127,7 +131,7 @@ def lever_pairs(cluster: ClusterSpec, model: str = "llama3-8b", seq_len: int = 2
     spec = resolve_model_profile(model)
     results = []
     for fields in LEVER_CELLS:
-        setting = TrainingSetting(method="full", micro_batch_size=2, grad_ckpt=True, compile=False, **fields)
+        setting = TrainingSetting(method="full", micro_batch_size=2, compile=False, **{"grad_ckpt": True, **fields})
         results.append(compare(spec, setting, seq_len, cluster))
     return results
 

@@ -49,6 +49,8 @@ def check_like_plan(plan: PlanFile, resolve_gpu: GpuResolver, *, prefix: str = "
             grad_sync=setting.grad_sync,
             optimizer_in_backward=setting.optimizer_in_backward or None,
             fp8=setting.fp8 or None,
+            bf16_stochastic_rounding=setting.bf16_stochastic_rounding or None,
+            activation_offloading=setting.activation_offloading or None,
         )
         request = validated(
             PlanRequest,

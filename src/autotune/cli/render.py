@@ -72,11 +72,16 @@ def setting_table(setting: TrainingSetting, title: str = "Setting") -> Table:
         rows.append(("FSDP gradient sync", setting.grad_sync))
     rows += [
         ("optimizer", setting.optimizer + (" (stepped inside the backward)" if setting.optimizer_in_backward else "")),
-        ("precision", setting.precision),
+        (
+            "precision",
+            setting.precision + (" (stochastic rounding: torchao)" if setting.bf16_stochastic_rounding else ""),
+        ),
         ("loss", setting.loss_impl),
     ]
     if setting.kernels != "none":
         rows.append(("fused kernels", setting.kernels))
+    if setting.activation_offloading:
+        rows.append(("activations", "offloaded to host memory (each layer's saved tensors, over PCIe)"))
     if setting.fp8:
         rows.append(("linear layers", "fp8 (torchao float8; priced at the bf16 rate: not measured by the core yet)"))
     for name, value in rows:

@@ -25,6 +25,7 @@ Modules:
   optimizer_step  the optimizer step and CPU offload traffic
   node_storage    host RAM and disk a cloud node needs for a plan (the SkyPilot task's memory / disk_size)
   offload         PCIe weight and gradient streaming under CPU offload (FSDP, ZeRO-3) and its overlap rule
+  activation_offload  activations offloaded to host memory: the layers' saved sets off the peak, their PCIe time
   device          the GPU as the time terms see it (FLOP/s per dtype, bandwidth), built once per GPU
   layer_time      one decoder layer's forward and backward pass, one function per term
   head_time       lm_head and the loss per micro-step

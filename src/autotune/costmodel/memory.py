@@ -26,6 +26,8 @@ Optimizer in backward (``optimizer_in_backward``): each parameter is stepped by 
 gradient freed at once (PyTorch tutorial "How to save memory by fusing the optimizer step into the backward pass";
 torchtune ``optimizer_in_bwd``), so at most one parameter's gradient and step buffer are alive — the largest trainable
 tensor's (``largest_trainable_tensor_params``) — and there is no separate optimizer-step phase (phase C).
+Activation offloading (``activation_offloading``): the layers' saved sets leave phases A and B0 and one comes back
+beside the working set of B (``activation_offload``), the host holding them all.
 Paged 8-bit AdamW: bitsandbytes allocates the moments of every parameter of at least 100,000 elements with
 ``cudaMallocManaged`` (``Optimizer8bit.get_state_buffer`` → ``F.get_paged``): unified memory outside PyTorch's caching
 allocator, which ``torch.cuda.max_memory_allocated`` does not count and the driver evicts to the host when the card
@@ -60,6 +62,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from autotune.costmodel import activations as act
+from autotune.costmodel.activation_offload import offloaded_activations
 from autotune.costmodel.context import SettingContext, setting_context
 from autotune.costmodel.optimizer_memory import (
     EIGHT_BIT_MOMENTS_BYTES,
@@ -359,9 +362,10 @@ def activation_terms(context: SettingContext) -> ActivationTerms:
     # In early backward the embedding output and the final norm's saved input are already freed; the masks are
     # inputs of every checkpointed layer.
     checkpoints = model.num_hidden_layers * dtypes.residual_bytes * model.hidden_size * tokens + masks
+    offloaded = offloaded_activations(context, peak=True)  # the layers' saved sets on the host, one back at a time
     return ActivationTerms(
-        stored=stored + masks,
-        working=working,
+        stored=stored + masks - offloaded.gpu_freed_bytes,
+        working=working + offloaded.layer_bytes,
         logits=act.logits_peak_bytes(model, setting, dtypes, tokens, fused),
         checkpoints=checkpoints,
         merged_grad=merged_grad,
@@ -466,7 +470,8 @@ def predict_memory_in(context: SettingContext, coefficients: CostCoefficients) -
         peak_allocated_bytes=peak,
         peak_phase=phase_name,
         breakdown_bytes={name: value for name, value in parts.items() if value > 0},
-        host_bytes_per_node=states.host_per_rank * ranks_per_node,
+        host_bytes_per_node=(states.host_per_rank + offloaded_activations(context, peak=True).moved_bytes)
+        * ranks_per_node,
         reserved_bytes=peak * (1 + coefficients.allocator_overhead_fraction),
         phases_bytes=cast("dict[str, dict[str, float]]", phases),  # part names are str: no copy per candidate
         paged_optimizer_bytes=states.paged_optimizer,

@@ -6,6 +6,12 @@
   Stepped inside the backward (``optimizer_in_backward``): the same bytes, but one optimizer per parameter, so the
   per-tensor (for-loop) AdamW's calls and launches, and no clipping; the step still runs on the compute stream
   between the backward's kernels, so it is added, not hidden.
+* bf16 stochastic rounding (``bf16_stochastic_rounding``): torchao's ``_AdamW`` steps each parameter through one
+  ``torch.compile``'d function (``torchao/optim/adam.py`` ``single_param_adam``: fp32 arithmetic, the moments updated
+  in place, the weight rounded and written back in one fused kernel, its random bits drawn in the kernel): no
+  temporary buffer (``precision.dtype_bytes``), the moments read and written, the weight read and written, the
+  gradient read (and read again by the Trainer's clipping). Per parameter a ``step += 1`` and the fused kernel (two
+  launches), and one compiled call on the CPU, priced at ``TORCHAO_STEP_CALL_S`` in place of eager dispatch.
 * CPU offload: the optimizer runs on the host — trainable parameters per rank × ranks per node /
   ``cpu_adam_params_per_s`` (DeepSpeed's vectorized CPU-Adam; every rank of a node steps at once on the same host
   cores and DRAM, so the rate is the node's), ``TORCH_CPU_ADAM_TIME_RATIO`` slower for FSDP's torch AdamW — and the
@@ -59,6 +65,16 @@ def host_link_bytes_per_s(gpu: GpuSpec, coefficients: CostCoefficients) -> float
     return gpu.host_link_gb_per_s * GB * coefficients.host_link_efficiency
 
 
+TORCHAO_STEP_CALL_S = 1.26e-3
+"""CPU seconds of one parameter's step in torchao's ``_AdamW(bf16_stochastic_round=True)``: the ``step += 1`` and one
+call of the compiled ``single_param_adam`` (torchao calls ``torch.compile`` on it for every parameter, then dynamo's
+guards and the inductor wrapper run). Measured on this project's CPU host (2 shared cores, torch 2.13, torchao 0.18:
+1,264 µs) by ``python benchmarks/sr_step_overhead.py``; a GPU host's faster, unshared cores take less: a bound from
+above, a named debt until the GPU sweep measures the lever."""
+ROUNDED_STEP_LAUNCHES_PER_TENSOR = 2
+"""GPU kernels per parameter of torchao's step: ``state["step"] += 1`` and the compiled fused update."""
+
+
 def optimizer_step_s(
     model: ModelSpec,
     setting: TrainingSetting,
@@ -87,6 +103,8 @@ def optimizer_step_s(
             return max(cpu_step, calls * coefficients.kernel_launch_s) + updated
         return trainable_per_rank * ranks_per_node / cpu_rate + updated
     bandwidth = dram_bytes_per_s(gpu, coefficients)
+    if setting.bf16_stochastic_rounding:
+        return rounded_step_s(setting, dtypes, trainable_per_rank, tensors, bandwidth, coefficients)
     touched = 2 * dtypes.weight_bytes + 2 * dtypes.grad_bytes + 2 * dtypes.optimizer_bytes
     touched += 2 * dtypes.optimizer_temp_bytes
     # in the backward each parameter is stepped alone by its hook (one optimizer per parameter), unclipped
@@ -94,6 +112,31 @@ def optimizer_step_s(
     calls, launches = optimizer_launches(tensors, foreach=not in_backward, clip=not in_backward)
     gpu_step = trainable_per_rank * touched / bandwidth + launches * GPU_KERNEL_MIN_S
     return max(gpu_step, calls * coefficients.kernel_launch_s)
+
+
+def rounded_step_s(
+    setting: TrainingSetting,
+    dtypes: DtypeBytes,
+    trainable_per_rank: float,
+    tensors: int,
+    bandwidth: float,
+    coefficients: CostCoefficients,
+) -> float:
+    """Seconds of torchao's stochastically rounded AdamW step on one rank (module docstring).
+
+    Bytes per parameter: weight and moments read and written (2 × (``weight_bytes`` + ``optimizer_bytes``)), the
+    gradient read once, and once more by the Trainer's gradient clipping unless the optimizer steps in the backward
+    (which clips nothing). GPU: those bytes / ``bandwidth`` + ``ROUNDED_STEP_LAUNCHES_PER_TENSOR`` launches per
+    tensor (+ clipping's); CPU: ``TORCHAO_STEP_CALL_S`` per tensor (+ clipping's calls × ``kernel_launch_s``).
+    """
+    clip = not setting.optimizer_in_backward
+    touched = 2 * dtypes.weight_bytes + (2 if clip else 1) * dtypes.grad_bytes + 2 * dtypes.optimizer_bytes
+    clip_calls, clip_launches = optimizer_launches(tensors, foreach=True, clip=clip)
+    plain_calls, plain_launches = optimizer_launches(tensors, foreach=True, clip=False)
+    clip_calls, clip_launches = clip_calls - plain_calls, clip_launches - plain_launches
+    launches = tensors * ROUNDED_STEP_LAUNCHES_PER_TENSOR + clip_launches
+    gpu_step = trainable_per_rank * touched / bandwidth + launches * GPU_KERNEL_MIN_S
+    return max(gpu_step, tensors * TORCHAO_STEP_CALL_S + clip_calls * coefficients.kernel_launch_s)
 
 
 def optimizer_paging_s(paged_bytes: float, free_bytes: float, gpu: GpuSpec, coefficients: CostCoefficients) -> float:

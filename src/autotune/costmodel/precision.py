@@ -33,7 +33,8 @@ class DtypeBytes:
         grad_bytes: per trainable parameter gradient.
         optimizer_bytes: per trainable parameter for all optimizer state (incl. a separate fp32 master copy).
         optimizer_temp_bytes: per trainable parameter for the optimizer step's temporary (torch foreach
-            AdamW allocates one moment-sized buffer for ``sqrt(v)``; fused / 8-bit / DeepSpeed kernels none).
+            AdamW allocates one moment-sized buffer for ``sqrt(v)``; fused / 8-bit / DeepSpeed kernels none, nor
+            torchao's stochastically rounded AdamW, one compiled kernel per parameter: ``torchao/optim/adam.py``).
         compute_bytes: matmul inputs/outputs (bf16/fp16 = 2, fp32 = 4).
         residual_bytes: the residual stream between layers (fp32 under AMP with fp32 weights, or when QLoRA
             keeps the unquantized embeddings/norms in fp32 without autocast).
@@ -107,7 +108,8 @@ def _optimizer_bytes(setting: TrainingSetting, moment_bytes: float, deepspeed: b
     """(optimizer state, optimizer step temporary) bytes per trainable parameter (:func:`dtype_bytes`)."""
     if setting.optimizer == "adamw":
         optimizer_bytes = 2 * moment_bytes
-        temp_bytes = 0.0 if deepspeed else moment_bytes
+        # torchao's stochastically rounded AdamW fuses each parameter's update into one compiled kernel: no temporary
+        temp_bytes = 0.0 if deepspeed or setting.bf16_stochastic_rounding else moment_bytes
     else:
         optimizer_bytes = 2 * (1.0 + 4.0 / EIGHT_BIT_BLOCK_SIZE)
         temp_bytes = 0.0

@@ -16,6 +16,8 @@ setting's derived facts come from
 * **PCIe streaming** (``offload.offload_streaming``) — under CPU offload each layer's weights come in before its
   forward and its backward (and full fine-tuning's gradients go out), each copy hidden only behind the previous
   layer's compute (FSDP / ZeRO-3 prefetch), the first unit of each pass exposed.
+* **activation offloading** (``activation_offload``) — the layers' saved activations out to the host in the forward
+  and back in the backward, on the compute stream (not hidden).
 * **optimizer step** (:func:`optimizer_term`, ``optimizer_step``) — GPU AdamW or CPU Adam; plus
   ``step_overhead_s`` per step and ``micro_step_overhead_s`` per micro-step (trainer Python).
 * **stack** — every term is multiplied by ``CostCoefficients.time_scale``: 1 in the shipped fit (the project's own
@@ -29,6 +31,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import NamedTuple
 
+from autotune.costmodel.activation_offload import activation_offload_s
 from autotune.costmodel.collectives import (
     DDP_BUCKET_BYTES,
     ZERO_BUCKET_ELEMENTS,
@@ -81,6 +84,8 @@ class TimeTerms:
         fixed_overheads_s: the trainer's per-micro-step and per-step Python overheads.
         pcie_optimizer_paging_s: a paged optimizer's states that do not fit beside the reserved peak, moved over the
             host link each step (``optimizer_step.optimizer_paging_s``; :func:`with_optimizer_paging`).
+        pcie_activation_offload_s: the layers' saved activations copied to the host in the forward and back in the
+            backward, on the compute stream (``activation_offload.activation_offload_s``).
     """
 
     gemm_s: float = _term("gemm")
@@ -97,6 +102,7 @@ class TimeTerms:
     optimizer_step_s: float = _term("optimizer step")
     fixed_overheads_s: float = _term("fixed overheads")
     pcie_optimizer_paging_s: float = _term("pcie optimizer paging")
+    pcie_activation_offload_s: float = _term("pcie activation offload")
 
     def seconds(self) -> tuple[float, ...]:
         """The terms' seconds in field order (``TERM_LABELS`` order)."""
@@ -280,14 +286,13 @@ def predict_time_in(
     compute_s = gemm_s + attention_s + elementwise_s + lora_s + dequant_s + head.gpu_s + dispatch_s + overhead_s
     communication = communication_term(context, coefficients, fwd_gpu + fwd_exposed, bwd_gpu + bwd_exposed)
     streaming = offload_streaming(context, coefficients, fwd_gpu + fwd_exposed, bwd_gpu + bwd_exposed)
-    hooks_s = zero3_hooks_term(context, coefficients)
+    hooks_s, offload_s = zero3_hooks_term(context, coefficients), activation_offload_s(context, coefficients)
     micro_step_s = compute_s + communication.micro_step_s + streaming.weights_s + streaming.grads_s + hooks_s
-    accum = context.setting.grad_accum
-    scale = coefficients.time_scale  # the calibrated stack over the core (1 in the shipped fit)
+    micro_step_s += offload_s  # the layers' saved activations to the host and back (0 without the lever)
+    accum, scale = context.setting.grad_accum, coefficients.time_scale  # the calibrated stack (1 in the shipped fit)
     local = correction_at(context, coefficients)  # what the user's rows say near this setting (calibrate)
     scale *= 1.0 if local is None else math.exp(local[0])
-    optimizer_s = optimizer_term(context, coefficients)
-    step_overhead_s = coefficients.step_overhead_s
+    optimizer_s, step_overhead_s = optimizer_term(context, coefficients), coefficients.step_overhead_s
     optimizer_total_s = optimizer_s + communication.step_s + step_overhead_s
     terms = TimeTerms(  # one optimizer step: each micro-step term × grad_accum, plus the per-step terms
         gemm_s=scale * accum * gemm_s,
@@ -303,6 +308,7 @@ def predict_time_in(
         pcie_grad_streaming_s=scale * accum * streaming.grads_s,
         optimizer_step_s=scale * optimizer_s,
         fixed_overheads_s=scale * (accum * overhead_s + step_overhead_s),
+        pcie_activation_offload_s=scale * accum * offload_s,
     )
     return TimePrediction(
         micro_step_time_s=scale * micro_step_s,

@@ -32,6 +32,7 @@ from autotune.schemas.setting import (
     fp8_run_error,
     kernels_installed,
     kernels_run_error,
+    stochastic_rounding_run_error,
 )
 from autotune.schemas.trainer_options import option_flag
 
@@ -190,6 +191,11 @@ def check_topology(plan: PlanFile, options: LaunchOptions) -> None:
     fp8_error = fp8_run_error(setting.fp8, cpu=options.cpu, installed=options.skypilot or fp8_installed())
     if fp8_error:
         raise InvalidRequestError(fp8_error)
+    rounding_error = stochastic_rounding_run_error(
+        setting.bf16_stochastic_rounding, installed=options.skypilot or fp8_installed()
+    )
+    if rounding_error:
+        raise InvalidRequestError(rounding_error)
     cluster = plan.cluster
     world_size = cluster.world_size
     if plan.setting.sharding == "none" and world_size > 1:

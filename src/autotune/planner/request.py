@@ -22,8 +22,10 @@ from autotune.schemas.setting import (
     Precision,
     Sharding,
     Workload,
+    activation_offloading_error,
     combination_error,
     optimizer_in_backward_error,
+    stochastic_rounding_error,
 )
 
 Objective = Literal["quality", "speed", "memory"]
@@ -55,6 +57,8 @@ class Overrides(FrozenModel):
     grad_sync: GradSync | None = None
     optimizer_in_backward: bool | None = None
     fp8: bool | None = None
+    bf16_stochastic_rounding: bool | None = None
+    activation_offloading: bool | None = None
     attention_impl: AttentionImpl | None = None
 
     @field_validator("attention_impl", mode="before")
@@ -70,6 +74,17 @@ class Overrides(FrozenModel):
         error = optimizer_in_backward_error(self.optimizer_in_backward, self.grad_accum, self.sharding)
         if error:
             raise ValueError(error.replace("optimizer_in_backward", "--optimizer-in-backward"))
+        error = stochastic_rounding_error(
+            self.bf16_stochastic_rounding, self.precision, self.optimizer, self.sharding
+        ) or activation_offloading_error(
+            self.activation_offloading,
+            self.grad_ckpt,
+            self.compile,
+            self.sharding,
+            full_mixed=self.method == "full" and (self.precision or "").endswith("-mixed"),
+        )
+        if error:
+            raise ValueError(_as_flags(error))
         adapter_options = self.adapter_options()
         if self.method == "full" and adapter_options:
             flags = ", ".join("--" + name.replace("_", "-") for name in adapter_options)
@@ -86,6 +101,13 @@ class Overrides(FrozenModel):
     def forced(self) -> dict[str, object]:
         """The fields the user set, by name."""
         return {name: value for name, value in self.model_dump().items() if value is not None}
+
+
+def _as_flags(error: str) -> str:
+    """A setting rule's message with the two levers' field names spelled as their command-line flags."""
+    for name in ("bf16_stochastic_rounding", "activation_offloading"):
+        error = error.replace(name, "--" + name.replace("_", "-"))
+    return error
 
 
 def grad_accum_error(global_batch_size: int, world: int, accum: int) -> str:

@@ -39,10 +39,12 @@ from autotune.schemas.setting import (
     Precision,
     Sharding,
     TrainingSetting,
+    activation_offloading_error,
     attention_run_error,
     default_precision,
     fp8_error,
     optimizer_in_backward_error,
+    stochastic_rounding_error,
 )
 
 ONE_GPU_SHARDINGS: tuple[Sharding, ...] = ("none", "fsdp-offload", "zero2", "zero3", "zero3-offload")
@@ -273,6 +275,40 @@ def optimizer_in_backward_choices(
     return (False, True) if runs and method == "full" else (False,)
 
 
+def _lever_choices(forced: bool | None, runs: bool, searched: bool) -> tuple[bool, ...]:
+    """A boolean lever's values: the forced one where it runs (none when forced on and it cannot).
+
+    Unforced: off and on where it runs and is ``searched``, else off.
+    """
+    if forced is not None:
+        return (forced,) if runs or not forced else ()
+    return (False, True) if runs and searched else (False,)
+
+
+def lever_choices(request: PlanRequest, setting: TrainingSetting) -> Iterator[TrainingSetting]:
+    """``setting`` with each value of the two memory levers where they run (``schemas.setting``'s rules).
+
+    bf16 stochastic rounding (``stochastic_rounding_error``): searched for full fine-tuning (pure bf16 weights; an
+    adapter method's are a few MiB), forced for any method. Activation offloading (``activation_offloading_error``):
+    searched where it runs — it adds PCIe time, so it wins only where it is what fits or lets a larger micro batch
+    run without recompute.
+    """
+    o = request.overrides
+    rounding_runs = stochastic_rounding_error(True, setting.precision, setting.optimizer, setting.sharding) is None
+    full_mixed = setting.method == "full" and setting.precision.endswith("-mixed")
+    offload_error = activation_offloading_error(
+        True, setting.grad_ckpt, setting.compile, setting.sharding, full_mixed=full_mixed
+    )
+    for rounding in _lever_choices(o.bf16_stochastic_rounding, rounding_runs, setting.method == "full"):
+        for offloading in _lever_choices(o.activation_offloading, offload_error is None, searched=True):
+            if not rounding and not offloading:
+                yield setting
+            else:
+                yield setting.model_copy(
+                    update={"bf16_stochastic_rounding": rounding, "activation_offloading": offloading}
+                )
+
+
 def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
     """Every setting in the search space that the hardware supports, with the user's forced choices."""
     gpu = request.cluster.gpu
@@ -318,24 +354,27 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
                                     for in_backward in optimizer_in_backward_choices(
                                         request, method, sharding, per_rank // micro
                                     ):
-                                        yield TrainingSetting(
-                                            method=method,
-                                            micro_batch_size=micro,
-                                            grad_accum=per_rank // micro,
-                                            grad_ckpt=grad_ckpt,
-                                            compile=compile_,
-                                            sharding=sharding,
-                                            optimizer=optimizer,
-                                            precision=precision,
-                                            lora_rank=o.lora_rank or DEFAULT_LORA_RANK,
-                                            lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
-                                            lora_targets=targets,
-                                            lora_dropout=dropout,
-                                            adapter_dtype=adapter_dtype,
-                                            kernels=kernels,
-                                            loss_impl=loss_impl,
-                                            attention_impl=attention_impl,
-                                            grad_sync=grad_sync,
-                                            optimizer_in_backward=in_backward,
-                                            fp8=bool(o.fp8),
+                                        yield from lever_choices(
+                                            request,
+                                            TrainingSetting(
+                                                method=method,
+                                                micro_batch_size=micro,
+                                                grad_accum=per_rank // micro,
+                                                grad_ckpt=grad_ckpt,
+                                                compile=compile_,
+                                                sharding=sharding,
+                                                optimizer=optimizer,
+                                                precision=precision,
+                                                lora_rank=o.lora_rank or DEFAULT_LORA_RANK,
+                                                lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
+                                                lora_targets=targets,
+                                                lora_dropout=dropout,
+                                                adapter_dtype=adapter_dtype,
+                                                kernels=kernels,
+                                                loss_impl=loss_impl,
+                                                attention_impl=attention_impl,
+                                                grad_sync=grad_sync,
+                                                optimizer_in_backward=in_backward,
+                                                fp8=bool(o.fp8),
+                                            ),
                                         )

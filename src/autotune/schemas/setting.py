@@ -140,6 +140,14 @@ DESCRIPTIONS: dict[str, str] = {
     "fp8": "FP8 linear layers: torchao float8 training (dynamic tensorwise scaling) of the decoder's linears through "
     "accelerate's convert_model_to_fp8_ao (first and last linear kept in bf16); NVIDIA GPUs with FP8 tensor cores "
     "(Ada, Hopper, Blackwell) and the optional 'fp8' extra; priced at the bf16 rate until the core measures it.",
+    "bf16_stochastic_rounding": "Pure bf16 weights updated with stochastic rounding (torchao.optim._AdamW "
+    "bf16_stochastic_round=True: the fp32 update rounded up with the probability of its lost low bits, so updates "
+    "below bf16's 2^-8 are kept on average); precision bf16, optimizer adamw, no sharding; the optional 'fp8' extra "
+    "(torchao).",
+    "activation_offloading": "Move the activations each decoder layer saves to host memory in the forward and back "
+    "in its backward (torch.autograd.graph.saved_tensors_hooks, as torch's save_on_cpu with torchtune's "
+    "OffloadActivations rule: parameters and tensors under 1 KiB stay); no activation checkpointing, no compile, "
+    "no parameter sharding.",
     "grad_sync": "When FSDP reduces gradients under accumulation: last-micro-step (HF Trainer / accelerate default: "
     "no_sync on the other micro-steps, so every GPU holds the full unsharded gradients until then) or "
     "every-micro-step (reduce-scatter after each micro-step: accelerate sync_each_batch, Composer's FSDP default).",
@@ -199,6 +207,91 @@ def optimizer_in_backward_error(
         )
     if sharding is not None and sharding != "none":
         return f"optimizer_in_backward runs on one GPU without sharding, not with sharding={sharding}: drop one"
+    return None
+
+
+def stochastic_rounding_error(
+    rounding: bool | None, precision: str | None, optimizer: str | None, sharding: str | None
+) -> str | None:
+    """The reason bf16 stochastic rounding cannot run with these choices, or None (one rule for plan, estimate, launch).
+
+    torchao's ``_AdamW(bf16_stochastic_round=True)`` rounds a parameter's fp32 update to bf16 stochastically only
+    where the parameter itself is bf16 (``torchao/optim/adam.py``: ``bf16_stochastic_round and p.dtype is
+    torch.bfloat16``; torchao ``optim/README.md`` "Stochastic rounding for BF16 weight"): pure ``bf16`` precision
+    (mixed precision keeps fp32 weights, where it would do nothing). It replaces torch's AdamW, not bitsandbytes'
+    8-bit optimizers; the core builds it on unsharded parameters (one GPU or DDP: DeepSpeed keeps an fp32 master
+    copy of its own, FSDP's flat parameters are not torchao's DTensor path). ``None`` arguments are not yet chosen.
+    """
+    if not rounding:
+        return None
+    if precision is not None and precision != "bf16":
+        return (
+            f"bf16_stochastic_rounding rounds pure bf16 weights, and precision={precision} keeps fp32 weights: "
+            "use --precision bf16 or drop it"
+        )
+    if optimizer is not None and optimizer != "adamw":
+        return (
+            f"bf16_stochastic_rounding is torchao's AdamW, not optimizer={optimizer}: use --optimizer adamw or drop it"
+        )
+    if sharding is not None and sharding not in ("none", "ddp"):
+        return f"bf16_stochastic_rounding runs on unsharded parameters (none or ddp), not sharding={sharding}: drop one"
+    return None
+
+
+def stochastic_rounding_run_error(rounding: bool, *, installed: bool) -> str | None:
+    """The reason the training core cannot round stochastically here, or None (``autotune launch`` and the core).
+
+    ``installed``: torchao is importable (:func:`fp8_installed`). torchao's optimizer compiles its step with
+    ``torch.compile`` (its README: "your platform must support torch.compile()"), which runs on the CPU and on CUDA.
+    """
+    if rounding and not installed:
+        return (
+            'bf16_stochastic_rounding needs torchao: pip install -e ".[fp8]" (or --set bf16_stochastic_rounding=false)'
+        )
+    return None
+
+
+ACTIVATION_OFFLOAD_SHARDINGS: tuple[str, ...] = ("none", "ddp")
+"""Shardings under which the core offloads activations: whole ``nn.Parameter`` weights, which it keeps on the GPU."""
+
+
+def activation_offloading_error(
+    offloading: bool | None,
+    grad_ckpt: bool | None,
+    compile_: bool | None,
+    sharding: str | None,
+    full_mixed: bool = False,
+) -> str | None:
+    """The reason activations cannot be offloaded to host memory with these choices, or None (one rule).
+
+    The core offloads what each decoder layer saves for its backward (:mod:`autotune.trainer.activation_offload`).
+    A checkpointed layer saves nothing (it is recomputed in the backward; the checkpoint keeps its input on the GPU),
+    so with activation checkpointing there is nothing to move: torchtune pairs the two because its
+    ``OffloadActivations`` wraps the whole model, where the checkpoints are saved tensors. Under ``torch.compile`` the
+    compiled graph saves its own tensors, not each layer's (AOTAutograd); under FSDP / ZeRO-3 the gathered weights
+    are plain tensors, which the offload would copy to the host too, and so are full fine-tuning's autocast casts of
+    the fp32 weights under mixed precision (``full_mixed``: every linear saves its weight's 16-bit copy, the whole
+    model would cross the link each micro-step). ``None`` arguments are not yet chosen.
+    """
+    if not offloading:
+        return None
+    if grad_ckpt:
+        return (
+            "activation_offloading moves what each layer saves, and a checkpointed layer saves nothing: "
+            "use --no-grad-ckpt or drop it"
+        )
+    if compile_:
+        return (
+            "activation_offloading hooks each layer's saved tensors, which torch.compile fuses away: "
+            "use --no-compile or drop it"
+        )
+    if sharding is not None and sharding not in ACTIVATION_OFFLOAD_SHARDINGS:
+        return f"activation_offloading keeps whole weights on the GPU (none or ddp), not sharding={sharding}: drop one"
+    if full_mixed:
+        return (
+            "activation_offloading would copy every autocast weight cast of full fine-tuning under mixed precision: "
+            "use --precision bf16 or drop it"
+        )
     return None
 
 
@@ -316,6 +409,8 @@ class TrainingSetting(FrozenModel):
     grad_sync: GradSync = Field(default="last-micro-step", description=DESCRIPTIONS["grad_sync"])
     optimizer_in_backward: bool = Field(default=False, description=DESCRIPTIONS["optimizer_in_backward"])
     fp8: bool = Field(default=False, description=DESCRIPTIONS["fp8"])
+    bf16_stochastic_rounding: bool = Field(default=False, description=DESCRIPTIONS["bf16_stochastic_rounding"])
+    activation_offloading: bool = Field(default=False, description=DESCRIPTIONS["activation_offloading"])
     kernels: Kernels = Field(default="none", description=DESCRIPTIONS["kernels"])
     qlora_double_quant: bool = Field(default=True, description="NF4 double quantization of the constants.")
     unquantized_dtype: Literal["bf16", "fp32"] = Field(
@@ -346,8 +441,17 @@ class TrainingSetting(FrozenModel):
 
     @model_validator(mode="after")
     def _check_combination(self) -> TrainingSetting:
-        error = combination_error(self.method, self.precision) or optimizer_in_backward_error(
-            self.optimizer_in_backward, self.grad_accum, self.sharding
+        error = (
+            combination_error(self.method, self.precision)
+            or optimizer_in_backward_error(self.optimizer_in_backward, self.grad_accum, self.sharding)
+            or stochastic_rounding_error(self.bf16_stochastic_rounding, self.precision, self.optimizer, self.sharding)
+            or activation_offloading_error(
+                self.activation_offloading,
+                self.grad_ckpt,
+                self.compile,
+                self.sharding,
+                full_mixed=self.method == "full" and self.precision.endswith("-mixed"),
+            )
         )
         if error:
             raise ValueError(error)
@@ -410,7 +514,9 @@ class TrainingSetting(FrozenModel):
             parts.append("compile")
         parts.append(self.sharding + (" (sync every micro-step)" if self.grad_sync == "every-micro-step" else ""))
         parts.append(self.optimizer + (" in backward" if self.optimizer_in_backward else ""))
-        parts.append(self.precision)
+        parts.append(self.precision + (" stochastic rounding" if self.bf16_stochastic_rounding else ""))
+        if self.activation_offloading:
+            parts.append("activations offloaded")
         if self.loss_impl == "chunked":
             parts.append("chunked CE")
         if self.fp8:

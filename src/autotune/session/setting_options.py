@@ -67,6 +67,14 @@ class SettingOptions:
         Flag("--optimizer-in-backward/--no-optimizer-in-backward", DESCRIPTIONS["optimizer_in_backward"]),
     ] = None
     fp8: Annotated[bool | None, Flag("--fp8/--no-fp8", DESCRIPTIONS["fp8"])] = None
+    bf16_stochastic_rounding: Annotated[
+        bool | None,
+        Flag("--bf16-stochastic-rounding/--no-bf16-stochastic-rounding", DESCRIPTIONS["bf16_stochastic_rounding"]),
+    ] = None
+    activation_offloading: Annotated[
+        bool | None,
+        Flag("--activation-offloading/--no-activation-offloading", DESCRIPTIONS["activation_offloading"]),
+    ] = None
 
     def given(self) -> dict[str, object]:
         """The options given (not None), by field name, ``lora_targets`` split at commas."""

@@ -112,6 +112,8 @@ BUILD_INDEPENDENT_FIELDS = (
     "sharding",
     "compile",
     "optimizer_in_backward",
+    "bf16_stochastic_rounding",
+    "activation_offloading",
 )
 """Setting fields that do not change the built model (a :class:`TracedModel` serves every value of them)."""
 

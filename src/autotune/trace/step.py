@@ -17,7 +17,14 @@ than ``min_8bit_size`` = 4096 elements keep two fp32 moments; others two uint8 m
 ``F.get_paged`` (``cudaMallocManaged``): unified memory outside PyTorch's caching allocator, so
 ``torch.cuda.max_memory_allocated`` does not count it (parameters of at least 100,000 elements; smaller
 ones stay on the allocator); the trace reports those bytes as ``paged_optimizer_bytes``, outside the
-allocated peak.
+allocated peak. torchao's stochastically rounded AdamW (``bf16_stochastic_rounding``) compiles its step, which fake
+tensors cannot run: its state is allocated as ``_AdamBase._new_buffer`` makes it (``zeros_like`` of the parameter for
+each moment: no block quantization at ``block_size`` inf) and its fused kernel updates in place, with no temporary.
+
+Activation offloading (``activation_offloading``) pushes the core's hooks around each decoder layer
+(``trainer.activation_offload.offload_layer_activations``, the same rule for what stays): the pack hook moves a saved
+tensor to the meta device, which the tracker does not count (it left the GPU), and the unpack hook makes a new one of
+the same shape in the backward (it came back).
 """
 
 from __future__ import annotations
@@ -179,6 +186,23 @@ def allocate_8bit_state(model: torch.nn.Module, paged: bool) -> tuple[list[torch
     return state, paged_bytes
 
 
+def rounded_state(model: torch.nn.Module) -> list[torch.Tensor]:
+    """The moments of torchao's ``_AdamW``: two ``zeros_like`` of every trainable parameter (module docstring)."""
+    return [torch.zeros_like(p) for p in model.parameters() if p.requires_grad for _ in range(2)]
+
+
+def _traced_pack(tensor: torch.Tensor) -> Any:
+    from autotune.trainer.activation_offload import kept_on_device
+
+    return tensor if kept_on_device(tensor) else tensor.to("meta")
+
+
+def _traced_unpack(packed: torch.Tensor) -> torch.Tensor:
+    if packed.device.type != "meta":
+        return packed
+    return torch.empty(packed.shape, dtype=packed.dtype, device="cpu")
+
+
 def run_step(
     model: torch.nn.Module,
     setting: TrainingSetting,
@@ -195,7 +219,8 @@ def run_step(
     ``optimizer states`` (indices of each).
     """
     in_backward = setting.optimizer_in_backward
-    optimizer = None if in_backward else build_optimizer(model, setting)
+    rounding = setting.bf16_stochastic_rounding
+    optimizer = None if in_backward or rounding else build_optimizer(model, setting)
     autocast = torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype is not None else nullcontext()
     if in_backward:  # the states exist from the start (steady state) and each hook steps one parameter
         states, paged_bytes, handles = in_backward_steps(model, setting)
@@ -208,6 +233,11 @@ def run_step(
             if param.requires_grad:
                 param.grad = torch.zeros_like(param)
                 tracker.register(param.grad, "gradients")
+    offload = []
+    if setting.activation_offloading:
+        from autotune.trainer.activation_offload import offload_layer_activations
+
+        offload = offload_layer_activations(model, _traced_pack, _traced_unpack)
     with _recompute_marker(tracker):
         tracker.start_phase("forward")
         with autocast:
@@ -219,11 +249,15 @@ def run_step(
         loss.backward()
         del loss
         tracker.current_region = "model"
+    for handle in offload:
+        handle.remove()
     gradients = {tracker.register(p.grad, "gradients") for p in model.parameters() if p.grad is not None}
     tracker.start_phase("optimizer step")
     if in_backward:
         for handle in handles:
             handle.remove()
+    elif rounding:
+        states, paged_bytes = rounded_state(model), 0
     elif optimizer is not None:
         paged_bytes = 0
         optimizer.step()
@@ -253,11 +287,13 @@ def in_backward_steps(model: torch.nn.Module, setting: TrainingSetting) -> tuple
         (state tensors, bytes the paged variant keeps in unified memory, the hook handles to remove).
     """
     params = [p for p in model.parameters() if p.requires_grad]
-    if setting.optimizer != "adamw":
+    optimizers: dict[torch.Tensor, torch.optim.Optimizer] = {}
+    if setting.bf16_stochastic_rounding:  # updated in place by torchao's fused kernel
+        states, paged_bytes = rounded_state(model), 0
+    elif setting.optimizer != "adamw":
         states, paged_bytes = allocate_8bit_state(model, paged=setting.optimizer.startswith("paged"))
-        optimizers: dict[torch.Tensor, torch.optim.Optimizer] = {}
     else:
-        states, paged_bytes, optimizers = [], 0, {}
+        states, paged_bytes = [], 0
         for param in params:
             optimizer = torch.optim.AdamW([param], lr=1e-4, foreach=False)
             moments = {"exp_avg": torch.zeros_like(param), "exp_avg_sq": torch.zeros_like(param)}

@@ -6,6 +6,8 @@ co.
 Modules:
   in_backward    the optimizer stepped inside the backward (per-parameter hooks behind a no-op Trainer optimizer)
   fp8            FP8 linear layers through accelerate's torchao path (CUDA with FP8 tensor cores only)
+  rounding       bf16 stochastic rounding: torchao's AdamW handed to the Trainer (and to the optimizer in backward)
+  activation_offload  each decoder layer's saved tensors on the host (saved-tensor hooks around the layers)
   __main__       entry point: parse the arguments, run, user errors → one line and exit code 2
   args           TrainerArgs and its argparse parser, generated from schemas.trainer_options
   train          wires plan → data → model → Trainer → checkpoints, weights, report (seeds first)

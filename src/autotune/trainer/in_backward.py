@@ -59,7 +59,10 @@ class InBackwardOptimizer(torch.optim.Optimizer):
 
 
 def in_backward_optimizer(
-    model: torch.nn.Module, args: TrainingArguments, decay_names: set[str]
+    model: torch.nn.Module,
+    args: TrainingArguments,
+    decay_names: set[str],
+    cls_and_kwargs: tuple[Any, dict[str, Any]] | None = None,
 ) -> InBackwardOptimizer:
     """Per-parameter optimizers stepped by post-accumulate-grad hooks, behind :class:`InBackwardOptimizer`.
 
@@ -67,11 +70,13 @@ def in_backward_optimizer(
         model: the model the Trainer trains (its trainable parameters get an optimizer and a hook each).
         args: the TrainingArguments (``optim``, learning rate, betas, weight decay).
         decay_names: parameter names that take weight decay (``Trainer.get_decay_parameter_names``).
+        cls_and_kwargs: the Trainer's ``optimizer_cls_and_kwargs`` (torchao's rounding AdamW,
+            :mod:`autotune.trainer.rounding`), or None for the TrainingArguments' ``optim``.
 
     Returns:
         The Trainer-facing optimizer; its ``optimizer_dict`` maps each trainable parameter to its optimizer.
     """
-    optimizer_cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, model)  # type: ignore[arg-type]
+    optimizer_cls, kwargs = cls_and_kwargs or Trainer.get_optimizer_cls_and_kwargs(args, model)  # type: ignore[arg-type]
     kwargs = {key: value for key, value in kwargs.items() if key not in ("params", "model", "optimizer_dict")}
     _register_embedding_overrides(model, optimizer_cls, kwargs)
     optimizers: dict[torch.Tensor, torch.optim.Optimizer] = {}
@@ -86,8 +91,12 @@ def in_backward_optimizer(
         if param.grad is None:
             return
         optimizer = optimizers[param]
+        lr = facade.param_groups[0]["lr"]  # the Trainer's schedule, as of this step
         for group in optimizer.param_groups:
-            group["lr"] = facade.param_groups[0]["lr"]  # the Trainer's schedule, as of this step
+            if isinstance(group["lr"], torch.Tensor):  # torchao keeps it a tensor (trainer/rounding.py)
+                group["lr"].fill_(lr)
+            else:
+                group["lr"] = lr
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
@@ -117,7 +126,7 @@ class InBackwardMixin:
         if trainer.optimizer is None:
             target = model if model is not None else trainer.model
             decay = set(trainer.get_decay_parameter_names(target))
-            trainer.optimizer = in_backward_optimizer(target, trainer.args, decay)
+            trainer.optimizer = in_backward_optimizer(target, trainer.args, decay, trainer.optimizer_cls_and_kwargs)
         return trainer.optimizer
 
 

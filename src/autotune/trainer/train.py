@@ -29,6 +29,7 @@ from autotune.schemas.training_stack import (
     untested_stack_allowed,
     untested_stack_error,
 )
+from autotune.trainer.activation_offload import offload_layer_activations
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.callbacks import (
     MetricsCallback,
@@ -63,6 +64,7 @@ from autotune.trainer.model import (
 )
 from autotune.trainer.profiling import profile_callbacks
 from autotune.trainer.report import build_report, describe_device, write_report
+from autotune.trainer.rounding import check_rounding_runnable, rounded_optimizer
 from autotune.trainer.staged_save import staged_trainer_class
 
 logger = logging.getLogger("autotune.trainer")
@@ -151,6 +153,7 @@ def run(args: TrainerArgs) -> int:
         raise ConfigError(f"{args.plan_path}: {attention_error}")
     check_kernels_runnable(plan.setting, cpu=args.cpu)
     check_fp8_runnable(plan.setting, cpu=args.cpu)
+    check_rounding_runnable(plan.setting)
     created = not args.run_dir.exists()
     lock = acquire(args.output_dir) if int(os.environ.get("RANK", "0")) == 0 else None
     if lock is not None and lock.previous_owner:
@@ -222,6 +225,8 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
     apply_kernels(model, setting)  # before peft: Liger patches the base model's modules
     apply_fp8(model, setting)  # before peft: the base linears become torchao Float8Linear
     model = apply_method(model, setting)
+    if setting.activation_offloading:  # each decoder layer's saved tensors on the host (trainer/activation_offload.py)
+        offload_layer_activations(model)
     trainable, total = count_parameters(model)
     logger.info(
         "model %s (%s): %s of %s parameters train", plan.model.key, setting.short(), f"{trainable:,}", f"{total:,}"
@@ -246,6 +251,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
         eval_dataset=eval_dataset,
         data_collator=build_collator(tokenizer, layout),
         processing_class=tokenizer,
+        optimizer_cls_and_kwargs=rounded_optimizer(setting, training_args),
         callbacks=[
             guard,
             MetricsCallback(metrics, setting.grad_accum),

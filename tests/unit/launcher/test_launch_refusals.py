@@ -334,3 +334,16 @@ def test_a_local_model_path_that_does_not_exist_is_refused(
     code, err = _launch(capsys, path, _data(tmp_path), tmp_path / "run", "--cpu", "--dry-run")
     assert code == 2 and "not found" in _one_error(err)
     assert sorted(os.listdir(tmp_path)) == ["d.jsonl", "plan.yaml"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchao") is not None, reason="torchao is installed: nothing to refuse")
+@pytest.mark.parametrize("mode", ["dry-run", "launch"])
+def test_stochastic_rounding_without_torchao_is_one_line_before_anything(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, no_run: list[LaunchSpec], mode: str
+) -> None:
+    """A plan with bf16_stochastic_rounding needs torchao where it runs: refused in one line, nothing written."""
+    plan = save_plan(make_plan(method="full", bf16_stochastic_rounding=True), tmp_path / "plan.yaml")
+    out = tmp_path / "run"
+    code, err = _launch(capsys, plan, _data(tmp_path), out, "--cpu", *MODES[mode])
+    assert code == 2 and "bf16_stochastic_rounding needs torchao" in _one_error(err)
+    assert not out.exists() and not no_run

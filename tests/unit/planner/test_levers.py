@@ -118,3 +118,36 @@ def test_fp8_runs_where_the_card_has_fp8_tensor_cores_and_is_never_chosen_unaske
     assert result.best.setting.fp8 and result.best.setting.method != "qlora"
     unasked, _ = plan_request(model="llama3-8b", gpu=gpu, seq_len=2048)
     assert not search(unasked).best.setting.fp8
+
+
+def test_rounding_and_offloading_are_enumerated_where_they_run() -> None:
+    """Full pure-bf16 AdamW candidates come with and without stochastic rounding; unchecked, uncompiled ones with and
+    without activation offloading; neither where its rule refuses it."""
+    from autotune.planner.space import candidates
+
+    request, _ = plan_request(model="llama3-8b", gpu="h100", seq_len=2048, method="full", global_batch_size=4)
+    settings = list(candidates(request))
+    rounded = [s for s in settings if s.bf16_stochastic_rounding]
+    offloaded = [s for s in settings if s.activation_offloading]
+    assert rounded and offloaded
+    assert all(s.optimizer == "adamw" and s.precision == "bf16" for s in rounded)
+    assert all(not s.grad_ckpt and not s.compile for s in offloaded)
+    plain = {s.model_copy(update={"bf16_stochastic_rounding": False, "activation_offloading": False}) for s in settings}
+    assert len(settings) > len(plain)  # each lever adds to a setting the search had, nothing else
+
+
+def test_forced_levers_are_kept_and_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """--bf16-stochastic-rounding plans only rounded settings; with --optimizer adamw-8bit it is refused in one line."""
+    request, _ = plan_request(
+        model="llama3-8b", gpu="h100", seq_len=2048, method="full", global_batch_size=4, bf16_stochastic_rounding=True
+    )
+    best = search(request).best.setting
+    assert best.bf16_stochastic_rounding and best.optimizer == "adamw"
+    code, _, err = run(
+        capsys, "plan", "llama3-8b", "--gpu", "h100", "--bf16-stochastic-rounding", "--optimizer", "adamw-8bit"
+    )
+    assert code == 2
+    assert "--bf16-stochastic-rounding is torchao's AdamW" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "plan", "llama3-8b", "--gpu", "h100", "--activation-offloading", "--grad-ckpt")
+    assert code == 2
+    assert "--activation-offloading moves what each layer saves" in err

@@ -47,6 +47,12 @@ LEVER_CELLS = [
     {"optimizer": "paged-adamw-8bit", "optimizer_in_backward": True, "loss_impl": "chunked"},
     {"optimizer": "paged-adamw-8bit", "optimizer_in_backward": False, "loss_impl": "chunked"},
     {"optimizer": "adamw-8bit", "optimizer_in_backward": True, "loss_impl": "fp32-upcast"},
+    {"optimizer": "adamw", "bf16_stochastic_rounding": True, "loss_impl": "chunked"},
+    {"optimizer": "adamw", "bf16_stochastic_rounding": True, "loss_impl": "fp32-upcast", "grad_ckpt": False},
+    {"optimizer": "adamw", "bf16_stochastic_rounding": True, "optimizer_in_backward": True, "loss_impl": "chunked"},
+    {"optimizer": "adamw", "activation_offloading": True, "loss_impl": "chunked", "grad_ckpt": False},
+    {"optimizer": "adamw", "activation_offloading": True, "loss_impl": "fp32-upcast", "grad_ckpt": False},
+    {"optimizer": "adamw-8bit", "activation_offloading": True, "optimizer_in_backward": True, "grad_ckpt": False},
 ]
 
 
