@@ -6,8 +6,10 @@
   :func:`trainer_helpers.trainer_env`, the environment every run of the training core in the tests is started with
   (``trainer_helpers.run_command``, ``run_trainer``, ``run_torchrun`` and ``launch``, an in-process ``autotune
   launch``, use it). A test that starts the core another way fails: an audit hook sees every ``subprocess.Popen``
-  whose arguments hold the word ``autotune.trainer`` and :func:`pytest_runtest_call` fails an unmarked test that
-  made one. (A few tests are marked ``slow`` by hand for another reason, e.g. torch traces in-process.)
+  whose arguments hold the word ``autotune.trainer`` or one of its modules (the dataset scan ``autotune plan
+  --dataset`` starts, the export child), and :func:`pytest_runtest_call` fails an unmarked test that made one; such
+  a test is marked by hand, with the process it starts. (A few tests are marked ``slow`` by hand for another reason,
+  e.g. torch traces in-process, or a script under test that starts those processes itself.)
 - **Shared runs.** Tests that request a session- or module-scoped fixture that starts the core get one
   ``xdist_group``, and ``-n`` distributes by ``loadgroup``: one worker runs the core once for all of them.
 - **The inner loop.** ``pytest`` alone leaves the ``slow`` tests out (the summary says how many); ``--all`` (README's
@@ -42,9 +44,16 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent.parent
 CORE_MODULE = "autotune.trainer"
-"""A subprocess with this word among its arguments (``python -m autotune.trainer``, or ``torchrun ... -m
-autotune.trainer`` through the launcher's wrapper) starts the training core; ``autotune.trainer.lengths`` (the
-dataset scan) does not."""
+"""A subprocess with this word, or a module of this package (``autotune.trainer.lengths``, the dataset scan;
+``autotune.trainer.export``), among its arguments (``python -m autotune.trainer``, or ``torchrun ... -m
+autotune.trainer`` through the launcher's wrapper) starts the training core: each imports the training stack (torch,
+transformers, peft), seconds of CPU per start before it does anything."""
+
+
+def starts_core_process(word: str) -> bool:
+    """Whether one argument of a new process names the training core package or one of its modules."""
+    return word == CORE_MODULE or word.startswith(CORE_MODULE + ".")
+
 
 EXTENSIONS_DIR_NAME = "torch-extensions"
 
@@ -219,7 +228,7 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         return
     argv = args[1]
     words = [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv or ())
-    if any(os.fsdecode(word) == CORE_MODULE for word in words):
+    if any(starts_core_process(os.fsdecode(word)) for word in words):
         _CORE_STARTED.append(" ".join(os.fsdecode(word) for word in words))
 
 

@@ -52,6 +52,7 @@ def _launch_view(model_dir: Path, data: Path) -> tuple[int, int, int]:
     return len(blocks), kept, sum(1 for length in lengths if length > SEQ_LEN)
 
 
+@pytest.mark.slow  # plans on the dataset with its tokenizer: starts the dataset scan (autotune.trainer.lengths)
 @pytest.mark.parametrize("fmt", ["instruction", "chat", "text"])
 def test_the_plan_sees_the_blocks_the_launch_trains_on(
     fmt: str, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -74,6 +75,7 @@ def test_the_plan_sees_the_blocks_the_launch_trains_on(
     assert any("seq_len 32 truncates" in note for note in result["notes"])
 
 
+@pytest.mark.slow  # plans on the dataset with its tokenizer: starts the dataset scan (autotune.trainer.lengths)
 def test_estimate_takes_the_dataset_too(
     tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -87,6 +89,7 @@ def test_estimate_takes_the_dataset_too(
     assert any("first 20 of 60 rows" in note for note in result["notes"])
 
 
+@pytest.mark.slow  # plans on the dataset with its tokenizer: starts the dataset scan (autotune.trainer.lengths)
 def test_launch_warns_when_given_other_data(
     tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -196,6 +199,7 @@ def test_padded_batches_are_planned_and_launched_one_example_per_row(
     assert read_report(tmp_path / "run").steps == predicted
 
 
+@pytest.mark.slow  # plans on the dataset with its tokenizer: starts the dataset scan (autotune.trainer.lengths)
 def test_launch_model_plans_on_its_dataset_as_plan_does(
     tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

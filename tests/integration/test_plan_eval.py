@@ -65,6 +65,7 @@ def test_bad_eval_options_are_one_line(
     assert not out.exists()
 
 
+@pytest.mark.slow  # plans on the dataset with its tokenizer: starts the dataset scan (autotune.trainer.lengths)
 def test_sweep_prices_each_point_on_the_dataset(
     tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -133,6 +133,7 @@ def test_weights_are_checked_against_the_manifest(tmp_path: Path) -> None:
 
 
 @needs_training_stack
+@pytest.mark.slow  # starts the export child (autotune.trainer.export), which imports the training stack
 @pytest.mark.parametrize("checkpoint", [None, "checkpoint-2"])
 def test_a_truncated_adapter_is_refused_before_anything_is_written(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, checkpoint: str | None
@@ -163,6 +164,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @needs_training_stack
+@pytest.mark.slow  # its autotune export starts the export child (autotune.trainer.export, the training stack)
 def test_sigterm_stops_the_export_child_and_leaves_no_output(tiny_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "exported"
     code = "from autotune.cli.app import main; main()"
@@ -211,6 +213,7 @@ def _export_processes(out: Path) -> list[int]:
 
 
 @needs_training_stack
+@pytest.mark.slow  # starts the export child (autotune.trainer.export), which imports the training stack
 def test_an_export_follows_the_umask(capsys: pytest.CaptureFixture[str], tiny_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "exported"
     mask = os.umask(0o022)

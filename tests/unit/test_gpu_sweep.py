@@ -23,6 +23,7 @@ sys.modules["gpu_sweep"] = gpu_sweep
 _spec.loader.exec_module(gpu_sweep)
 
 
+@pytest.mark.slow  # the script plans every entry in its own autotune process, the dataset entries with the scan
 def test_dry_run_lists_every_setting_without_torch(tmp_path: Path) -> None:
     code = (
         "import runpy, sys\n"
@@ -80,7 +81,15 @@ def test_only_refuses_an_unknown_entry() -> None:
         gpu_sweep.selected("lora-m2-noc,nope")
 
 
-@pytest.mark.parametrize("entry", gpu_sweep.SETTINGS, ids=lambda entry: entry.name)
+def _scans_data(entry: object) -> bool:
+    """An entry that plans a dataset starts the dataset scan (autotune.trainer.lengths): slow."""
+    return "--dataset" in entry.plan  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [pytest.param(e, marks=pytest.mark.slow if _scans_data(e) else (), id=e.name) for e in gpu_sweep.SETTINGS],
+)
 def test_each_entry_plans_what_it_says(entry: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plan_path = tmp_path / "plan.yaml"
     long_tailed = str(gpu_sweep.write_rows(tmp_path / "long-tailed.jsonl", 300))

@@ -85,15 +85,15 @@ UNMARKED_CORE_START = """
 import subprocess, sys
 
 def test_starts_the_core_its_own_way():
-    subprocess.run([sys.executable, "-c", "pass", "autotune.trainer.lengths"], check=True)  # not the core
-    subprocess.run([sys.executable, "-c", "pass", "-m", "autotune.trainer"], check=True)
+    subprocess.run([sys.executable, "-c", "pass", "autotune.trainerless"], check=True)  # not the core's package
+    subprocess.run([sys.executable, "-c", "pass", "-m", "autotune.trainer.lengths"], check=True)  # the dataset scan
 """
 
 
 def test_an_unmarked_test_that_starts_the_core_fails_and_a_marked_one_runs_with_all(tmp_path: Path) -> None:
     done = _pytest(tmp_path, UNMARKED_CORE_START)
     assert done.returncode == 1 and "starts the training core" in done.stdout, done.stdout
-    assert "autotune.trainer.lengths" not in done.stdout  # the dataset scan is not the core
+    assert "autotune.trainer.lengths" in done.stdout and "autotune.trainerless" not in done.stdout
     marked = UNMARKED_CORE_START.replace("def test_", "@__import__('pytest').mark.slow\ndef test_")
     assert "1 deselected" in _pytest(tmp_path, marked).stdout
     done = _pytest(tmp_path, marked, "--all")
