@@ -28,6 +28,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from autotune.calibration.replicates import Replicates
 from autotune.calibration.time_fit import TimeRow
 from autotune.costmodel.params import count_params
 from autotune.costmodel.time_correction import kernel, setting_point
@@ -51,10 +52,17 @@ def local_log_variance(start: CostCoefficients) -> float:
     return (math.log1p(band) / BAND_QUANTILE_Z) ** 2
 
 
-def covariance(points: Sequence[SettingPoint], local: float, noise: float) -> list[list[float]]:
-    """Σ₀ = ``local`` · K + ``noise`` · I over ``points``."""
+def covariance(
+    points: Sequence[SettingPoint], local: float, noise: float, counts: Sequence[int] | None = None
+) -> list[list[float]]:
+    """Σ₀ = ``local`` · K + ``noise`` · diag(1 / count) over ``points`` (``counts``: rows per point, default 1 each).
+
+    A point measured c times enters with its rows' mean and noise / c (``replicates``).
+    """
+    counts = counts or [1] * len(points)
     return [
-        [local * kernel(a, b) + (noise if i == j else 0.0) for j, b in enumerate(points)] for i, a in enumerate(points)
+        [local * kernel(a, b) + (noise / counts[i] if i == j else 0.0) for j, b in enumerate(points)]
+        for i, a in enumerate(points)
     ]
 
 
@@ -98,57 +106,79 @@ class GlsMean:
     standard_error: float
 
 
-def gls_mean(ratios: Sequence[float], points: Sequence[SettingPoint], local: float, noise: float) -> GlsMean:
+def gls_mean(
+    ratios: Sequence[float],
+    points: Sequence[SettingPoint],
+    local: float,
+    noise: float,
+    counts: Sequence[int] | None = None,
+) -> GlsMean:
     """m̂ = 1ᵀΣ₀⁻¹r / 1ᵀΣ₀⁻¹1 and se = (1ᵀΣ₀⁻¹1)^(−½) (Aitken's generalized least squares for a constant).
 
     With K = I (rows far apart) it is the plain mean with se² = (s² + n²) / k; with K = 11ᵀ (one corner) se² =
-    s² + n² / k, which more rows in the same corner do not shrink below s².
+    s² + n² / k, which more rows in the same corner do not shrink below s². ``ratios`` may be the mean log ratios of
+    settings measured ``counts`` times (``replicates``).
     """
-    precision = inverse_spd(covariance(points, local, noise))
+    precision = inverse_spd(covariance(points, local, noise, counts))
     weights = [sum(line) for line in precision]  # Σ₀⁻¹ 1 (symmetric)
     total = sum(weights)
     return GlsMean(sum(w * r for w, r in zip(weights, ratios, strict=True)) / total, 1 / math.sqrt(total))
 
 
-def scale_posterior(residuals: Sequence[float], precision: Sequence[Sequence[float]], prior_dof: int) -> float:
+def scale_posterior(
+    residuals: Sequence[float],
+    precision: Sequence[Sequence[float]],
+    prior_dof: int,
+    within: tuple[float, int] = (0.0, 0),
+) -> float:
     """τ², the common scale of Σ₀ the rows support: (ν₀ + rᵀΣ₀⁻¹r) / (ν₀ + k).
 
     The posterior mean of a scaled inverse-χ² prior on τ² (centred on 1, worth ``prior_dof`` rows) after k residuals
     r ~ N(0, τ² Σ₀) (BDA3 §3.3, the conjugate update of a normal's variance, with Σ₀'s correlation): rows closer to
-    their prediction than Σ₀ expects narrow the band, rows further off widen it.
+    their prediction than Σ₀ expects narrow the band, rows further off widen it. ``within``: for residuals that are
+    settings' means (``replicates``), the rows' scatter about them already divided by n², and the rows beyond one per
+    setting — their part of the quadratic form and of k.
     """
-    quadratic = sum(r * w for r, w in zip(residuals, _times(precision, residuals), strict=True))
-    return (prior_dof + quadratic) / (prior_dof + len(residuals))
+    quadratic = sum(r * w for r, w in zip(residuals, _times(precision, residuals), strict=True)) + within[0]
+    return (prior_dof + quadratic) / (prior_dof + len(residuals) + within[1])
 
 
 def local_correction(
-    rows: Sequence[TimeRow],
+    groups: Sequence[Replicates],
     residuals: Sequence[float],
     local: float,
     noise: float,
     stack_variance: float,
     prior_dof: int,
 ) -> LocalTimeCorrection:
-    """The posterior of h from the rows' ``residuals`` (log(measured / predicted) after the stack factor).
+    """The posterior of h from the settings' mean ``residuals`` (log(measured / predicted) after the stack factor).
 
-    Σ₀ = ``local`` K + ``noise`` I is scaled by :func:`scale_posterior` (``prior_dof`` its prior's weight): the mean
-    correction does not change with the scale, its variance (the printed band) does. The variance is the joint
-    posterior of g + h (``stack_variance`` the prior variance of log ``time_scale`` where the factor was fitted, 0
-    where it was kept), so it is small at the rows and the stack factor's uncertainty plus s² far from them.
+    Σ₀ = ``local`` K + ``noise`` diag(1 / count) over the settings (``replicates``) is scaled by
+    :func:`scale_posterior` (``prior_dof`` its prior's weight): the mean correction does not change with the scale, its
+    variance (the printed band) does. The variance is the joint posterior of g + h (``stack_variance`` the prior
+    variance of log ``time_scale`` where the factor was fitted, 0 where it was kept), so it is small at the rows and the
+    stack factor's uncertainty plus s² far from them.
     """
-    points = [row_point(r) for r in rows]
-    local_precision = inverse_spd(covariance(points, local, noise))
-    scale = scale_posterior(residuals, local_precision, prior_dof)
-    joint = [[stack_variance + v * scale for v in line] for line in covariance(points, local, noise)]
+    points = [row_point(g.row) for g in groups]
+    counts = [g.count for g in groups]
+    local_precision = inverse_spd(covariance(points, local, noise, counts))
+    within = (sum(g.within_log_ss for g in groups) / noise, sum(counts) - len(groups))
+    scale = scale_posterior(residuals, local_precision, prior_dof, within)
+    joint = [[stack_variance + v * scale for v in line] for line in covariance(points, local, noise, counts)]
     return LocalTimeCorrection(
         anchors=points,
-        row_ids=[r.case.measurement.id for r in rows],
+        row_ids=[_label(g) for g in groups],
         weights=[w / scale for w in _times(local_precision, residuals)],  # (τ² Σ₀)⁻¹ r: the mean keeps its scale
         precision=inverse_spd(joint),
         local_log_variance=local * scale,
         noise_log_variance=noise * scale,
         stack_log_variance=stack_variance,
     )
+
+
+def _label(group: Replicates) -> str:
+    first = group.row.case.measurement.id
+    return first if group.count == 1 else f"{first} (+{group.count - 1} rows of its setting)"
 
 
 def _span(values: Sequence[float], unit: str = "") -> str:

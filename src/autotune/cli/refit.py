@@ -114,12 +114,26 @@ def _pct(before: float | None, after: float | None) -> str:
     return f"{before * 100:.1f}% → {after * 100:.1f}%"
 
 
+ROWS_SHOWN = 40
+"""Rows the table and the notes name one by one; a longer file's other rows count in the summaries (a 100,000-row
+file printed whole would bury them)."""
+
+
+def _more_rows(count: int) -> str:
+    return f"… and {count:,} more rows (in the summaries below)"
+
+
 def rows_table(before: Sequence[CaseResult], after: Sequence[CaseResult]) -> Table:
-    """Your rows: measured, and predicted before → after the refit (memory GiB, time s, fits verdict)."""
-    table = Table(title="Your measurements: measured | predicted before → after", title_justify="left")
+    """Your rows: measured, and predicted before → after the refit (memory GiB, time s, fits verdict).
+
+    The first :data:`ROWS_SHOWN` rows, then one line counting the others.
+    """
+    hidden = max(len(before) - ROWS_SHOWN, 0)
+    title = "Your measurements: measured | predicted before → after"
+    table = Table(title=title, title_justify="left", caption=_more_rows(hidden) if hidden else None)
     for column in ("row", "memory GiB", "predicted", "time s", "predicted", "fits"):
         table.add_column(column, justify="left" if column in ("row", "fits") else "right", overflow="fold")
-    for old, new in zip(before, after, strict=True):
+    for old, new in zip(before[:ROWS_SHOWN], after[:ROWS_SHOWN], strict=True):
         m = old.case.measurement
         verdict = "OOM" if m.oom else "ran"
         table.add_row(
@@ -260,7 +274,10 @@ def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> l
         lines.append(stack_moved_line(result.stack_evidence, start.time_scale, fitted.time_scale))
     if fitted.local_time_correction is not None:
         lines += coverage_lines(fitted.local_time_correction)
-    lines += [f"outlier, named and left out of the fit: {line}" for line in result.outliers.values()]
+    named = list(result.outliers.values())
+    lines += [f"outlier, named and left out of the fit: {line}" for line in named[:ROWS_SHOWN]]
+    if len(named) > ROWS_SHOWN:
+        lines.append(f"{len(named) - ROWS_SHOWN:,} more outliers left out of the fit")
     reserved_rows = sum(r.case.measurement.memory_kind in ("reserved", "nvidia-smi") for r in result.before)
     allocator = moved_coefficients(start, fitted, ["allocator_overhead_fraction"])
     if reserved_rows:
@@ -298,7 +315,7 @@ def render_recalibration(result: Recalibration, output: Path, start: CostCoeffic
     (:func:`autotune.profiles.user_config.user_calibration_path`, with or without ``-o``), else how to pass it.
     """
     console().print(rows_table(result.before, result.after))
-    for old in result.before:
+    for old in result.before[:ROWS_SHOWN]:
         m = old.case.measurement
         extra = "".join(f", {text}" for text in moving_fields(old.case, start))
         console().print(
@@ -344,11 +361,17 @@ def bound_notes(result: Recalibration) -> list[str]:
     """
     lines = []
     scale = result.coefficients.time_scale
-    for after in result.after:
+    unreached = [
+        after
+        for after in result.after
+        if after.time_error is not None
+        and abs(after.time_error) > UNREACHED_TIME_ERROR
+        and after.case.measurement.id not in result.outliers
+    ]
+    for after in unreached[:ROWS_SHOWN]:
         error = after.time_error
+        assert error is not None
         row = after.case.measurement.id
-        if error is None or abs(error) <= UNREACHED_TIME_ERROR or row in result.outliers:
-            continue
         if scale <= TIME_SCALE_MIN * 1.001 or scale >= TIME_SCALE_MAX * 0.999:
             lines.append(
                 f"{row}: time still {error * 100:+.0f}% after the refit: the stack factor time_scale stopped at its "
@@ -365,6 +388,11 @@ def bound_notes(result: Recalibration) -> list[str]:
                 f"{row}: time still {error * 100:+.0f}% after the refit: the coefficients it moves are shared with "
                 "your other rows (and the seeds with --with-seeds), which pull the other way"
             )
+    if len(unreached) > ROWS_SHOWN:
+        lines.append(
+            f"{len(unreached) - ROWS_SHOWN:,} more rows are still more than {UNREACHED_TIME_ERROR:.0%} off after the "
+            "refit"
+        )
     return lines
 
 
