@@ -66,8 +66,8 @@ def covariance(
     ]
 
 
-def inverse_spd(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
-    """Inverse of a symmetric positive-definite matrix by Cholesky (L Lᵀ = A, then A⁻¹ = L⁻ᵀ L⁻¹).
+def cholesky(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
+    """L, lower triangular, with L Lᵀ = ``matrix`` (symmetric positive definite; Cholesky–Banachiewicz).
 
     Raises:
         ValueError: the matrix is not positive definite.
@@ -83,6 +83,17 @@ def inverse_spd(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
                 lower[i][i] = math.sqrt(total)
             else:
                 lower[i][j] = total / lower[j][j]
+    return lower
+
+
+def inverse_spd(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
+    """Inverse of a symmetric positive-definite matrix by Cholesky (L Lᵀ = A, then A⁻¹ = L⁻ᵀ L⁻¹).
+
+    Raises:
+        ValueError: the matrix is not positive definite.
+    """
+    size = len(matrix)
+    lower = cholesky(matrix)
     inverse_lower = [[0.0] * size for _ in range(size)]  # L⁻¹, lower triangular, by forward substitution
     for col in range(size):
         for i in range(col, size):
@@ -92,6 +103,42 @@ def inverse_spd(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
         [sum(inverse_lower[k][i] * inverse_lower[k][j] for k in range(max(i, j), size)) for j in range(size)]
         for i in range(size)
     ]
+
+
+def log_normal_density(values: Sequence[float], cov: Sequence[Sequence[float]]) -> float:
+    """Log-density of N(0, ``cov``) at ``values``: −½ (vᵀ C⁻¹ v + log det C + k log 2π), by Cholesky (R&W eq. 2.30)."""
+    lower = cholesky(cov)
+    solved: list[float] = []  # L⁻¹ v by forward substitution: vᵀ C⁻¹ v = |L⁻¹ v|²
+    for i, value in enumerate(values):
+        solved.append((value - sum(lower[i][k] * solved[k] for k in range(i))) / lower[i][i])
+    log_det = 2 * sum(math.log(lower[i][i]) for i in range(len(values)))
+    return -0.5 * (sum(x * x for x in solved) + log_det + len(values) * math.log(2 * math.pi))
+
+
+SETTING_ERROR_PROBABILITY = 0.5
+"""Prior probability that the rows' stack has a setting-dependent error h at all (beyond the rows' noise): no preference
+between the two hypotheses of :func:`setting_error_probability` (as ``stack_fit.SAME_STACK_PROBABILITY``)."""
+
+
+def setting_error_probability(
+    residuals: Sequence[float], points: Sequence[SettingPoint], local: float, noise: float, counts: Sequence[int]
+) -> float:
+    """P(h ≠ 0 | rows): the posterior probability that the residuals show a setting-dependent error (Bayes factor).
+
+    H₁: r̄ ~ N(0, s² K + n² D) (a discrepancy h ~ GP(0, s² k), Kennedy & O'Hagan 2001); H₀: r̄ ~ N(0, n² D) (the
+    settings' mean residuals after the stack factor are their rows' noise, D = diag(1 / count)). The Bayes factor is
+    the ratio of the two marginal likelihoods (Kass & Raftery, JASA 90 (1995) 773, eq. 1), the prior probability
+    :data:`SETTING_ERROR_PROBABILITY`. It is the slab weight of a spike-and-slab prior on h (Mitchell & Beauchamp, JASA
+    83 (1988) 1023; George & McCulloch, JASA 88 (1993) 881): :func:`local_correction` gives h the moment-matched prior
+    variance P(h ≠ 0 | rows) · s², so a correction the rows do not support fades to the stack factor alone — on the
+    core's own runs, whose residuals after the refit are its 1–3 % run-to-run noise, it stays off (``core_loo``).
+    """
+    counts = list(counts)
+    with_h = log_normal_density(residuals, covariance(points, local, noise, counts))
+    without = log_normal_density(residuals, covariance(points, 0.0, noise, counts))
+    prior = SETTING_ERROR_PROBABILITY
+    log_odds = with_h - without + math.log(prior / (1 - prior))
+    return 1 / (1 + math.exp(-log_odds)) if log_odds > -700 else 0.0
 
 
 def _times(matrix: Sequence[Sequence[float]], vector: Sequence[float]) -> list[float]:
@@ -153,7 +200,8 @@ def local_correction(
 ) -> LocalTimeCorrection:
     """The posterior of h from the settings' mean ``residuals`` (log(measured / predicted) after the stack factor).
 
-    Σ₀ = ``local`` K + ``noise`` diag(1 / count) over the settings (``replicates``) is scaled by
+    h's prior variance is ``local`` × :func:`setting_error_probability` (the rows' evidence for h at all). Σ₀ = s² K +
+    ``noise`` diag(1 / count) over the settings (``replicates``) is scaled by
     :func:`scale_posterior` (``prior_dof`` its prior's weight): the mean correction does not change with the scale, its
     variance (the printed band) does. The variance is the joint posterior of g + h (``stack_variance`` the prior
     variance of log ``time_scale`` where the factor was fitted, 0 where it was kept), so it is small at the rows and the
@@ -161,6 +209,7 @@ def local_correction(
     """
     points = [row_point(g.row) for g in groups]
     counts = [g.count for g in groups]
+    local *= setting_error_probability(residuals, points, local, noise, counts)
     local_precision = inverse_spd(covariance(points, local, noise, counts))
     within = (sum(g.within_log_ss for g in groups) / noise, sum(counts) - len(groups))
     scale = scale_posterior(residuals, local_precision, prior_dof, within)

@@ -261,13 +261,20 @@ def outlier_line(row: TimeRow, start: CostCoefficients, predicted: float | None 
     )
 
 
+MAPE_TOLERANCE = 0.01
+"""A time MAPE on the rows at most this much higher (one point) is not "worse" when the squared log error fell: the
+core's runs vary 1–2 % step to step (``time_fit.CORE_ROW_LOG_SIGMA``), and on four of them a refit that lowers the
+squared log error moved their MAPE 0.9 % → 1.0 % (``benchmarks/core_loo.py``, the held-out run then within 0.0 %). The
+refusals issue 43 asked for are 5 points and more (50.2 % → 55.3 %)."""
+
+
 def check_not_worse(rows: Sequence[TimeRow], start: CostCoefficients, fitted: CostCoefficients, name: str) -> None:
     """Refuse a refit that matches the rows it was fitted on worse than ``start`` did, by either figure.
 
-    Worse = a larger mean squared log time error (the objective the fits minimize) *or* a larger time MAPE
-    (|predicted / measured − 1|, the figure ``calibrate`` prints for your rows, outliers left out as here): a MAPE can
-    rise while the squared log error falls, when rows sit on both sides, and a refit printed as fitting its own rows
-    worse must not be written.
+    Worse = a larger mean squared log time error (the objective the fits minimize) *or* a time MAPE
+    (|predicted / measured − 1|, the figure ``calibrate`` prints for your rows, outliers left out as here) larger by
+    more than :data:`MAPE_TOLERANCE`: a MAPE can rise while the squared log error falls, when rows sit on both sides,
+    and a refit that fits its own rows worse by the figure printed must not be written.
 
     Raises:
         RefitRefused: one line with both errors; nothing has been written.
@@ -279,7 +286,7 @@ def check_not_worse(rows: Sequence[TimeRow], start: CostCoefficients, fitted: Co
     after = [math.exp(-x) for x in row_log_ratios(groups, fitted)]
     msle_before, msle_after = (sum(math.log(x) ** 2 for x in xs) / len(xs) for xs in (before, after))
     mape_before, mape_after = (sum(abs(x - 1) for x in xs) / len(xs) for xs in (before, after))
-    if msle_after > msle_before * (1 + 1e-9) + 1e-15 or mape_after > mape_before * (1 + 1e-9) + 1e-15:
+    if msle_after > msle_before * (1 + 1e-9) + 1e-15 or mape_after > mape_before + MAPE_TOLERANCE:
         raise RefitRefused(
             f"the refit would fit your {len(rows)} timed rows worse than calibration '{name}' (mean squared log "
             f"error {msle_before:.3g} → {msle_after:.3g}, time MAPE {mape_before * 100:.1f}% → {mape_after * 100:.1f}%)"
