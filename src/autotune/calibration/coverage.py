@@ -115,28 +115,34 @@ def log_normal_density(values: Sequence[float], cov: Sequence[Sequence[float]]) 
     return -0.5 * (sum(x * x for x in solved) + log_det + len(values) * math.log(2 * math.pi))
 
 
-SETTING_ERROR_PROBABILITY = 0.5
-"""Prior probability that the rows' stack has a setting-dependent error h at all (beyond the rows' noise): no preference
-between the two hypotheses of :func:`setting_error_probability` (as ``stack_fit.SAME_STACK_PROBABILITY``)."""
+PROBABILITY_FLOOR = 1e-9
+"""The slab's prior probability is kept within [this, 1 − this], so that the rows' Bayes factor can still move it."""
 
 
 def setting_error_probability(
-    residuals: Sequence[float], points: Sequence[SettingPoint], local: float, noise: float, counts: Sequence[int]
+    residuals: Sequence[float],
+    points: Sequence[SettingPoint],
+    variances: tuple[float, float],
+    counts: Sequence[int],
+    other_stack: float,
 ) -> float:
-    """P(h ≠ 0 | rows): the posterior probability that the residuals show a setting-dependent error (Bayes factor).
+    """P(h ≠ 0 | rows): the posterior probability that the rows' stack has a setting-dependent error h (Bayes factor).
 
-    H₁: r̄ ~ N(0, s² K + n² D) (a discrepancy h ~ GP(0, s² k), Kennedy & O'Hagan 2001); H₀: r̄ ~ N(0, n² D) (the
-    settings' mean residuals after the stack factor are their rows' noise, D = diag(1 / count)). The Bayes factor is
-    the ratio of the two marginal likelihoods (Kass & Raftery, JASA 90 (1995) 773, eq. 1), the prior probability
-    :data:`SETTING_ERROR_PROBABILITY`. It is the slab weight of a spike-and-slab prior on h (Mitchell & Beauchamp, JASA
-    83 (1988) 1023; George & McCulloch, JASA 88 (1993) 881): :func:`local_correction` gives h the moment-matched prior
-    variance P(h ≠ 0 | rows) · s², so a correction the rows do not support fades to the stack factor alone — on the
-    core's own runs, whose residuals after the refit are its 1–3 % run-to-run noise, it stays off (``core_loo``).
+    ``variances``: (s², n²). H₁: r̄ ~ N(0, s² K + n² D) (a discrepancy h ~ GP(0, s² k), Kennedy & O'Hagan 2001); H₀:
+    r̄ ~ N(0, n² D) (the settings' mean residuals after the stack factor are their rows' noise, D = diag(1 / count)).
+    The prior probability of H₁ is ``other_stack``, P(another stack | rows) of ``stack_fit.stack_evidence``: s² is the
+    error of the start on the *other* stacks it was fitted to, while a stack the start describes is the one its fit
+    followed, with its in-sample error (the core's runs: 1–3 %, the noise). The Bayes factor is the ratio of the two
+    marginal likelihoods (Kass & Raftery, JASA 90 (1995) 773, eq. 1). The result is the slab weight of a
+    spike-and-slab prior on h (Mitchell & Beauchamp, JASA 83 (1988) 1023; George & McCulloch, JASA 88 (1993) 881):
+    :func:`local_correction` gives h the moment-matched prior variance P(h ≠ 0 | rows) · s², so a correction the rows
+    do not support fades to the stack factor alone — on the core's own runs it stays off (``core_loo``).
     """
+    local, noise = variances
     counts = list(counts)
     with_h = log_normal_density(residuals, covariance(points, local, noise, counts))
     without = log_normal_density(residuals, covariance(points, 0.0, noise, counts))
-    prior = SETTING_ERROR_PROBABILITY
+    prior = min(max(other_stack, PROBABILITY_FLOOR), 1 - PROBABILITY_FLOOR)
     log_odds = with_h - without + math.log(prior / (1 - prior))
     return 1 / (1 + math.exp(-log_odds)) if log_odds > -700 else 0.0
 
@@ -197,10 +203,12 @@ def local_correction(
     noise: float,
     stack_variance: float,
     prior_dof: int,
+    other_stack: float = 1.0,
 ) -> LocalTimeCorrection:
     """The posterior of h from the settings' mean ``residuals`` (log(measured / predicted) after the stack factor).
 
-    h's prior variance is ``local`` × :func:`setting_error_probability` (the rows' evidence for h at all). Σ₀ = s² K +
+    h's prior variance is ``local`` × :func:`setting_error_probability` (the rows' evidence for h at all, from the
+    prior ``other_stack``, the probability that the rows are another stack than the start's). Σ₀ = s² K +
     ``noise`` diag(1 / count) over the settings (``replicates``) is scaled by
     :func:`scale_posterior` (``prior_dof`` its prior's weight): the mean correction does not change with the scale, its
     variance (the printed band) does. The variance is the joint posterior of g + h (``stack_variance`` the prior
@@ -209,7 +217,7 @@ def local_correction(
     """
     points = [row_point(g.row) for g in groups]
     counts = [g.count for g in groups]
-    local *= setting_error_probability(residuals, points, local, noise, counts)
+    local *= setting_error_probability(residuals, points, (local, noise), counts, other_stack)
     local_precision = inverse_spd(covariance(points, local, noise, counts))
     within = (sum(g.within_log_ss for g in groups) / noise, sum(counts) - len(groups))
     scale = scale_posterior(residuals, local_precision, prior_dof, within)

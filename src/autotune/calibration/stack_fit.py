@@ -343,12 +343,16 @@ def fitted_correction(
 ) -> LocalTimeCorrection:
     """The local correction (``coverage.local_correction``) of ``fitted``, :func:`fit_stack` on ``rows`` from ``start``.
 
-    Residuals: each row's log ratio at ``fitted``; priors: the start's setting error (``coverage.local_log_variance``)
-    and the rows' scatter at ``start`` (:func:`row_log_sigma`); the stack factor's prior variance
+    Residuals: each row's log ratio at ``fitted``; priors: the start's setting error (``coverage.local_log_variance``),
+    present with the probability that the rows are another stack (:func:`stack_evidence`), and the rows' scatter at
+    ``start`` (:func:`row_log_sigma`); the stack factor's prior variance
     ``STACK_LOG_SIGMA``² where it moved (the band's joint posterior of factor and correction), else 0.
     """
     groups = fitted_settings(replicate_groups(rows))
     noise = row_log_sigma(row_log_ratios(groups, start)) ** 2
     stack_variance = STACK_LOG_SIGMA**2 if fitted.time_scale != start.time_scale else 0.0
     residuals = [log_ratio(g.row, fitted) for g in groups]  # each setting's mean residual
-    return local_correction(groups, residuals, local_log_variance(start), noise, stack_variance, ROW_SIGMA_PRIOR_DOF)
+    other_stack = 1 - stack_evidence(member_rows(groups), start).same_stack_probability
+    return local_correction(
+        groups, residuals, local_log_variance(start), noise, stack_variance, ROW_SIGMA_PRIOR_DOF, other_stack
+    )
