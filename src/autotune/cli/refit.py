@@ -119,10 +119,6 @@ ROWS_SHOWN = 40
 file printed whole would bury them)."""
 
 
-def _more_rows(count: int) -> str:
-    return f"… and {count:,} more rows (in the summaries below)"
-
-
 def rows_table(before: Sequence[CaseResult], after: Sequence[CaseResult]) -> Table:
     """Your rows: measured, and predicted before → after the refit (memory GiB, time s, fits verdict).
 
@@ -130,7 +126,8 @@ def rows_table(before: Sequence[CaseResult], after: Sequence[CaseResult]) -> Tab
     """
     hidden = max(len(before) - ROWS_SHOWN, 0)
     title = "Your measurements: measured | predicted before → after"
-    table = Table(title=title, title_justify="left", caption=_more_rows(hidden) if hidden else None)
+    caption = f"… and {hidden:,} more rows (in the summaries below)" if hidden else None
+    table = Table(title=title, title_justify="left", caption=caption)
     for column in ("row", "memory GiB", "predicted", "time s", "predicted", "fits"):
         table.add_column(column, justify="left" if column in ("row", "fits") else "right", overflow="fold")
     for old, new in zip(before[:ROWS_SHOWN], after[:ROWS_SHOWN], strict=True):
@@ -362,16 +359,12 @@ def bound_notes(result: Recalibration) -> list[str]:
     lines = []
     scale = result.coefficients.time_scale
     unreached = [
-        after
+        (after.case.measurement.id, after.time_error)
         for after in result.after
-        if after.time_error is not None
-        and abs(after.time_error) > UNREACHED_TIME_ERROR
-        and after.case.measurement.id not in result.outliers
+        if abs(after.time_error or 0) > UNREACHED_TIME_ERROR and after.case.measurement.id not in result.outliers
     ]
-    for after in unreached[:ROWS_SHOWN]:
-        error = after.time_error
+    for row, error in unreached[:ROWS_SHOWN]:
         assert error is not None
-        row = after.case.measurement.id
         if scale <= TIME_SCALE_MIN * 1.001 or scale >= TIME_SCALE_MAX * 0.999:
             lines.append(
                 f"{row}: time still {error * 100:+.0f}% after the refit: the stack factor time_scale stopped at its "
