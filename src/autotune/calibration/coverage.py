@@ -217,7 +217,8 @@ def local_correction(
     """
     points = [row_point(g.row) for g in groups]
     counts = [g.count for g in groups]
-    local *= setting_error_probability(residuals, points, (local, noise), counts, other_stack)
+    slab = setting_error_probability(residuals, points, (local, noise), counts, other_stack)
+    local *= slab  # the spike-and-slab prior's moment-matched variance: the band keeps the hypothesis not chosen
     local_precision = inverse_spd(covariance(points, local, noise, counts))
     within = (sum(g.within_log_ss for g in groups) / noise, sum(counts) - len(groups))
     scale = scale_posterior(residuals, local_precision, prior_dof, within)
@@ -225,7 +226,9 @@ def local_correction(
     return LocalTimeCorrection(
         anchors=points,
         row_ids=[_label(g) for g in groups],
-        weights=[w / scale for w in _times(local_precision, residuals)],  # (τ² Σ₀)⁻¹ r: the mean keeps its scale
+        # (τ² Σ₀)⁻¹ r: the mean keeps its scale; none where the rows favour "no setting error" (as the stack factor
+        # keeps the hypothesis the rows favour: averaging would carry a few rows' noise to their neighbours)
+        weights=[w / scale if slab >= 0.5 else 0.0 for w in _times(local_precision, residuals)],
         precision=inverse_spd(joint),
         local_log_variance=local * scale,
         noise_log_variance=noise * scale,

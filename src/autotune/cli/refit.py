@@ -115,8 +115,7 @@ def _pct(before: float | None, after: float | None) -> str:
 
 
 ROWS_SHOWN = 40
-"""Rows the table and the notes name one by one; a longer file's other rows count in the summaries (a 100,000-row
-file printed whole would bury them)."""
+"""Rows the table and the notes name one by one; a longer file's other rows count in the summaries."""
 
 
 def rows_table(before: Sequence[CaseResult], after: Sequence[CaseResult]) -> Table:
@@ -232,12 +231,16 @@ def coverage_lines(correction: LocalTimeCorrection) -> list[str]:
     """Where the rows lie and how the local correction and its band change with the distance from them."""
     near = max(time_band(log_correction(point, correction)[1]) for point in correction.anchors)
     far = time_band(far_variance(correction))
-    return [
-        f"your rows cover: {corner(correction.anchors)}",
+    band = f"the 80 % time band is ±{near * 100:.0f} % at your rows, widening to ±{far * 100:.0f} % far from them"
+    local = (
         "local correction: times near your rows follow them, and the correction fades back to the stack factor away "
-        f"from them (costmodel/time_correction.py); the 80 % time band is ±{near * 100:.0f} % at your rows, widening "
-        f"to ±{far * 100:.0f} % far from them: measure a setting in another corner (calibrate --suggest) to narrow it",
-    ]
+        "from them (costmodel/time_correction.py)"
+        if any(correction.weights)
+        else "local correction: off — after the stack factor your rows show no setting-dependent error beyond their "
+        "own scatter (calibration/coverage.py), so every setting follows the stack factor"
+    )
+    another = "measure a setting in another corner (calibrate --suggest) to narrow it"
+    return [f"your rows cover: {corner(correction.anchors)}", f"{local}; {band}: {another}"]
 
 
 def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> list[str]:
