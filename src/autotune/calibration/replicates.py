@@ -93,11 +93,14 @@ def replicate_groups(rows: Sequence[TimeRow]) -> list[Replicates]:
 def fitted_settings(groups: Sequence[Replicates]) -> list[Replicates]:
     """The settings the fit runs on: all of them up to :data:`MAX_FIT_SETTINGS`, else that many with the most rows.
 
-    Kept in input order (a stable choice: ties go to the setting first seen).
+    Among settings with as many rows, every ⌈G / MAX⌉-th in input order first (a systematic sample through the file,
+    not its first corner: a sweep written in order would otherwise fit its shortest sequences only). Kept in input
+    order.
     """
     if len(groups) <= MAX_FIT_SETTINGS:
         return list(groups)
-    ranked = sorted(range(len(groups)), key=lambda i: -groups[i].count)[:MAX_FIT_SETTINGS]
+    stride = math.ceil(len(groups) / MAX_FIT_SETTINGS)
+    ranked = sorted(range(len(groups)), key=lambda i: (-groups[i].count, i % stride, i))[:MAX_FIT_SETTINGS]
     return [groups[i] for i in sorted(ranked)]
 
 

@@ -12,7 +12,7 @@ from autotune.calibration import held_out
 from autotune.calibration.coverage import covariance, gls_mean, row_point, scale_posterior
 from autotune.calibration.coverage import inverse_spd as inverse
 from autotune.calibration.held_out import loo_time_errors
-from autotune.calibration.replicates import replicate_groups, row_log_ratios
+from autotune.calibration.replicates import MAX_FIT_SETTINGS, fitted_settings, replicate_groups, row_log_ratios
 from autotune.calibration.stack_fit import fit_stack, fitted_correction
 from autotune.calibration.time_fit import TimeRow, predicted_time_s
 
@@ -88,3 +88,13 @@ def test_the_linearised_held_out_errors_follow_the_exact_refits(monkeypatch: pyt
     ]
     assert linear == pytest.approx(exact, abs=0.03)
     assert sum(linear) > sum(in_sample)  # held out, a setting is predicted worse than fitted
+
+
+def test_past_the_cap_the_settings_with_most_rows_are_fitted_then_a_sample_through_the_file() -> None:
+    rows = [row(1.0, seq_len=64 + 8 * i) for i in range(3 * MAX_FIT_SETTINGS)]
+    rows += replicated(rows[-1], 1.0)  # the last setting measured twice
+    chosen = fitted_settings(replicate_groups(rows))
+    seqs = [g.row.case.measurement.workload.seq_len for g in chosen]
+    assert len(chosen) == MAX_FIT_SETTINGS and seqs[-1] == 64 + 8 * (3 * MAX_FIT_SETTINGS - 1)
+    # the others every third setting through the file (3 × the cap settings): not the first 63
+    assert seqs[:-1] == [64 + 8 * 3 * k for k in range(MAX_FIT_SETTINGS - 1)]
