@@ -11,7 +11,9 @@ Modules:
   nelder_mead   the pure-Python Nelder–Mead minimizer every fit uses
   time_fit      the MAP fit of the time coefficients (efficiencies per architecture generation, stack factors)
   fit           losses, fit_parameters, fit_allocator, fit_coefficients (memory + time) and the error bands
-  stack_fit     the few-rows refit: the stack factor first, a term only where the rows vary it, outliers, LOO
+  stack_fit     the few-rows refit: the stack factor first, a term only where the rows vary it
+  held_out      the held-out time errors the bands are read from (one setting left out at a time)
+  replicates    rows of one setting as one point of every fit (a CSV of 100,000 rows of a few settings)
   recalibrate   refit from the user's runs (run directories, CSV, measurement sets)
   validation    error summaries (MAPE per group, verdicts, the rows with the largest errors)
   crossval      held-out error (leave one source / GPU / family out) and bands from held-out residuals

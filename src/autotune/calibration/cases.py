@@ -88,7 +88,14 @@ def cases_from_csv(path: str | Path) -> list[Case]:
     Raises:
         ConfigError: see :func:`~autotune.profiles.measurement_csv.runs_from_csv`.
     """
-    return [Case(run.measurement, run.model, measurement_cluster(run.measurement)) for run in runs_from_csv(path)]
+    clusters: dict[tuple[str, int, int, float | None], ClusterSpec] = {}  # a file repeats a few clusters
+    cases = []
+    for run in runs_from_csv(path):
+        m = run.measurement
+        key = (m.gpu, m.num_gpus_per_node, m.num_nodes, m.inter_node_gb_per_s)
+        cluster = clusters.get(key) or clusters.setdefault(key, measurement_cluster(m))
+        cases.append(Case(m, run.model, cluster))
+    return cases
 
 
 def comparable_time(measurement: Measurement) -> tuple[TimeKind, float] | None:

@@ -28,6 +28,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from autotune.calibration.replicates import Replicates
 from autotune.calibration.time_fit import TimeRow
 from autotune.costmodel.params import count_params
 from autotune.costmodel.time_correction import kernel, setting_point
@@ -51,15 +52,22 @@ def local_log_variance(start: CostCoefficients) -> float:
     return (math.log1p(band) / BAND_QUANTILE_Z) ** 2
 
 
-def covariance(points: Sequence[SettingPoint], local: float, noise: float) -> list[list[float]]:
-    """Σ₀ = ``local`` · K + ``noise`` · I over ``points``."""
+def covariance(
+    points: Sequence[SettingPoint], local: float, noise: float, counts: Sequence[int] | None = None
+) -> list[list[float]]:
+    """Σ₀ = ``local`` · K + ``noise`` · diag(1 / count) over ``points`` (``counts``: rows per point, default 1 each).
+
+    A point measured c times enters with its rows' mean and noise / c (``replicates``).
+    """
+    counts = counts or [1] * len(points)
     return [
-        [local * kernel(a, b) + (noise if i == j else 0.0) for j, b in enumerate(points)] for i, a in enumerate(points)
+        [local * kernel(a, b) + (noise / counts[i] if i == j else 0.0) for j, b in enumerate(points)]
+        for i, a in enumerate(points)
     ]
 
 
-def inverse_spd(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
-    """Inverse of a symmetric positive-definite matrix by Cholesky (L Lᵀ = A, then A⁻¹ = L⁻ᵀ L⁻¹).
+def cholesky(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
+    """L, lower triangular, with L Lᵀ = ``matrix`` (symmetric positive definite; Cholesky–Banachiewicz).
 
     Raises:
         ValueError: the matrix is not positive definite.
@@ -75,6 +83,17 @@ def inverse_spd(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
                 lower[i][i] = math.sqrt(total)
             else:
                 lower[i][j] = total / lower[j][j]
+    return lower
+
+
+def inverse_spd(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
+    """Inverse of a symmetric positive-definite matrix by Cholesky (L Lᵀ = A, then A⁻¹ = L⁻ᵀ L⁻¹).
+
+    Raises:
+        ValueError: the matrix is not positive definite.
+    """
+    size = len(matrix)
+    lower = cholesky(matrix)
     inverse_lower = [[0.0] * size for _ in range(size)]  # L⁻¹, lower triangular, by forward substitution
     for col in range(size):
         for i in range(col, size):
@@ -84,6 +103,48 @@ def inverse_spd(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
         [sum(inverse_lower[k][i] * inverse_lower[k][j] for k in range(max(i, j), size)) for j in range(size)]
         for i in range(size)
     ]
+
+
+def log_normal_density(values: Sequence[float], cov: Sequence[Sequence[float]]) -> float:
+    """Log-density of N(0, ``cov``) at ``values``: −½ (vᵀ C⁻¹ v + log det C + k log 2π), by Cholesky (R&W eq. 2.30)."""
+    lower = cholesky(cov)
+    solved: list[float] = []  # L⁻¹ v by forward substitution: vᵀ C⁻¹ v = |L⁻¹ v|²
+    for i, value in enumerate(values):
+        solved.append((value - sum(lower[i][k] * solved[k] for k in range(i))) / lower[i][i])
+    log_det = 2 * sum(math.log(lower[i][i]) for i in range(len(values)))
+    return -0.5 * (sum(x * x for x in solved) + log_det + len(values) * math.log(2 * math.pi))
+
+
+PROBABILITY_FLOOR = 1e-9
+"""The slab's prior probability is kept within [this, 1 − this], so that the rows' Bayes factor can still move it."""
+
+
+def setting_error_probability(
+    residuals: Sequence[float],
+    points: Sequence[SettingPoint],
+    variances: tuple[float, float],
+    counts: Sequence[int],
+    other_stack: float,
+) -> float:
+    """P(h ≠ 0 | rows): the posterior probability that the rows' stack has a setting-dependent error h (Bayes factor).
+
+    ``variances``: (s², n²). H₁: r̄ ~ N(0, s² K + n² D) (a discrepancy h ~ GP(0, s² k), Kennedy & O'Hagan 2001); H₀:
+    r̄ ~ N(0, n² D) (the settings' mean residuals after the stack factor are their rows' noise, D = diag(1 / count)).
+    The prior probability of H₁ is ``other_stack``, P(another stack | rows) of ``stack_fit.stack_evidence``: s² is the
+    error of the start on the *other* stacks it was fitted to, while a stack the start describes is the one its fit
+    followed, with its in-sample error (the core's runs: 1–3 %, the noise). The Bayes factor is the ratio of the two
+    marginal likelihoods (Kass & Raftery, JASA 90 (1995) 773, eq. 1). The result is the slab weight of a
+    spike-and-slab prior on h (Mitchell & Beauchamp, JASA 83 (1988) 1023; George & McCulloch, JASA 88 (1993) 881):
+    :func:`local_correction` gives h the moment-matched prior variance P(h ≠ 0 | rows) · s², so a correction the rows
+    do not support fades to the stack factor alone — on the core's own runs it stays off (``core_loo``).
+    """
+    local, noise = variances
+    counts = list(counts)
+    with_h = log_normal_density(residuals, covariance(points, local, noise, counts))
+    without = log_normal_density(residuals, covariance(points, 0.0, noise, counts))
+    prior = min(max(other_stack, PROBABILITY_FLOOR), 1 - PROBABILITY_FLOOR)
+    log_odds = with_h - without + math.log(prior / (1 - prior))
+    return 1 / (1 + math.exp(-log_odds)) if log_odds > -700 else 0.0
 
 
 def _times(matrix: Sequence[Sequence[float]], vector: Sequence[float]) -> list[float]:
@@ -98,57 +159,86 @@ class GlsMean:
     standard_error: float
 
 
-def gls_mean(ratios: Sequence[float], points: Sequence[SettingPoint], local: float, noise: float) -> GlsMean:
+def gls_mean(
+    ratios: Sequence[float],
+    points: Sequence[SettingPoint],
+    local: float,
+    noise: float,
+    counts: Sequence[int] | None = None,
+) -> GlsMean:
     """m̂ = 1ᵀΣ₀⁻¹r / 1ᵀΣ₀⁻¹1 and se = (1ᵀΣ₀⁻¹1)^(−½) (Aitken's generalized least squares for a constant).
 
     With K = I (rows far apart) it is the plain mean with se² = (s² + n²) / k; with K = 11ᵀ (one corner) se² =
-    s² + n² / k, which more rows in the same corner do not shrink below s².
+    s² + n² / k, which more rows in the same corner do not shrink below s². ``ratios`` may be the mean log ratios of
+    settings measured ``counts`` times (``replicates``).
     """
-    precision = inverse_spd(covariance(points, local, noise))
+    precision = inverse_spd(covariance(points, local, noise, counts))
     weights = [sum(line) for line in precision]  # Σ₀⁻¹ 1 (symmetric)
     total = sum(weights)
     return GlsMean(sum(w * r for w, r in zip(weights, ratios, strict=True)) / total, 1 / math.sqrt(total))
 
 
-def scale_posterior(residuals: Sequence[float], precision: Sequence[Sequence[float]], prior_dof: int) -> float:
+def scale_posterior(
+    residuals: Sequence[float],
+    precision: Sequence[Sequence[float]],
+    prior_dof: int,
+    within: tuple[float, int] = (0.0, 0),
+) -> float:
     """τ², the common scale of Σ₀ the rows support: (ν₀ + rᵀΣ₀⁻¹r) / (ν₀ + k).
 
     The posterior mean of a scaled inverse-χ² prior on τ² (centred on 1, worth ``prior_dof`` rows) after k residuals
     r ~ N(0, τ² Σ₀) (BDA3 §3.3, the conjugate update of a normal's variance, with Σ₀'s correlation): rows closer to
-    their prediction than Σ₀ expects narrow the band, rows further off widen it.
+    their prediction than Σ₀ expects narrow the band, rows further off widen it. ``within``: for residuals that are
+    settings' means (``replicates``), the rows' scatter about them already divided by n², and the rows beyond one per
+    setting — their part of the quadratic form and of k.
     """
-    quadratic = sum(r * w for r, w in zip(residuals, _times(precision, residuals), strict=True))
-    return (prior_dof + quadratic) / (prior_dof + len(residuals))
+    quadratic = sum(r * w for r, w in zip(residuals, _times(precision, residuals), strict=True)) + within[0]
+    return (prior_dof + quadratic) / (prior_dof + len(residuals) + within[1])
 
 
 def local_correction(
-    rows: Sequence[TimeRow],
+    groups: Sequence[Replicates],
     residuals: Sequence[float],
     local: float,
     noise: float,
     stack_variance: float,
     prior_dof: int,
+    other_stack: float = 1.0,
 ) -> LocalTimeCorrection:
-    """The posterior of h from the rows' ``residuals`` (log(measured / predicted) after the stack factor).
+    """The posterior of h from the settings' mean ``residuals`` (log(measured / predicted) after the stack factor).
 
-    Σ₀ = ``local`` K + ``noise`` I is scaled by :func:`scale_posterior` (``prior_dof`` its prior's weight): the mean
-    correction does not change with the scale, its variance (the printed band) does. The variance is the joint
-    posterior of g + h (``stack_variance`` the prior variance of log ``time_scale`` where the factor was fitted, 0
-    where it was kept), so it is small at the rows and the stack factor's uncertainty plus s² far from them.
+    h's prior variance is ``local`` × :func:`setting_error_probability` (the rows' evidence for h at all, from the
+    prior ``other_stack``, the probability that the rows are another stack than the start's). Σ₀ = s² K +
+    ``noise`` diag(1 / count) over the settings (``replicates``) is scaled by
+    :func:`scale_posterior` (``prior_dof`` its prior's weight): the mean correction does not change with the scale, its
+    variance (the printed band) does. The variance is the joint posterior of g + h (``stack_variance`` the prior
+    variance of log ``time_scale`` where the factor was fitted, 0 where it was kept), so it is small at the rows and the
+    stack factor's uncertainty plus s² far from them.
     """
-    points = [row_point(r) for r in rows]
-    local_precision = inverse_spd(covariance(points, local, noise))
-    scale = scale_posterior(residuals, local_precision, prior_dof)
-    joint = [[stack_variance + v * scale for v in line] for line in covariance(points, local, noise)]
+    points = [row_point(g.row) for g in groups]
+    counts = [g.count for g in groups]
+    slab = setting_error_probability(residuals, points, (local, noise), counts, other_stack)
+    local *= slab  # the spike-and-slab prior's moment-matched variance: the band keeps the hypothesis not chosen
+    local_precision = inverse_spd(covariance(points, local, noise, counts))
+    within = (sum(g.within_log_ss for g in groups) / noise, sum(counts) - len(groups))
+    scale = scale_posterior(residuals, local_precision, prior_dof, within)
+    joint = [[stack_variance + v * scale for v in line] for line in covariance(points, local, noise, counts)]
     return LocalTimeCorrection(
         anchors=points,
-        row_ids=[r.case.measurement.id for r in rows],
-        weights=[w / scale for w in _times(local_precision, residuals)],  # (τ² Σ₀)⁻¹ r: the mean keeps its scale
+        row_ids=[_label(g) for g in groups],
+        # (τ² Σ₀)⁻¹ r: the mean keeps its scale; none where the rows favour "no setting error" (as the stack factor
+        # keeps the hypothesis the rows favour: averaging would carry a few rows' noise to their neighbours)
+        weights=[w / scale if slab >= 0.5 else 0.0 for w in _times(local_precision, residuals)],
         precision=inverse_spd(joint),
         local_log_variance=local * scale,
         noise_log_variance=noise * scale,
         stack_log_variance=stack_variance,
     )
+
+
+def _label(group: Replicates) -> str:
+    first = group.row.case.measurement.id
+    return first if group.count == 1 else f"{first} (+{group.count - 1} rows of its setting)"
 
 
 def _span(values: Sequence[float], unit: str = "") -> str:

@@ -44,14 +44,11 @@ from autotune.calibration.fit import (
     fit_allocator,
     fit_coefficients,
 )
+from autotune.calibration.held_out import loo_time_errors
 from autotune.calibration.outliers import OUTLIER_MIN_FACTOR, OUTLIER_TAIL_PROBABILITY, outlier_rows
+from autotune.calibration.replicates import replicate_groups, row_log_ratios
 from autotune.calibration.results import CaseResult, evaluate
-from autotune.calibration.stack_fit import (
-    StackEvidence,
-    fit_stack,
-    fitted_correction,
-    loo_time_errors,
-)
+from autotune.calibration.stack_fit import StackEvidence, StackFit, fit_stack, fitted_correction
 from autotune.calibration.time_fit import TimeRow, predicted_time_s, time_rows
 from autotune.costmodel.estimate import memory_family
 from autotune.errors import AutotuneError, ConfigError
@@ -230,14 +227,14 @@ TIME_BAND_CAP = 1.0
 outliers instead (``outliers.outlier_rows``)."""
 
 
-def loo_time_bands(rows: Sequence[TimeRow], start: CostCoefficients) -> dict[str, float]:
-    """Time bands from the rows' leave-one-out errors (``stack_fit.loo_time_errors``), bounded.
+def loo_time_bands(rows: Sequence[TimeRow], start: CostCoefficients, fit: StackFit | None = None) -> dict[str, float]:
+    """Time bands from the rows' leave-one-out errors (``held_out.loo_time_errors``), bounded.
 
     ``start``'s bands with 'default' (and each family with ``BAND_MIN_ROWS`` rows) replaced by the ``BAND_QUANTILE``
     quantile of the held-out errors, within [``TIME_BAND_FLOOR``, ``TIME_BAND_CAP``]; ``start``'s bands unchanged
     with fewer than ``BAND_MIN_ROWS`` rows.
     """
-    errors = loo_time_errors(rows, start)
+    errors = loo_time_errors(rows, start, fit)
     bands = dict(start.time_error_band)
     if len(errors) < BAND_MIN_ROWS:
         return bands
@@ -251,9 +248,12 @@ def loo_time_bands(rows: Sequence[TimeRow], start: CostCoefficients) -> dict[str
     return bands
 
 
-def outlier_line(row: TimeRow, start: CostCoefficients) -> str:
-    """'ID: measured X s, predicted Y s (Z× the other rows' ratio)': why a row was left out of the fit."""
-    predicted = predicted_time_s(row, start)
+def outlier_line(row: TimeRow, start: CostCoefficients, predicted: float | None = None) -> str:
+    """'ID: measured X s, predicted Y s (Z× the other rows' ratio)': why a row was left out of the fit.
+
+    ``predicted``: the row's predicted time at ``start`` when known (one per setting: ``replicates``).
+    """
+    predicted = predicted_time_s(row, start) if predicted is None else predicted
     return (
         f"{row.case.measurement.id}: measured {row.measured_s:.4g} s ({row.kind}), predicted {predicted:.4g} s "
         f"by calibration start: more than {OUTLIER_MIN_FACTOR:g}× off the other rows' mean measured / predicted ratio "
@@ -261,24 +261,32 @@ def outlier_line(row: TimeRow, start: CostCoefficients) -> str:
     )
 
 
+MAPE_TOLERANCE = 0.01
+"""A time MAPE on the rows at most this much higher (one point) is not "worse" when the squared log error fell: the
+core's runs vary 1–2 % step to step (``time_fit.CORE_ROW_LOG_SIGMA``), and on four of them a refit that lowers the
+squared log error moved their MAPE 0.9 % → 1.0 % (``benchmarks/core_loo.py``, the held-out run then within 0.0 %). The
+refusals issue 43 asked for are 5 points and more (50.2 % → 55.3 %)."""
+
+
 def check_not_worse(rows: Sequence[TimeRow], start: CostCoefficients, fitted: CostCoefficients, name: str) -> None:
     """Refuse a refit that matches the rows it was fitted on worse than ``start`` did, by either figure.
 
-    Worse = a larger mean squared log time error (the objective the fits minimize) *or* a larger time MAPE
-    (|predicted / measured − 1|, the figure ``calibrate`` prints for your rows, outliers left out as here): a MAPE can
-    rise while the squared log error falls, when rows sit on both sides, and a refit printed as fitting its own rows
-    worse must not be written.
+    Worse = a larger mean squared log time error (the objective the fits minimize) *or* a time MAPE
+    (|predicted / measured − 1|, the figure ``calibrate`` prints for your rows, outliers left out as here) larger by
+    more than :data:`MAPE_TOLERANCE`: a MAPE can rise while the squared log error falls, when rows sit on both sides,
+    and a refit that fits its own rows worse by the figure printed must not be written.
 
     Raises:
         RefitRefused: one line with both errors; nothing has been written.
     """
     if not rows:
         return
-    before = [predicted_time_s(r, start) / r.measured_s for r in rows]
-    after = [predicted_time_s(r, fitted) / r.measured_s for r in rows]
+    groups = replicate_groups(rows)  # one prediction per setting
+    before = [math.exp(-x) for x in row_log_ratios(groups, start)]
+    after = [math.exp(-x) for x in row_log_ratios(groups, fitted)]
     msle_before, msle_after = (sum(math.log(x) ** 2 for x in xs) / len(xs) for xs in (before, after))
     mape_before, mape_after = (sum(abs(x - 1) for x in xs) / len(xs) for xs in (before, after))
-    if msle_after > msle_before * (1 + 1e-9) + 1e-15 or mape_after > mape_before * (1 + 1e-9) + 1e-15:
+    if msle_after > msle_before * (1 + 1e-9) + 1e-15 or mape_after > mape_before + MAPE_TOLERANCE:
         raise RefitRefused(
             f"the refit would fit your {len(rows)} timed rows worse than calibration '{name}' (mean squared log "
             f"error {msle_before:.3g} → {msle_after:.3g}, time MAPE {mape_before * 100:.1f}% → {mape_after * 100:.1f}%)"
@@ -345,7 +353,7 @@ def recalibrate(
         fitted = stack.coefficients.model_copy(update=update)
         fitted_terms = tuple(field if key is None else f"{field}[{key}]" for field, key in stack.fitted)
         evidence = stack.evidence
-        time_band = loo_time_bands(kept_rows, allocated)
+        time_band = loo_time_bands(kept_rows, allocated, stack)
     if not any(c.measurement.memory_kind in RESERVED_KINDS and c.measurement.peak_memory_gib for c in fit_cases):
         # Nothing measured reserved memory: the fit's allocator overhead is arbitrary.
         fitted = fitted.model_copy(update={"allocator_overhead_fraction": start.allocator_overhead_fraction})
@@ -364,7 +372,11 @@ def recalibrate(
         after=evaluate(cases, fitted),
         seeds_before=evaluate(seeds, before_start),
         seeds_after=evaluate(seeds, fitted),
-        outliers={r.case.measurement.id: outlier_line(r, start) for r in outliers},
+        outliers={
+            r.case.measurement.id: outlier_line(r, start, predicted_time_s(g.row, start))
+            for g in replicate_groups(outliers)
+            for r in g.members
+        },
         fitted_terms=fitted_terms,
         stack_evidence=evidence,
     )

@@ -114,13 +114,21 @@ class CaseResult:
 
 
 def evaluate(cases: Sequence[Case], coefficients: CostCoefficients) -> list[CaseResult]:
-    """Predict every case with ``coefficients`` and pair predictions with measurements."""
+    """Predict every case with ``coefficients`` and pair predictions with measurements.
+
+    Cases that share their model, cluster, setting and workload objects (the rows of one setting a CSV repeats,
+    ``profiles.measurement_csv``) share one estimate: it depends on nothing else.
+    """
     results = []
+    estimates: dict[tuple[int, int, int, int], Estimate] = {}
     for case in cases:
         measurement = case.measurement
-        estimate = estimate_setting(
-            case.model, case.cluster, measurement.workload, measurement.setting, coefficients, evidence=False
-        )
+        key = (id(case.model), id(case.cluster), id(measurement.setting), id(measurement.workload))
+        estimate = estimates.get(key)
+        if estimate is None:
+            estimate = estimates[key] = estimate_setting(
+                case.model, case.cluster, measurement.workload, measurement.setting, coefficients, evidence=False
+            )
         measured_memory = predicted_memory = None
         if measurement.peak_memory_gib is not None:
             measured_memory = measurement.peak_memory_gib

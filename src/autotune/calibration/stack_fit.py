@@ -25,8 +25,8 @@ start's values exactly.
 **Outliers** are named and left out before this fit (``calibration.outliers``: a leave-one-out test against the rows'
 scatter prior).
 
-**Bands.** :func:`loo_time_errors` refits without each row in turn and predicts it: the held-out errors the time band
-is read from (``recalibrate``), instead of in-sample residuals that three rows fit by construction.
+**Bands** come from held-out errors (``held_out.loo_time_errors``), not in-sample residuals that three rows fit by
+construction. Rows measured at one setting are one point of the fit (``replicates``).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from autotune.calibration.coverage import gls_mean, local_correction, local_log_variance, row_point
 from autotune.calibration.nelder_mead import nelder_mead
+from autotune.calibration.replicates import fitted_settings, member_rows, replicate_groups, row_log_ratios
 from autotune.calibration.time_fit import (
     BOUNDS,
     PRIOR_LOG_SIGMA,
@@ -135,9 +136,12 @@ class StackFit:
     fitted: tuple[Name, ...]
     spreads: dict[Name, float]
     evidence: StackEvidence | None = None
+    prior_log_sigmas: tuple[float, ...] = ()
+    """The prior σ of each fitted name, in the order of ``fitted`` (the MAP fit's penalty; ``held_out`` reads it)."""
 
 
-def _value(coefficients: CostCoefficients, name: Name, rows: Sequence[TimeRow]) -> float:
+def value_of(coefficients: CostCoefficients, name: Name, rows: Sequence[TimeRow]) -> float:
+    """The coefficient ``name`` of ``coefficients`` (a per-GPU table's value for the GPU of one of ``rows``)."""
     field, key = name
     table = getattr(coefficients, field)
     if key is None:
@@ -185,10 +189,10 @@ def elasticity_spreads(rows: Sequence[TimeRow], start: CostCoefficients) -> dict
     base = [math.log(predicted_time_s(r, start)) for r in rows]
     spreads = {}
     for name in candidate_names(rows):
-        value = _value(start, name, rows)
+        value = value_of(start, name, rows)
         step = ELASTICITY_STEP if name[0] in UNBOUNDED_ABOVE_ONE else -ELASTICITY_STEP
         moved = with_values(start, {name: value * math.exp(step)})
-        actual = math.log(_value(moved, name, rows) / value)  # the clamp may shorten the step
+        actual = math.log(value_of(moved, name, rows) / value)  # the clamp may shorten the step
         if actual == 0:
             spreads[name] = 0.0
             continue
@@ -253,9 +257,11 @@ def stack_evidence(rows: Sequence[TimeRow], start: CostCoefficients) -> StackEvi
     """
     if not rows:
         raise ValueError("stack_evidence needs at least one timed row")
-    ratios = [log_ratio(r, start) for r in rows]
-    points = [row_point(r) for r in rows]
-    offset = gls_mean(ratios, points, local_log_variance(start), row_log_sigma(ratios) ** 2)
+    groups = replicate_groups(rows)
+    means = [log_ratio(g.row, start) for g in groups]  # a setting's mean log ratio (its rows' geometric mean)
+    points = [row_point(g.row) for g in groups]
+    noise = row_log_sigma(row_log_ratios(groups, start)) ** 2
+    offset = gls_mean(means, points, local_log_variance(start), noise, [g.count for g in groups])
     mean_ratio, standard_error = offset.mean, offset.standard_error
     same = SAME_STACK_PROBABILITY * _normal_density(mean_ratio, standard_error)
     other = (1 - SAME_STACK_PROBABILITY) * _normal_density(mean_ratio, math.hypot(STACK_LOG_SIGMA, standard_error))
@@ -298,14 +304,16 @@ def fit_stack(rows: Sequence[TimeRow], start: CostCoefficients) -> StackFit:
     """
     if not rows:
         return StackFit(start, (), {})
-    spreads = elasticity_spreads(rows, start)
-    evidence = stack_evidence(rows, start)
-    stack_sigma = stack_prior_log_sigma(evidence, len(rows))
-    terms = identified_terms(spreads, len(rows))
+    groups = fitted_settings(replicate_groups(rows))  # one prediction per setting (``replicates``)
+    settings = [g.row for g in groups]
+    spreads = elasticity_spreads(settings, start)
+    evidence = stack_evidence(member_rows(groups), start)
+    stack_sigma = stack_prior_log_sigma(evidence, sum(g.count for g in groups))
+    terms = identified_terms(spreads, len(groups))  # replicates of one setting identify no term
     names = terms if stack_sigma is None else [STACK, *terms]
     if not names:
         return StackFit(start, (), spreads, evidence)
-    origin = [math.log(_value(start, name, rows)) for name in names]
+    origin = [math.log(value_of(start, name, rows)) for name in names]
     sigmas = [] if stack_sigma is None else [stack_sigma]
     sigmas += [PRIOR_LOG_SIGMA_BY_FIELD.get(f, PRIOR_LOG_SIGMA) for f, _ in terms]
 
@@ -314,12 +322,15 @@ def fit_stack(rows: Sequence[TimeRow], start: CostCoefficients) -> StackFit:
 
     def loss(point: Sequence[float]) -> float:
         coefficients = coefficients_at(point)
-        errors = sum((math.log(predicted_time_s(r, coefficients) / r.measured_s) / ROW_LOG_SIGMA) ** 2 for r in rows)
+        errors = sum(
+            g.count * (math.log(predicted_time_s(g.row, coefficients) / g.row.measured_s) / ROW_LOG_SIGMA) ** 2
+            for g in groups
+        )
         penalty = sum(((p - o) / s) ** 2 for p, o, s in zip(point, origin, sigmas, strict=True))
         return errors + penalty
 
     best, _ = nelder_mead(loss, origin, step=FIT_STEP, max_evaluations=FIT_MAX_EVALUATIONS)
-    return StackFit(coefficients_at(best), tuple(names), spreads, evidence)
+    return StackFit(coefficients_at(best), tuple(names), spreads, evidence, tuple(sigmas))
 
 
 def log_ratio(row: TimeRow, coefficients: CostCoefficients) -> float:
@@ -327,28 +338,21 @@ def log_ratio(row: TimeRow, coefficients: CostCoefficients) -> float:
     return math.log(row.measured_s / predicted_time_s(row, coefficients))
 
 
-def loo_time_errors(rows: Sequence[TimeRow], start: CostCoefficients) -> list[float]:
-    """|predicted / measured − 1| of each row refit without it (:func:`fit_stack` on the others); [] under 2 rows."""
-    if len(rows) < 2:
-        return []
-    errors = []
-    for index, held in enumerate(rows):
-        others = [r for i, r in enumerate(rows) if i != index]
-        fitted = fit_stack(others, start).coefficients
-        errors.append(abs(predicted_time_s(held, fitted) / held.measured_s - 1))
-    return errors
-
-
 def fitted_correction(
     rows: Sequence[TimeRow], start: CostCoefficients, fitted: CostCoefficients
 ) -> LocalTimeCorrection:
     """The local correction (``coverage.local_correction``) of ``fitted``, :func:`fit_stack` on ``rows`` from ``start``.
 
-    Residuals: each row's log ratio at ``fitted``; priors: the start's setting error (``coverage.local_log_variance``)
-    and the rows' scatter at ``start`` (:func:`row_log_sigma`); the stack factor's prior variance
+    Residuals: each row's log ratio at ``fitted``; priors: the start's setting error (``coverage.local_log_variance``),
+    present with the probability that the rows are another stack (:func:`stack_evidence`), and the rows' scatter at
+    ``start`` (:func:`row_log_sigma`); the stack factor's prior variance
     ``STACK_LOG_SIGMA``² where it moved (the band's joint posterior of factor and correction), else 0.
     """
-    noise = row_log_sigma([log_ratio(r, start) for r in rows]) ** 2
+    groups = fitted_settings(replicate_groups(rows))
+    noise = row_log_sigma(row_log_ratios(groups, start)) ** 2
     stack_variance = STACK_LOG_SIGMA**2 if fitted.time_scale != start.time_scale else 0.0
-    residuals = [log_ratio(r, fitted) for r in rows]
-    return local_correction(rows, residuals, local_log_variance(start), noise, stack_variance, ROW_SIGMA_PRIOR_DOF)
+    residuals = [log_ratio(g.row, fitted) for g in groups]  # each setting's mean residual
+    other_stack = 1 - stack_evidence(member_rows(groups), start).same_stack_probability
+    return local_correction(
+        groups, residuals, local_log_variance(start), noise, stack_variance, ROW_SIGMA_PRIOR_DOF, other_stack
+    )

@@ -27,15 +27,17 @@ fell to 0.24, a debt); it is now bounded to what element-wise kernels reach (``B
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autotune.calibration.cases import Case, TimeKind, comparable_time
 from autotune.calibration.nelder_mead import nelder_mead
+from autotune.costmodel.context import SettingContext, setting_context
 from autotune.costmodel.device import architecture_generation
 from autotune.costmodel.estimate import compile_time_s
-from autotune.costmodel.step_time import predict_time
+from autotune.costmodel.step_time import predict_time_in
 from autotune.profiles.measurements import CORE_SOURCE
 from autotune.schemas.calibration import CostCoefficients, field_bounds, source_table
 
@@ -103,12 +105,18 @@ class TimeRow:
     kind: TimeKind
     measured_s: float
 
+    @functools.cached_property
+    def context(self) -> SettingContext:
+        """The setting's derived facts (``costmodel.context.setting_context``): built once, read by every fit step."""
+        m = self.case.measurement
+        return setting_context(self.case.model, m.setting, self.case.cluster, m.workload)
+
 
 def predicted_time_s(row: TimeRow, coefficients: CostCoefficients) -> float:
     """The predicted time of the row's kind (a run: whole optimizer steps plus the one-off compile)."""
     case = row.case
     m = case.measurement
-    timing = predict_time(case.model, m.setting, case.cluster, m.workload, coefficients)
+    timing = predict_time_in(row.context, coefficients)  # ``step_time.predict_time`` with the context kept
     if row.kind == "micro-step":
         return timing.micro_step_time_s
     if row.kind == "step":

@@ -31,7 +31,7 @@ from autotune.cli.setting_options import takes_option_groups
 from autotune.cli.suggest_options import write_suggestions
 from autotune.errors import InvalidRequestError
 from autotune.fileio import write_atomic
-from autotune.profiles.measurement_csv import csv_template
+from autotune.profiles.csv_template import csv_template
 from autotune.schemas.plan_io import load_plan
 from autotune.session.option_groups import NO_SUGGESTION, SuggestOptions
 

@@ -114,12 +114,22 @@ def _pct(before: float | None, after: float | None) -> str:
     return f"{before * 100:.1f}% → {after * 100:.1f}%"
 
 
+ROWS_SHOWN = 40
+"""Rows the table and the notes name one by one; a longer file's other rows count in the summaries."""
+
+
 def rows_table(before: Sequence[CaseResult], after: Sequence[CaseResult]) -> Table:
-    """Your rows: measured, and predicted before → after the refit (memory GiB, time s, fits verdict)."""
-    table = Table(title="Your measurements: measured | predicted before → after", title_justify="left")
+    """Your rows: measured, and predicted before → after the refit (memory GiB, time s, fits verdict).
+
+    The first :data:`ROWS_SHOWN` rows, then one line counting the others.
+    """
+    hidden = max(len(before) - ROWS_SHOWN, 0)
+    title = "Your measurements: measured | predicted before → after"
+    caption = f"… and {hidden:,} more rows (in the summaries below)" if hidden else None
+    table = Table(title=title, title_justify="left", caption=caption)
     for column in ("row", "memory GiB", "predicted", "time s", "predicted", "fits"):
         table.add_column(column, justify="left" if column in ("row", "fits") else "right", overflow="fold")
-    for old, new in zip(before, after, strict=True):
+    for old, new in zip(before[:ROWS_SHOWN], after[:ROWS_SHOWN], strict=True):
         m = old.case.measurement
         verdict = "OOM" if m.oom else "ran"
         table.add_row(
@@ -221,12 +231,16 @@ def coverage_lines(correction: LocalTimeCorrection) -> list[str]:
     """Where the rows lie and how the local correction and its band change with the distance from them."""
     near = max(time_band(log_correction(point, correction)[1]) for point in correction.anchors)
     far = time_band(far_variance(correction))
-    return [
-        f"your rows cover: {corner(correction.anchors)}",
+    band = f"the 80 % time band is ±{near * 100:.0f} % at your rows, widening to ±{far * 100:.0f} % far from them"
+    local = (
         "local correction: times near your rows follow them, and the correction fades back to the stack factor away "
-        f"from them (costmodel/time_correction.py); the 80 % time band is ±{near * 100:.0f} % at your rows, widening "
-        f"to ±{far * 100:.0f} % far from them: measure a setting in another corner (calibrate --suggest) to narrow it",
-    ]
+        "from them (costmodel/time_correction.py)"
+        if any(correction.weights)
+        else "local correction: off — after the stack factor your rows show no setting-dependent error beyond their "
+        "own scatter (calibration/coverage.py), so every setting follows the stack factor"
+    )
+    another = "measure a setting in another corner (calibrate --suggest) to narrow it"
+    return [f"your rows cover: {corner(correction.anchors)}", f"{local}; {band}: {another}"]
 
 
 def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> list[str]:
@@ -260,7 +274,10 @@ def fitted_quantities_lines(result: Recalibration, start: CostCoefficients) -> l
         lines.append(stack_moved_line(result.stack_evidence, start.time_scale, fitted.time_scale))
     if fitted.local_time_correction is not None:
         lines += coverage_lines(fitted.local_time_correction)
-    lines += [f"outlier, named and left out of the fit: {line}" for line in result.outliers.values()]
+    named = list(result.outliers.values())
+    lines += [f"outlier, named and left out of the fit: {line}" for line in named[:ROWS_SHOWN]]
+    if len(named) > ROWS_SHOWN:
+        lines.append(f"{len(named) - ROWS_SHOWN:,} more outliers left out of the fit")
     reserved_rows = sum(r.case.measurement.memory_kind in ("reserved", "nvidia-smi") for r in result.before)
     allocator = moved_coefficients(start, fitted, ["allocator_overhead_fraction"])
     if reserved_rows:
@@ -298,7 +315,7 @@ def render_recalibration(result: Recalibration, output: Path, start: CostCoeffic
     (:func:`autotune.profiles.user_config.user_calibration_path`, with or without ``-o``), else how to pass it.
     """
     console().print(rows_table(result.before, result.after))
-    for old in result.before:
+    for old in result.before[:ROWS_SHOWN]:
         m = old.case.measurement
         extra = "".join(f", {text}" for text in moving_fields(old.case, start))
         console().print(
@@ -344,11 +361,13 @@ def bound_notes(result: Recalibration) -> list[str]:
     """
     lines = []
     scale = result.coefficients.time_scale
-    for after in result.after:
-        error = after.time_error
-        row = after.case.measurement.id
-        if error is None or abs(error) <= UNREACHED_TIME_ERROR or row in result.outliers:
-            continue
+    unreached = [
+        (after.case.measurement.id, after.time_error)
+        for after in result.after
+        if abs(after.time_error or 0) > UNREACHED_TIME_ERROR and after.case.measurement.id not in result.outliers
+    ]
+    for row, error in unreached[:ROWS_SHOWN]:
+        assert error is not None
         if scale <= TIME_SCALE_MIN * 1.001 or scale >= TIME_SCALE_MAX * 0.999:
             lines.append(
                 f"{row}: time still {error * 100:+.0f}% after the refit: the stack factor time_scale stopped at its "
@@ -365,6 +384,11 @@ def bound_notes(result: Recalibration) -> list[str]:
                 f"{row}: time still {error * 100:+.0f}% after the refit: the coefficients it moves are shared with "
                 "your other rows (and the seeds with --with-seeds), which pull the other way"
             )
+    if len(unreached) > ROWS_SHOWN:
+        lines.append(
+            f"{len(unreached) - ROWS_SHOWN:,} more rows are still more than {UNREACHED_TIME_ERROR:.0%} off after the "
+            "refit"
+        )
     return lines
 
 

@@ -14,7 +14,7 @@ from autotune.calibration.suggest import band_text, describe, suggest, template_
 from autotune.cli.console import console
 from autotune.errors import InvalidRequestError
 from autotune.fileio import write_atomic
-from autotune.profiles.measurement_csv import csv_with_rows
+from autotune.profiles.csv_template import csv_with_rows
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
 from autotune.session.calibration_choice import calibration_file, coefficients_from_option
 from autotune.session.option_groups import SuggestOptions

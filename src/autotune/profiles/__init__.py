@@ -14,7 +14,8 @@ Modules:
   gguf_file        the GGUF binary header (metadata, tensor names)
   gguf_reader      GGUF metadata → ModelSpec (through the families)
   run_reports      RUN/run_report.json → Measurement (calibration from the user's runs)
-  measurement_csv  CSV files of measurements → Measurement (and the architecture each row names), the template
+  measurement_csv  CSV files of measurements → Measurement (and the architecture each row names)
+  csv_template     the calibration CSV template (header and legend from the schemas)
   model_source     a MODEL (catalog name, repo id, config.json, model directory, .gguf) → ModelSpec and weights
   user_config      the user's config directory and calibration file
   prices           GPU-hour price tables: shipped (cited, dated), the user's file, --price

@@ -4,7 +4,7 @@ The columns come from three schemas, so each is declared once: :class:`CsvRow` (
 sequence length, the two settings whose default depends on the GPUs, and what was measured), every other field
 of :class:`~autotune.schemas.setting.TrainingSetting` (:data:`SETTING_COLUMNS`, with the setting's defaults) and
 ``tokens_per_sample`` of :class:`~autotune.schemas.setting.Workload` (:data:`WORKLOAD_COLUMNS`: the cost model's
-only notion of padding; packed or filled sequences leave it empty). :func:`csv_template` writes the header and a
+only notion of padding; packed or filled sequences leave it empty). ``csv_template`` writes the header and a
 legend generated from the same schemas; lines starting with ``#`` are comments, so the reader takes it back.
 """
 
@@ -14,22 +14,21 @@ import csv
 import difflib
 import functools
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from autotune.errors import AutotuneError, ConfigError
 from autotune.profiles.catalog import resolve_gpu
-from autotune.profiles.csv_lines import COMMENT, CsvLines, read_progress
+from autotune.profiles.csv_lines import CsvLines, read_progress
 from autotune.profiles.model_source import resolve_model_source
 from autotune.schemas._base import StrictModel
 from autotune.schemas.calibration import MeasuredMemoryGiB, MeasuredStepS, Measurement, MemoryKind
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import (
-    ALL_LINEAR,
     DESCRIPTIONS,
     Method,
     Precision,
@@ -102,7 +101,7 @@ CSV_COLUMNS: tuple[str, ...] = (*_RUN[:_SPLIT], *WORKLOAD_COLUMNS, *SETTING_COLU
 CSV_REQUIRED: tuple[str, ...] = tuple(name for name, info in CsvRow.model_fields.items() if info.is_required())
 
 
-def _column_schema(name: str) -> type[BaseModel]:
+def column_schema(name: str) -> type[BaseModel]:
     """The schema that validates column ``name`` (and holds its type, default and description)."""
     if name in WORKLOAD_COLUMNS:
         return Workload
@@ -143,7 +142,7 @@ def _csv_run(path: Path, row: int, line: int, cells: Mapping[str, str], resolve:
     def fail(column: str, message: str) -> ConfigError:
         return _row_error(path, row, line, column, message)
 
-    run_cells = {k: v for k, v in cells.items() if _column_schema(k) is CsvRow}
+    run_cells = {k: v for k, v in cells.items() if column_schema(k) is CsvRow}
     setting_cells: dict[str, Any] = {k: v for k, v in cells.items() if k in SETTING_COLUMNS}
     workload_cells = {k: v for k, v in cells.items() if k in WORKLOAD_COLUMNS}
     try:
@@ -158,13 +157,9 @@ def _csv_run(path: Path, row: int, line: int, cells: Mapping[str, str], resolve:
         source = resolve.model(parsed.model)
     except AutotuneError as error:
         raise fail("model", str(error)) from None
-    if parsed.peak_memory_gib is not None and parsed.memory_kind is None:
-        raise fail(
-            "memory_kind",
-            "required with peak_memory_gib: allocated, reserved, nvidia-smi or unknown (what the number measures)",
-        )
-    if parsed.oom and (parsed.peak_memory_gib or parsed.micro_step_time_s or parsed.step_time_s):
-        raise fail("oom", "an OOM row has no peak_memory_gib or times (leave them empty)")
+    broken = _measured_rule(parsed.model_dump(include=set(MEASURED_COLUMNS)))
+    if broken is not None:
+        raise fail(*broken)
     if "lora_targets" in setting_cells:
         try:
             setting_cells["lora_targets"] = _lora_targets(setting_cells["lora_targets"])
@@ -198,7 +193,7 @@ def _csv_run(path: Path, row: int, line: int, cells: Mapping[str, str], resolve:
             "sequence; leave it empty for packed or filled sequences)",
         )
     measurement = Measurement(
-        id=parsed.id or f"{path.stem}-row{row}",
+        id=parsed.id or _row_id(path, row),
         source=f"{path} row {row}",
         model=str(source.path) if source.path is not None else source.spec.key,
         gpu=gpu.key,
@@ -212,6 +207,81 @@ def _csv_run(path: Path, row: int, line: int, cells: Mapping[str, str], resolve:
         step_time_s=parsed.step_time_s,
     )
     return CsvRun(measurement, source.spec)
+
+
+MEASURED_COLUMNS: tuple[str, ...] = ("id", *_RUN[_SPLIT:])
+"""The columns that differ between replicates of one setting (the row's label and what was measured)."""
+
+
+def _row_id(path: Path, row: int, stem: str | None = None) -> str:
+    """A row's default id, FILE-STEM-rowN (``stem``: the file's, when known)."""
+    return f"{stem or path.stem}-row{row}"
+
+
+def _measured_rule(values: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(column, message) of the first rule the measured values break together, or None.
+
+    ``values``: the :data:`MEASURED_COLUMNS` of one row, validated (None where empty).
+    """
+    if values["peak_memory_gib"] is not None and values["memory_kind"] is None:
+        return (
+            "memory_kind",
+            "required with peak_memory_gib: allocated, reserved, nvidia-smi or unknown (what the number measures)",
+        )
+    if values["oom"] and (values["peak_memory_gib"] or values["micro_step_time_s"] or values["step_time_s"]):
+        return "oom", "an OOM row has no peak_memory_gib or times (leave them empty)"
+    return None
+
+
+_MEASURED_SCHEMA = create_model(  # type: ignore[call-overload]
+    "CsvMeasured",
+    __config__=ConfigDict(extra="forbid", allow_inf_nan=False),
+    **{name: (CsvRow.model_fields[name].annotation, CsvRow.model_fields[name]) for name in MEASURED_COLUMNS},
+)
+"""The :data:`MEASURED_COLUMNS` of :class:`CsvRow` on their own (its fields: types, bounds, defaults), validated in one
+call for a row whose setting was already validated."""
+
+
+def _measured_values(cells: Mapping[str, str]) -> dict[str, Any] | None:
+    """The row's :data:`MEASURED_COLUMNS`, validated (None where empty); None where the whole row must be validated.
+
+    None when one cell is invalid or the values break a rule together: the caller then validates the whole row, whose
+    error names the column.
+    """
+    try:
+        values = _MEASURED_SCHEMA.model_validate({k: v for k, v in cells.items() if k in MEASURED_COLUMNS}).__dict__
+    except ValidationError:
+        return None
+    return None if _measured_rule(values) is not None else dict(values)
+
+
+@dataclass
+class _Replicates:
+    """The rows of one file read so far, by their setting cells (rows of one setting are replicates).
+
+    The first row of a setting is validated whole (:func:`_csv_run`); a later row with the same setting cells is that
+    row's measurement with its own measured values (:func:`_measured_values`), sharing the validated setting, workload
+    and architecture: a file of 100,000 rows of a few settings validates a few settings.
+    """
+
+    path: Path
+    resolve: _Resolver
+    stem: str = ""
+    first: dict[tuple[tuple[str, str], ...], CsvRun] = field(default_factory=dict)
+
+    def run(self, row: int, line: int, cells: Mapping[str, str]) -> CsvRun:
+        """The row's :class:`CsvRun` (errors as :func:`_csv_run`)."""
+        key = tuple((k, v) for k, v in cells.items() if k not in MEASURED_COLUMNS)
+        known = self.first.get(key)
+        values = None if known is None else _measured_values(cells)
+        if known is None or values is None:
+            run = _csv_run(self.path, row, line, cells, self.resolve)
+            self.first.setdefault(key, run)
+            return run
+        values["id"] = values["id"] or _row_id(self.path, row, self.stem)
+        values["memory_kind"] = values["memory_kind"] or "unknown"
+        measurement = known.measurement.model_copy(update={**values, "source": f"{self.path} row {row}"})
+        return CsvRun(measurement, known.model)
 
 
 def _check_header(file: Path, header: list[str]) -> None:
@@ -242,7 +312,7 @@ def runs_from_csv(path: str | Path) -> list[CsvRun]:
             file, row and column).
     """
     file = Path(path)
-    resolve = _Resolver(file.parent)
+    replicates = _Replicates(file, _Resolver(file.parent), file.stem)
     with open_regular(file, "CSV file") as handle, read_progress(file, os.fstat(handle.fileno()).st_size) as advance:
         lines = CsvLines(file, handle, advance)
         reader = csv.DictReader(lines, skipinitialspace=True)
@@ -266,7 +336,7 @@ def runs_from_csv(path: str | Path) -> list[CsvRun]:
                 raise _row_error(file, row, lines.number, "?", f"more cells than the {len(header)} columns")
             cells = {k: v.strip() for k, v in record.items() if v is not None and v.strip()}
             if cells:
-                runs.append(_csv_run(file, row, lines.number, cells, resolve))
+                runs.append(replicates.run(row, lines.number, cells))
 
 
 class _Resolver:
@@ -285,88 +355,3 @@ def measurements_from_csv(path: str | Path) -> list[Measurement]:
         ConfigError: see :func:`runs_from_csv`.
     """
     return [run.measurement for run in runs_from_csv(path)]
-
-
-# --- the template ------------------------------------------------------------------------------------
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
-def _bound(schema: Mapping[str, Any]) -> str:
-    parts = [
-        f"{sign} {_number(schema[key])}"
-        for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<"))
-        if key in schema
-    ]
-    return f" {', '.join(parts)}" if parts else ""
-
-
-def _values(schema: Mapping[str, Any]) -> str:
-    """The allowed values of a column, from its JSON schema (pydantic's), e.g. ``full|lora|qlora``."""
-    if "anyOf" in schema:
-        return " or ".join(_values(part) for part in schema["anyOf"] if part.get("type") != "null")
-    if "enum" in schema:
-        return "|".join(str(value) for value in schema["enum"])
-    kind = schema.get("type")
-    if kind == "boolean":
-        return "true|false"
-    if kind == "array":
-        return f"names separated by '{LORA_TARGETS_SEPARATOR}' (q_proj{LORA_TARGETS_SEPARATOR}v_proj) or {ALL_LINEAR}"
-    if kind in ("integer", "number"):
-        return kind + _bound(schema)
-    return "text"
-
-
-def _default(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, list | tuple):
-        return LORA_TARGETS_SEPARATOR.join(str(part) for part in value)
-    if isinstance(value, float):
-        return _number(value)
-    return str(value)
-
-
-def column_legend(name: str) -> str:
-    """One line for column ``name``: its allowed values, its default (or 'required') and its description.
-
-    Generated from the pydantic schema that validates the column (:class:`CsvRow`, TrainingSetting, Workload).
-    """
-    json_schema = _column_schema(name).model_json_schema()
-    prop = json_schema["properties"][name]
-    if name in json_schema.get("required", ()):
-        default = "required"
-    elif prop.get("default") is None:
-        default = "may be empty"
-    else:
-        default = f"default {_default(prop['default'])}"
-    description = " ".join(str(prop.get("description", "")).split())
-    return f"{name}: {_values(prop)} ({default}){' — ' + description if description else ''}"
-
-
-def csv_template() -> str:
-    """An empty calibration CSV: a legend of ``#`` comment lines (every column), then the header row.
-
-    :func:`runs_from_csv` reads it back (no rows); a row added under the header is a run.
-    """
-    lines = [
-        "autotune calibration CSV (docs/calibration.md): one row per run under the header; empty cells take the "
-        "default; lines starting with # are comments.",
-        *(column_legend(name) for name in CSV_COLUMNS),
-    ]
-    return "".join(f"{COMMENT} {line}\n" for line in lines) + ",".join(CSV_COLUMNS) + "\n"
-
-
-def csv_with_rows(rows: Sequence[Mapping[str, Any]], header_note: str) -> str:
-    """:func:`csv_template` with ``header_note`` as its first comment line and ``rows`` under the header.
-
-    Each row maps columns to values, written as the legend writes defaults (``true``/``false``, ``;``-separated
-    targets); columns a row does not give, and keys that are no column, are left out (empty cells).
-    """
-    lines = "".join(
-        ",".join(_default(row[name]) if row.get(name) is not None else "" for name in CSV_COLUMNS) + "\n"
-        for row in rows
-    )
-    return f"{COMMENT} {header_note}\n" + csv_template() + lines

@@ -7,7 +7,13 @@ import math
 import pytest
 from time_rows import START, row
 
-from autotune.calibration.coverage import gls_mean, inverse_spd, row_point
+from autotune.calibration.coverage import (
+    gls_mean,
+    inverse_spd,
+    log_normal_density,
+    row_point,
+    setting_error_probability,
+)
 from autotune.calibration.recalibrate import recalibrate
 from autotune.calibration.time_fit import predicted_time_s
 from autotune.costmodel.time_correction import kernel, log_correction, time_band
@@ -64,3 +70,26 @@ def test_rows_spread_over_the_space_move_the_stack_factor_everywhere() -> None:
     assert result.coefficients.time_scale == pytest.approx(1.6, rel=0.05)
     far = row(1.0, seq_len=4096, micro_batch_size=4)
     assert predicted_time_s(far, result.coefficients) / predicted_time_s(far, START) == pytest.approx(1.6, rel=0.1)
+
+
+def test_log_normal_density_is_the_gaussians() -> None:
+    cov = [[0.04, 0.01], [0.01, 0.09]]
+    values = [0.1, -0.2]
+    det = 0.04 * 0.09 - 0.01**2
+    inverse = inverse_spd(cov)
+    quadratic = sum(values[i] * inverse[i][j] * values[j] for i in range(2) for j in range(2))
+    assert log_normal_density(values, cov) == pytest.approx(
+        -0.5 * (quadratic + math.log(det) + 2 * math.log(2 * math.pi))
+    )
+
+
+def test_a_setting_error_needs_residuals_beyond_the_noise_and_a_stack_the_start_does_not_describe() -> None:
+    """Residuals at the rows' noise say 'no setting error'; residuals far beyond it, on another stack, say 'one'."""
+    points = [row_point(r) for r in (row(1.0, seq_len=256), row(1.0, seq_len=8192, method="full"), row(1.0))]
+    local, noise = 0.09, 0.005
+    quiet = setting_error_probability([0.01, -0.02, 0.01], points, (local, noise), [1, 1, 1], 0.5)
+    loud = setting_error_probability([0.4, -0.35, 0.05], points, (local, noise), [1, 1, 1], 0.5)
+    assert quiet < 0.5 < loud
+    # a stack the start describes (the rows favour it) keeps its in-sample error: the same residuals say less
+    assert setting_error_probability([0.4, -0.35, 0.05], points, (local, noise), [1, 1, 1], 1e-6) < loud
+    assert setting_error_probability([0.01, -0.02, 0.01], points, (local, noise), [1, 1, 1], 0.0) < 1e-6

@@ -8,6 +8,7 @@ import pytest
 from time_rows import START, row
 
 from autotune.calibration.outliers import loo_tail_probability, outlier_rows, student_t_two_sided
+from autotune.calibration.stack_fit import row_log_sigma
 
 
 @pytest.mark.parametrize(
@@ -47,3 +48,15 @@ def test_a_row_off_by_a_setting_sized_error_is_kept() -> None:
     """Three rows that agree within 1 % and one 60 % slower: far outside their scatter, but a setting can do that."""
     rows = [row(1.0), row(1.01, seq_len=1024), row(0.99, seq_len=512), row(1.6, seq_len=256)]
     assert outlier_rows(rows, START) == []
+
+
+def test_the_leave_one_out_scatter_from_totals_matches_the_others_and_large_dof_is_normal() -> None:
+    ratios = [0.1, 0.12, -0.05, 0.3, 0.02]
+    for index in range(len(ratios)):
+        others = [x for i, x in enumerate(ratios) if i != index]
+        centre = sum(others) / len(others)
+        scale = row_log_sigma(others) * math.sqrt(1 + 1 / len(others))
+        expected = student_t_two_sided((ratios[index] - centre) / scale, 3 + len(others) - 1)
+        assert loo_tail_probability(ratios, index, 3) == pytest.approx(expected, rel=1e-9)
+    assert student_t_two_sided(1.96, 100_000) == pytest.approx(0.05, abs=1e-3)
+    assert student_t_two_sided(2.5, 999) == pytest.approx(student_t_two_sided(2.5, 1001), abs=2e-4)  # NORMAL_DOF

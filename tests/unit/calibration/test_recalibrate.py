@@ -234,7 +234,9 @@ def test_recalibrate_without_seeds_matches_a_shifted_row_and_keeps_unmeasured_co
     assert before.time_error == pytest.approx(1 / 2.5 - 1, rel=1e-3)
     # Allocated memory is derived, not fitted: its error stays; the time is fitted.
     assert after.memory_error == pytest.approx(before.memory_error, abs=1e-6)
-    assert abs(after.time_error) < 0.02  # the local correction carries the rest at the row itself
+    # the stack factor's shrinkage is what is left; one row shows no setting-dependent error to carry it
+    # (coverage.setting_error_probability): the local correction takes part of it
+    assert abs(after.time_error) < 0.03
 
 
 def test_a_users_runs_are_one_stack_the_reference(plan: PlanFile, tmp_path: Path) -> None:
@@ -268,9 +270,10 @@ def test_a_row_far_off_the_others_is_named_and_left_out(plan: PlanFile, tmp_path
     (line,) = result.outliers.values()
     assert list(result.outliers) == [collected.cases[3].measurement.id]
     assert line.startswith(collected.cases[3].measurement.id) and "2× off" in line
-    # the bands come from the three rows, not from the outlier (±1500 %): held out one at a time, and the band
-    # printed at their setting (the local correction's)
-    assert result.coefficients.time_error_band["default"] < 0.3
+    # the bands do not come from the outlier (±1500 %): the three rows are replicates of one setting, which cannot
+    # show the error at another setting (held_out), so the start's band stays; the band printed at their setting
+    # (the local correction's) is theirs
+    assert result.coefficients.time_error_band["default"] == default_coefficients().time_error_band["default"]
     assert result.after[0].estimate.time_uncertainty_fraction < 0.3
 
 

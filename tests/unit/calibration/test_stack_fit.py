@@ -8,6 +8,7 @@ import pytest
 from time_rows import START, row
 
 from autotune.calibration.coverage import local_log_variance
+from autotune.calibration.held_out import loo_time_errors
 from autotune.calibration.stack_fit import (
     MIN_ELASTICITY_SPREAD,
     ROW_LOG_SIGMA,
@@ -15,7 +16,6 @@ from autotune.calibration.stack_fit import (
     elasticity_spreads,
     fit_stack,
     identified_terms,
-    loo_time_errors,
     row_log_sigma,
     stack_evidence,
     stack_prior_log_sigma,

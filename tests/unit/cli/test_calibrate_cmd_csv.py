@@ -116,3 +116,27 @@ def test_rows_are_labelled_by_their_id_and_name_every_field_that_moves_them(
     assert "lora_dropout 0.1, adapter_dtype fp32\n" in out
     assert "  rows-row2: rtx-4090 ×1, llama3.2-1b, seq 1024, lora r16, mbs 1 × ga 1, ckpt, none, adamw, bf16\n" in out
     assert "lora_alpha" not in out
+
+
+def test_a_long_csv_of_few_settings_is_fitted_per_setting_and_printed_in_part(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """600 rows of three settings (issue 41: 100,000 rows, ``benchmarks/calibrate_csv.py``): the fit runs on the three
+    settings, the local correction has three anchors, and the table names the first ROWS_SHOWN rows, then counts."""
+    from autotune.cli.refit import ROWS_SHOWN
+    from autotune.costmodel.calibration import load_coefficients
+
+    lines = [
+        f"llama3.2-1b,rtx-4090,lora,{seq},2,8,{time_s * (1 + (index % 5 - 2) / 100):.4f}\n"
+        for index in range(200)
+        for seq, time_s in ((512, 0.2), (1024, 0.38), (2048, 0.8))
+    ]
+    csv_file = tmp_path / "runs.csv"
+    csv_file.write_text(HEADER + "".join(lines), encoding="utf-8")
+    out = calibrated_rows(capsys, csv_file, tmp_path / "c.yaml")
+    assert f"… and {600 - ROWS_SHOWN:,} more rows" in out
+    assert "runs-row40:" in out and "runs-row41:" not in out
+    assert "time from 600 timed row(s)" in out
+    correction = load_coefficients(tmp_path / "c.yaml").local_time_correction
+    assert correction is not None and len(correction.anchors) == 3
+    assert all("(+199 rows of its setting)" in label for label in correction.row_ids)

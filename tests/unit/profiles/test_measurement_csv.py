@@ -10,13 +10,8 @@ import pytest
 from model_files import GGUF_LAYERS, config_with_layers, tiny_gguf
 
 from autotune.errors import ConfigError
-from autotune.profiles.measurement_csv import (
-    CSV_COLUMNS,
-    CSV_REQUIRED,
-    column_legend,
-    csv_template,
-    runs_from_csv,
-)
+from autotune.profiles.csv_template import column_legend, csv_template
+from autotune.profiles.measurement_csv import CSV_COLUMNS, CSV_REQUIRED, runs_from_csv
 from autotune.schemas.setting import TrainingSetting, Workload
 
 """A Llama 3.2 1B config.json (tests/fixtures/configs/README.md)."""
@@ -110,6 +105,56 @@ def test_comment_lines_are_skipped_and_lines_still_counted(tmp_path: Path) -> No
     fixed = text.replace("long", "0.5")
     (run,) = runs_from_csv(write(tmp_path / "runs.csv", fixed))
     assert run.measurement.micro_step_time_s == 0.5
+
+
+# --- rows that repeat a setting ---------------------------------------------------------------------
+
+
+REPEATED = "id,model,gpu,method,seq_len,micro_batch_size,grad_accum,peak_memory_gib,memory_kind,micro_step_time_s,oom\n"
+
+
+def test_rows_that_repeat_a_setting_share_it_and_keep_their_own_measurements(tmp_path: Path) -> None:
+    text = REPEATED + ",llama3.1-8b,h100,lora,1024,2,8,20,allocated,0.5,\nb,llama3.1-8b,h100,lora,1024,2,8,,,0.7,\n"
+    text += ",llama3.1-8b,h100,lora,1024,2,8,,,,true\n,llama3.1-8b,h100,lora,2048,2,8,,,0.9,\n"
+    first, second, oom, other = (run.measurement for run in runs_from_csv(write(tmp_path / "runs.csv", text)))
+    assert second.setting is first.setting and second.workload is first.workload and other.setting is not first.setting
+    assert (first.id, first.peak_memory_gib, first.memory_kind, first.micro_step_time_s) == (
+        "runs-row1",
+        20,
+        "allocated",
+        0.5,
+    )
+    assert (second.id, second.peak_memory_gib, second.memory_kind, second.micro_step_time_s) == (
+        "b",
+        None,
+        "unknown",
+        0.7,
+    )
+    assert (oom.id, oom.oom, oom.micro_step_time_s, oom.source) == (
+        "runs-row3",
+        True,
+        None,
+        f"{tmp_path / 'runs.csv'} row 3",
+    )
+    assert other.workload.seq_len == 2048
+
+
+@pytest.mark.parametrize(
+    ("cells", "expected"),
+    [
+        ("8,,0.5,", r"row 2 \(line 3\), column memory_kind: required with peak_memory_gib"),
+        (",,0.5,true", r"row 2 \(line 3\), column oom: an OOM row has no"),
+        (",,-1,", r"row 2 \(line 3\), column micro_step_time_s:"),
+        ("9000,allocated,0.5,", r"row 2 \(line 3\), column peak_memory_gib:"),
+    ],
+)
+def test_a_repeated_setting_row_with_a_bad_measurement_names_its_column(
+    tmp_path: Path, cells: str, expected: str
+) -> None:
+    text = REPEATED + ",llama3.1-8b,h100,lora,1024,2,8,,,0.5,\n" + f",llama3.1-8b,h100,lora,1024,2,8,{cells}\n"
+    with pytest.raises(ConfigError, match=expected) as error:
+        runs_from_csv(write(tmp_path / "runs.csv", text))
+    assert "\n" not in str(error.value)
 
 
 # --- the model column ------------------------------------------------------------------------------
