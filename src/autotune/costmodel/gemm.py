@@ -31,6 +31,7 @@ skip the masked half of the tiles (s_ctx = s/2), the math / eager path computes 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -90,6 +91,17 @@ def quantization_efficiency(m: float, n: float, sm_count: int, tile: int = TILE,
     return (m * n * slices) / (waves * sm_count * tile_m * tile_n)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def gemm_schedule(m: float, n: float, k: float, sm_count: int) -> tuple[int, float]:
+    """(K slices, tile-wave quantization efficiency) of an M×N×K GEMM on ``sm_count`` SMs: shape-only, so memoised.
+
+    A fit evaluates the same rows' GEMMs at every step of its search (about 3 million calls in a ``--with-seeds``
+    refit); the schedule does not depend on the coefficients being fitted, only on the shape and the GPU.
+    """
+    slices = split_k_slices(m, n, k, sm_count)
+    return slices, quantization_efficiency(m, n, sm_count, slices=slices)
+
+
 def gemm_time_s(m: float, n: float, k: float, element_bytes: float, device: GemmDevice) -> float:
     """Seconds for one GEMM of M×K by K×N (module docstring); 0 for an empty GEMM.
 
@@ -102,9 +114,8 @@ def gemm_time_s(m: float, n: float, k: float, element_bytes: float, device: Gemm
     """
     if m <= 0 or n <= 0 or k <= 0:
         return 0.0
-    slices = split_k_slices(m, n, k, device.sm_count)
+    slices, quantization = gemm_schedule(m, n, k, device.sm_count)
     slice_k = k / slices
-    quantization = quantization_efficiency(m, n, device.sm_count, slices=slices)
     compute_rate = device.flops_per_s * quantization * (slice_k / (slice_k + GEMM_K_HALF_ELEMENTS))
     flops_s = 2.0 * m * n * k / compute_rate
     partials = 2 * FP32_PARTIAL_BYTES * slices * m * n if slices > 1 else 0.0  # written, then read by the reduction
