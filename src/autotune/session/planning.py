@@ -162,7 +162,7 @@ PLAN_OUTPUT_PARAMS = frozenset({"output", "json_", "plot", "verify"})
 """``plan`` parameters that choose what to print or write, not what to plan."""
 
 PLAN_TABLE_PARAMS = {"deadline": "--deadline", "budget": "--budget", "price": "--price"}
-"""``plan`` parameters of the GPU type × count table only (:mod:`autotune.cli.gpu_grid`)."""
+"""``plan`` parameters of the GPU type × count table only (:mod:`autotune.session.gpu_grid`)."""
 
 
 def parse_plan_args(plan_command: Any, model: str, args: list[str]) -> PlanOptions:
