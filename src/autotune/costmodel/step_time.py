@@ -171,10 +171,10 @@ def parameter_gathers_s(context: SettingContext, coefficients: CostCoefficients)
     A layer's share of the weights is its attention + MLP parameters over all; the root unit (embedding, final
     norm, output projection) holds the rest.
     """
-    counts, cluster, layers = context.counts, context.cluster, context.layers
+    counts, cluster = context.counts, context.cluster
     gathered_bytes = gathered_weight_bytes(context)
     layer_share = counts.layer_share
-    root_share = max(0.0, 1 - layers * layer_share)
+    root_share = counts.root_share
     gather = collective_time_s("all-gather", gathered_bytes * layer_share, cluster, coefficients)
     root = collective_time_s("all-gather", gathered_bytes * root_share, cluster, coefficients)
     return root, gather
