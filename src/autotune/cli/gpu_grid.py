@@ -15,12 +15,11 @@ from autotune.cli.console import console
 from autotune.errors import InvalidRequestError
 from autotune.planner.grid import format_duration
 from autotune.planner.search import DEFAULT_RUN_STEPS
+from autotune.schemas.objective import TABLE_OBJECTIVES
 from autotune.schemas.plan import PlanFile
 
 if TYPE_CHECKING:  # the table's schema loads only when a table is asked
     from autotune.schemas.gpu_grid import GridReport, GridRowReport
-
-GRID_ONLY_OBJECTIVES = frozenset({"time", "cost"})
 
 
 def wants_grid(
@@ -28,7 +27,7 @@ def wants_grid(
 ) -> bool:
     """Whether ``plan`` is asked for the table: a list of GPUs or counts, ``any``, or a table-only option."""
     lists = "," in gpu or "," in num_gpus or gpu.strip().lower() == "any"
-    return lists or objective in GRID_ONLY_OBJECTIVES or deadline is not None or budget is not None or bool(prices)
+    return lists or objective in TABLE_OBJECTIVES or deadline is not None or budget is not None or bool(prices)
 
 
 def single_count(text: str) -> int:

@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any
 from autotune.errors import AutotuneError, InvalidRequestError
 from autotune.planner.build import build_plan_file
 from autotune.planner.grid import (
-    GRID_OBJECTIVES,
-    GridObjective,
     GridRow,
     Tie,
     choose,
@@ -28,6 +26,7 @@ from autotune.planner.grid import (
 )
 from autotune.planner.request import PlanRequest
 from autotune.profiles.catalog import current_gpus, resolve_gpu
+from autotune.schemas.objective import GRID_OBJECTIVES, GridObjective
 from autotune.schemas.plan import PlanFile
 from autotune.session.option_groups import GridOptions
 from autotune.session.planning import PlanOptions, request_from_options
