@@ -26,7 +26,7 @@ Modules:
   yamlio       safe, bounded loading of YAML and JSON files
   units        named constants and unit conversions (bytes per dtype, GiB)
   run_lock     one run per directory (the run lock file)
-  hostcpu      whether this machine's CPU has bf16 instructions
+  hostcpu      this machine's CPU: bf16 instructions, usable physical cores, threads busy now
   quiet        third-party log and warning noise kept off the terminal
 """
 
