@@ -69,7 +69,7 @@ from autotune.costmodel.optimizer_memory import (
     unpaged_params,
 )
 from autotune.costmodel.param_adapters import merged_gradient_bytes, merged_weight_bytes_per_layer
-from autotune.costmodel.params import ParamCounts, count_params, lora_params
+from autotune.costmodel.params import ParamCounts
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
@@ -190,13 +190,6 @@ def base_weight_bytes(model: ModelSpec, counts: ParamCounts, setting: TrainingSe
     return counts.total_params * dtypes.weight_bytes
 
 
-def _trainable_params(model: ModelSpec, setting: TrainingSetting, counts: ParamCounts) -> float:
-    """Parameters that train: the adapters' (``params.lora_params``) with LoRA / QLoRA, else every parameter."""
-    if setting.uses_adapters:
-        return lora_params(model, setting.lora_rank, setting.lora_targets)
-    return counts.total_params
-
-
 def _gathered_weight_bytes(
     model: ModelSpec, counts: ParamCounts, weights: float, dtypes: DtypeBytes, ranks: int, offload: bool
 ) -> float:
@@ -221,17 +214,17 @@ def model_state_bytes(
     setting: TrainingSetting,
     cluster: ClusterSpec,
     dtypes: DtypeBytes,
-    context: SettingContext | None = None,
+    context: SettingContext,
 ) -> ModelStateBytes:
     """Per-rank model-state bytes for a setting (formulas in the module docstring).
 
-    ``context``: the setting's counted parameters (``SettingContext``), counted here when None.
+    ``context``: the setting's derived facts (``SettingContext``): its counted and trainable parameters.
     """
-    counts = context.counts if context is not None else count_params(model)
+    counts = context.counts
     ranks = cluster.world_size
     sharding = setting.sharding
     weights = base_weight_bytes(model, counts, setting, dtypes)
-    trainable = context.trainable_params if context is not None else _trainable_params(model, setting, counts)
+    trainable = context.trainable_params
     adapter_weights = trainable * dtypes.adapter_bytes if setting.uses_adapters else 0.0
     gradients = trainable * dtypes.grad_bytes
     optimizer = trainable * dtypes.optimizer_bytes
@@ -345,9 +338,11 @@ def activation_terms(context: SettingContext) -> ActivationTerms:
         context.lora,
     )
     masked = context.masked_attention
-    layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash, fused, lora, masked)
+    layer = act.layer_activation_bytes_per_token(
+        model, setting, dtypes, seq_tokens, flash, fused, lora=lora, masked_attention=masked
+    )
     stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes, fused) * tokens
-    working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash, fused, lora)
+    working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash, fused, lora=lora)
     working *= tokens
     masks = act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash, dtypes.residual_bytes, masked)
     # LoRA folded into an MoE's expert weights keeps each layer's merged weights for backward; checkpointing

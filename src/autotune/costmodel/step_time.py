@@ -248,17 +248,15 @@ def predict_time(
     coefficients: CostCoefficients,
 ) -> TimePrediction:
     """Micro-step, optimizer-step and step times for one rank: :func:`predict_time_in` of its context."""
-    return predict_time_in(setting_context(model, setting, cluster, workload), coefficients)
+    context = setting_context(model, setting, cluster, workload)
+    return predict_time_in(context, coefficients, device_context(cluster.gpu, coefficients))
 
 
-def predict_time_in(
-    context: SettingContext, coefficients: CostCoefficients, device: DeviceContext | None = None
-) -> TimePrediction:
+def predict_time_in(context: SettingContext, coefficients: CostCoefficients, device: DeviceContext) -> TimePrediction:
     """Micro-step, optimizer-step and step times for one rank, as :class:`TimeTerms` (module docstring).
 
-    ``device``: the GPU under ``coefficients`` (default :func:`~autotune.costmodel.device.device_context`).
+    ``device``: the GPU under ``coefficients`` (:func:`~autotune.costmodel.device.device_context`, built once).
     """
-    device = device or device_context(context.gpu, coefficients)
     layers, forward_passes = context.layers, context.forward_passes
     forward, backward = layer_passes(context, device, coefficients)
     fwd_gpu, fwd_exposed = pass_time_s(forward, coefficients)
