@@ -33,6 +33,7 @@ from autotune.calibration.crossval import (
 )
 from autotune.calibration.results import CaseResult, evaluate
 from autotune.costmodel.calibration import default_coefficients
+from autotune.costmodel.context import setting_context
 from autotune.costmodel.memory import model_state_bytes
 from autotune.costmodel.precision import dtype_bytes
 from autotune.errors import InvalidRequestError
@@ -92,7 +93,9 @@ def states_only_baseline(results: Sequence[CaseResult]) -> tuple[int, float, flo
             continue
         if r.case.cluster.world_size != 1 or r.measured_memory_gib is None:
             continue
-        states = model_state_bytes(r.case.model, m.setting, r.case.cluster, dtype_bytes(m.setting, r.case.cluster.gpu))
+        model, cluster = r.case.model, r.case.cluster
+        context = setting_context(model, m.setting, cluster, m.workload)
+        states = model_state_bytes(model, m.setting, cluster, dtype_bytes(m.setting, cluster.gpu), context)
         total_gib = (states.weights + states.adapter_weights + states.gradients + states.optimizer_states) / 2**30
         baseline.append(abs(total_gib / r.measured_memory_gib - 1))
         ours.append(abs(r.memory_error))

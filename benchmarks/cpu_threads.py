@@ -34,7 +34,8 @@ from tests.integration.trainer_helpers import (  # noqa: E402
     write_jsonl,
 )
 
-from autotune.launcher.cputhreads import cpu_threads, host_cpu  # noqa: E402
+from autotune.hostcpu import host_cpu  # noqa: E402
+from autotune.launcher.cputhreads import cpu_threads  # noqa: E402
 
 
 def _busy() -> None:

@@ -3,8 +3,8 @@
 The question: ``autotune plan llama3-8b --gpu 4090,a100-80gb,h100 --num-gpus 1,2,8 --num-samples 50000 --epochs 2
 --objective cost --deadline 24h`` (9 rows). Two figures, each the median of ``--runs`` runs:
 
-* in-process: validating the options, planning all 9 cells and choosing (``autotune.cli.gpu_grid.run_grid``), after
-  one warm-up run — the planner's share;
+* in-process: validating the options, planning all 9 cells and choosing (:func:`autotune.grid`, the Python API),
+  after one warm-up run — the planner's share;
 * cold: a fresh process runs the installed ``autotune`` console script with that command line (imports, catalog,
   the 9 plans, the table) — what a user waits for.
 
@@ -45,16 +45,20 @@ TARGET_S = 3.0
 
 
 def in_process(runs: int) -> tuple[list[float], list[float], int]:
-    """Wall and CPU seconds of ``grid_ask`` + ``run_grid`` for :data:`ARGS`, and the number of rows."""
-    from autotune.cli.gpu_grid import grid_ask, run_grid
-    from autotune.session.planning import PlanOptions
-
-    options = PlanOptions(model="llama3-8b", gpu="4090,a100-80gb,h100", num_samples=50000, epochs=2.0, objective="cost")
+    """Wall and CPU seconds of :func:`autotune.grid` for :data:`ARGS`, and the number of rows."""
+    from autotune import grid
 
     def once() -> int:
-        ask = grid_ask(options, "1,2,8", "24h", None, None)
-        report, _ = run_grid(options, ask)
-        return len(report.rows)
+        outcome = grid(
+            "llama3-8b",
+            gpu=["4090", "a100-80gb", "h100"],
+            num_gpus=[1, 2, 8],
+            num_samples=50000,
+            epochs=2.0,
+            objective="cost",
+            deadline="24h",
+        )
+        return len(outcome.report.rows)
 
     rows = once()  # warm-up: catalog, calibration, pydantic schemas
     walls, cpus = [], []

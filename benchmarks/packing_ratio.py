@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from dataset_plan import write_rows
 
-from autotune.launcher.cputhreads import usable_physical_cores
+from autotune.hostcpu import usable_physical_cores
 
 CLI = (sys.executable, "-c", "from autotune.cli.app import main; main()")
 """The autotune CLI of this interpreter, as a fresh process."""

@@ -5,11 +5,11 @@ The planning side (``autotune.schemas``, ``autotune.profiles``, ``autotune.costm
 training core lives in ``autotune.trainer`` and is the only package that imports the
 training stack (torch, transformers, peft, bitsandbytes, accelerate, deepspeed, datasets).
 
-The Python API (:mod:`autotune.api`, docs/api.md): ``from autotune import plan, estimate, launch_spec``; imported on
-first use, so that ``import autotune`` (the command line, the training core's process) stays light.
+The Python API (:mod:`autotune.api`, docs/api.md): ``from autotune import plan, estimate, grid, launch_spec``;
+imported on first use, so that ``import autotune`` (the command line, the training core's process) stays light.
 
 Modules:
-  api          plan / estimate / launch_spec for Python callers (the session layer, without the command line)
+  api          plan / estimate / grid / launch_spec for Python callers (the session layer, without the command line)
   session      a request's option groups → plan, estimate or table, with notes (shared by cli and api)
   schemas      pydantic schemas shared by every package (the bottom layer)
   profiles     the shipped catalogs (GPUs, models, measurements, calibration) and the readers of files
@@ -26,7 +26,7 @@ Modules:
   yamlio       safe, bounded loading of YAML and JSON files
   units        named constants and unit conversions (bytes per dtype, GiB)
   run_lock     one run per directory (the run lock file)
-  hostcpu      whether this machine's CPU has bf16 instructions
+  hostcpu      this machine's CPU: bf16 instructions, usable physical cores, threads busy now
   quiet        third-party log and warning noise kept off the terminal
 """
 
@@ -34,7 +34,17 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["EstimateOutcome", "LaunchPreview", "PlanOutcome", "SettingOptions", "estimate", "launch_spec", "plan"]
+__all__ = [
+    "EstimateOutcome",
+    "GridOutcome",
+    "LaunchPreview",
+    "PlanOutcome",
+    "SettingOptions",
+    "estimate",
+    "grid",
+    "launch_spec",
+    "plan",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -2,19 +2,20 @@
 
 For a notebook, a sweep script or a tool like SkyPilot that would otherwise shell out to ``autotune plan --json``::
 
-    from autotune import plan, estimate, launch_spec
+    from autotune import plan, estimate, grid, launch_spec
 
     outcome = plan("llama3-8b", gpu="4090", seq_len=2048)            # = autotune plan llama3-8b --gpu 4090 ...
     outcome.plan_file.setting.method, outcome.plan_file.prediction.peak_memory_gib
     outcome.json_dict()                                               # = autotune plan ... --json
     estimate("llama3-8b", gpu="4090", method="qlora", micro_batch_size=2).estimate.tokens_per_s
+    grid("llama3-8b", gpu=["4090", "h100"], num_gpus=[1, 8], objective="cost").report.chosen  # = --gpu 4090,h100 ...
     launch_spec(outcome.plan_file, dataset="train.jsonl", output_dir="runs/r1").spec.argv
 
 Options are keyword arguments named as the command line's options with underscores: the request's groups
 (:class:`autotune.session.planning.PlanOptions`: GPUs and nodes, workload, dataset, eval set, objective,
 calibration) and the setting group (:class:`autotune.session.setting_options.SettingOptions`: ``method``,
-``micro_batch_size``, ``grad_ckpt``, …), or the setting group whole as ``setting=SettingOptions(...)``. Both functions
-go through the same session layer as the commands (:mod:`autotune.session`), so a result equals the command's.
+``micro_batch_size``, ``grad_ckpt``, …), or the setting group whole as ``setting=SettingOptions(...)``. Every function
+goes through the same session layer as the commands (:mod:`autotune.session`), so a result equals the command's.
 
 Errors are the command line's: every refusal raises an :class:`autotune.errors.AutotuneError` subclass whose message
 is the one line ``autotune`` prints (``InvalidRequestError`` for a bad option, ``InfeasibleError`` when nothing fits).
@@ -23,25 +24,27 @@ Nothing here imports torch; ``launch_spec`` builds what ``autotune launch --dry-
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from autotune import __all__ as __all__  # the names autotune exports from here (PEP 562): one list
 from autotune.errors import InvalidRequestError
 from autotune.launcher import LaunchOptions, LaunchSpec
 from autotune.launcher.checks import LaunchContext, run_checks
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import load_plan
 from autotune.session.estimating import EstimateOutcome, estimate_one
-from autotune.session.plan_one import PlanOutcome, plan_on_data
+from autotune.session.gpu_grid import GridOutcome, plan_table
+from autotune.session.option_groups import GridOptions
+from autotune.session.plan_one import PlanOutcome, plan_on_data, prepare
 from autotune.session.planning import NOT_PLAN_PARAMS, PlanOptions
 from autotune.session.resolve import catalog_gpu
 from autotune.session.setting_options import SETTING_OPTION_NAMES, SettingOptions
 from autotune.validation import format_validation_error
-
-__all__ = ["EstimateOutcome", "LaunchPreview", "PlanOutcome", "SettingOptions", "estimate", "launch_spec", "plan"]
 
 REQUEST_OPTION_NAMES = tuple(f.name for f in fields(PlanOptions) if f.name not in NOT_PLAN_PARAMS | {"model", "gpu"})
 """The keyword arguments of :func:`plan` and :func:`estimate` besides the setting's: :class:`PlanOptions`' fields."""
@@ -55,9 +58,17 @@ def request_options(model: str, gpu: str, given: dict[str, Any]) -> PlanOptions:
     :class:`SettingOptions`; then no setting field may be given beside it).
 
     Raises:
-        InvalidRequestError: an unknown keyword (the message lists the known ones), a GPU list (``grid`` plans
+        InvalidRequestError: an unknown keyword (the message lists the known ones), a GPU list (:func:`grid` plans
             several), or ``setting`` together with setting fields.
     """
+    options = _grouped(model, gpu, given)
+    if "," in gpu or gpu.strip().lower() == "any":
+        raise InvalidRequestError(f"gpu {gpu!r}: plan takes one GPU type; grid(...) plans a table of several")
+    return options
+
+
+def _grouped(model: str, gpu: str, given: dict[str, Any]) -> PlanOptions:
+    """``given`` sorted into :class:`PlanOptions` and its :class:`SettingOptions` (:func:`request_options`)."""
     values = dict(given)
     setting = values.pop("setting", None)
     setting_fields = {name: values.pop(name) for name in list(values) if name in SETTING_OPTION_NAMES}
@@ -69,8 +80,6 @@ def request_options(model: str, gpu: str, given: dict[str, Any]) -> PlanOptions:
         raise InvalidRequestError(f"give setting=SettingOptions(...) or {', '.join(setting_fields)}, not both")
     if not isinstance(setting, SettingOptions | None):
         raise InvalidRequestError(f"setting must be a SettingOptions, not {type(setting).__name__}")
-    if "," in gpu or gpu.strip().lower() == "any":
-        raise InvalidRequestError(f"gpu {gpu!r}: plan takes one GPU type; autotune plan --gpu A,B plans a table")
     return PlanOptions(model=model, gpu=gpu, setting=setting or SettingOptions(**setting_fields), **values)
 
 
@@ -108,6 +117,44 @@ def estimate(model: str, gpu: str, **options: Any) -> EstimateOutcome:
         AutotuneError: any other refusal of ``autotune estimate``.
     """
     return estimate_one(request_options(model, gpu, options))
+
+
+def grid(
+    model: str,
+    gpu: str | Sequence[str] = "any",
+    num_gpus: int | str | Sequence[int] = 1,
+    *,
+    deadline: str | None = None,
+    budget: float | None = None,
+    price: Mapping[str, float] | Sequence[str] | None = None,
+    **options: Any,
+) -> GridOutcome:
+    """The best setting per GPU type × count and the one chosen (``autotune plan MODEL --gpu A,B --num-gpus 1,8``).
+
+    Args:
+        model: as :func:`plan`.
+        gpu: GPU names or aliases (a list, or one comma-separated string), or ``"any"``: the current cards.
+        num_gpus: GPUs per node, one count or several (a list, or ``"1,2,8"``).
+        deadline: the longest acceptable run, e.g. ``"24h"`` (``--deadline``; needs ``num_samples`` or
+            ``dataset_tokens``).
+        budget: the most the run may cost, in the price table's currency (``--budget``).
+        price: prices per GPU-hour that win over the price tables, ``{"h100": 2.49}`` or ``["h100=2.49"]``.
+        **options: as :func:`plan`; ``objective`` may also be ``"time"`` or ``"cost"`` (the table's objectives).
+
+    Returns:
+        ``outcome.report`` (every row, the chosen one, the prices used, the notes) and ``outcome.plan_file`` (the chosen
+        row's plan, what ``-o`` writes); ``outcome.json_dict()`` is the command's ``--json`` output.
+
+    Raises:
+        InvalidRequestError: a bad option, GPU count, deadline, budget or price (one line, before anything is planned).
+        InfeasibleError: nothing fits anywhere, or no row meets the deadline / budget.
+        AutotuneError: any other refusal of ``autotune plan``.
+    """
+    gpus = gpu if isinstance(gpu, str) else ",".join(gpu)
+    counts = str(num_gpus) if isinstance(num_gpus, int | str) else ",".join(str(count) for count in num_gpus)
+    prices = [f"{name}={value!r}" for name, value in price.items()] if isinstance(price, Mapping) else price
+    prepared, _, _ = prepare(_grouped(model, gpus, options))
+    return plan_table(prepared, counts, GridOptions(deadline=deadline, budget=budget, price=list(prices or []) or None))
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,18 @@
 """User-facing error types.
 
 Every error a user can cause by their input is an :class:`AutotuneError`; the CLI catches it once
-at the boundary and prints its message as one line on stderr with exit code 2. Anything else is a
-bug and is allowed to show a traceback.
+at the boundary and prints its message as one line on stderr with exit code 2, and so do the training core's
+process entry points (``python -m autotune.trainer``, ``.export``, ``.lengths``) through :func:`exit_code`.
+Anything else is a bug and is allowed to show a traceback.
 """
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+USER_ERROR_EXIT_CODE = 2
+"""The exit code of a refusal (argparse's usage-error convention, and the CLI's)."""
 
 
 class AutotuneError(Exception):
@@ -36,6 +43,19 @@ def first_line(error: BaseException) -> str:
     """The first line of an exception's message (its class name when the message is empty), for one-line errors."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def exit_code(action: Callable[[], int]) -> int:
+    """Run a process entry point's work and return its exit code; an :class:`AutotuneError` is a refusal.
+
+    The refusal is ``error: MESSAGE`` on stderr, its whitespace and line breaks collapsed to one line, and
+    :data:`USER_ERROR_EXIT_CODE`: the one error mapping of the ``python -m autotune.trainer…`` entry points.
+    """
+    try:
+        return action()
+    except AutotuneError as error:
+        print(f"error: {' '.join(str(error).split())}", file=sys.stderr, flush=True)
+        return USER_ERROR_EXIT_CODE
 
 
 class TrainingDivergedError(AutotuneError):

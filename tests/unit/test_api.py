@@ -11,7 +11,7 @@ import pytest
 from cli_runner import run
 
 import autotune
-from autotune import estimate, launch_spec, plan
+from autotune import GridOutcome, estimate, grid, launch_spec, plan
 from autotune.errors import InfeasibleError, InvalidRequestError
 from autotune.session.setting_options import SettingOptions
 
@@ -58,6 +58,49 @@ def test_estimate_equals_the_command_line(capsys: pytest.CaptureFixture[str]) ->
     outcome = estimate("llama3-8b", gpu="4090", method="qlora", micro_batch_size=2, seq_len=1024)
     assert outcome.json_dict() == json.loads(out)
     assert outcome.inputs.setting.method == "qlora"
+
+
+README_GRID = ["llama3-8b", "--gpu", "4090,a100-80gb,h100", "--num-gpus", "1,2,8", "--num-samples", "50000"]
+README_GRID += ["--epochs", "2", "--objective", "cost", "--deadline", "24h"]
+README_GRID_KEYWORDS = {"gpu": ["4090", "a100-80gb", "h100"], "num_gpus": [1, 2, 8], "num_samples": 50000, "epochs": 2}
+README_GRID_KEYWORDS |= {"objective": "cost", "deadline": "24h"}
+"""README's table command (which GPUs, how many, at what cost), as arguments and as :func:`grid`'s keywords."""
+
+
+def test_grid_equals_the_command_lines_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "plan", *README_GRID, "--json")
+    assert code == 0, err
+    outcome = grid("llama3-8b", **README_GRID_KEYWORDS)
+    assert isinstance(outcome, GridOutcome)
+    assert outcome.json_dict() == json.loads(out)
+    chosen = outcome.report.chosen
+    assert (outcome.plan_file.cluster.gpu, outcome.plan_file.cluster.num_gpus_per_node) == (chosen.gpu, chosen.num_gpus)
+
+
+def test_grid_takes_prices_as_a_mapping_or_as_the_options_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "plan", "llama3-8b", "--gpu", "h100,4090", "--objective", "time", "--json",
+                         "--price", "h100=2.49")  # fmt: skip
+    assert code == 0, err
+    by_mapping = grid("llama3-8b", gpu="h100,4090", objective="time", price={"h100": 2.49}).json_dict()
+    assert by_mapping == grid("llama3-8b", gpu=["h100", "4090"], objective="time", price=["h100=2.49"]).json_dict()
+    assert by_mapping == json.loads(out)
+    assert by_mapping["rows"][0]["price_per_gpu_hour"] == 2.49
+
+
+@pytest.mark.parametrize(
+    ("keywords", "words"),
+    [
+        ({"num_gpus": [1, 0]}, "--num-gpus '1,0'"),
+        ({"deadline": "12h"}, "need the run's size"),
+        ({"objective": "fastest"}, "--objective 'fastest'"),
+        ({"seq_lenght": 2048}, "unknown option seq_lenght"),
+    ],
+)
+def test_bad_grid_options_are_one_line(keywords: dict[str, object], words: str) -> None:
+    with pytest.raises(InvalidRequestError) as error:
+        grid("llama3-8b", gpu=["4090", "h100"], **keywords)
+    assert words in str(error.value)
+    assert "\n" not in str(error.value)
 
 
 def test_a_setting_group_is_the_same_as_its_fields() -> None:
@@ -114,4 +157,4 @@ def test_import_autotune_stays_light() -> None:
     code = "import sys, autotune; print(sorted(m for m in sys.modules if m.startswith('autotune')))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "['autotune']"
-    assert set(autotune.__all__) >= {"plan", "estimate", "launch_spec"}
+    assert set(autotune.__all__) >= {"plan", "estimate", "grid", "launch_spec"}

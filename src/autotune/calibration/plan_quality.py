@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 
 from autotune.calibration.cases import prepare_cases
 from autotune.costmodel.estimate import estimate_setting
-from autotune.planner.request import Objective
 from autotune.planner.search import Scored, choose, rank_key, run_time_s
 from autotune.schemas.calibration import CostCoefficients, Measurement, source_table
+from autotune.schemas.objective import Objective
 from autotune.schemas.setting import TrainingSetting
 
 NOMINAL_SAMPLES = 51_760

@@ -10,7 +10,7 @@ Modules:
   export_cmd     ``autotune export``: its checks here; the export runs in the training core's process
   setting_options  the option groups put into each command's signature by one decorator (``takes_option_groups``),
                  and groups declared by a schema itself (``schema_group``: launch's run options)
-  gpu_grid       plan across GPU types and counts: the table of the best setting per type × count, prices
+  gpu_grid       plan across GPU types and counts: tell the table from one plan, write it (-o), print it
   refit          options, refit-and-write and tables shared by calibrate and probe
   suggest_options  what ``calibrate --suggest K`` does: plan the space, pick the K settings, write the CSV template
   options        typer option types of the single options (model, GPU, sequence length, objective, ...)

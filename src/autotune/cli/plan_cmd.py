@@ -2,7 +2,7 @@
 
 With several GPU types or counts (``--gpu 4090,h100 --num-gpus 1,8``, ``--gpu any``) or a time / money option
 (``--objective time|cost``, ``--deadline``, ``--budget``, ``--price``), one table of the best setting per type × count
-(:mod:`autotune.cli.gpu_grid`); otherwise the one plan, as before.
+(:mod:`autotune.session.gpu_grid`, printed by :mod:`autotune.cli.gpu_grid`); otherwise the one plan, as before.
 """
 
 from __future__ import annotations
@@ -77,16 +77,16 @@ def plan_grid_command(
         raise InvalidRequestError(
             "--plot and --verify take one GPU type and count; plan the table first, then the chosen row alone"
         )
-    from autotune.cli.gpu_grid import grid_ask, render_grid, run_grid, write_grid
+    from autotune.cli.gpu_grid import render_grid, write_grid
+    from autotune.session.gpu_grid import plan_table
 
-    ask = grid_ask(options, num_gpus, table_options.deadline, table_options.budget, table_options.price)
-    report, plan_file = run_grid(options, ask)
+    outcome = plan_table(options, num_gpus, table_options)
     elapsed = time.perf_counter() - started
-    table = write_grid(report, plan_file, output) if output is not None else None
+    table = write_grid(outcome.report, outcome.plan_file, output) if output is not None else None
     if json_:
-        print_json(report.model_dump(mode="json"))
+        print_json(outcome.json_dict())
         return
-    render_grid(report, elapsed)
+    render_grid(outcome.report, elapsed)
     if output is not None:
         import shlex
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autotune.errors import InfeasibleError
-from autotune.planner.request import Objective
 from autotune.planner.search import PlanResult, RunnerUp, Scored, choose, why_not_chosen
+from autotune.schemas.objective import Objective
 from autotune.schemas.plan import PlanFile
 
 if TYPE_CHECKING:

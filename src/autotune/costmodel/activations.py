@@ -40,7 +40,7 @@ from autotune.costmodel.fused_kernels import (
     liger_norm_saved_bytes,
     liger_swiglu_saved_bytes,
 )
-from autotune.costmodel.params import LoraLayout, lora_layout
+from autotune.costmodel.params import LoraLayout
 from autotune.costmodel.precision import MASK_BYTES, DtypeBytes
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting
@@ -89,7 +89,8 @@ def layer_activation_bytes_per_token(
     seq_len: float,
     flash_attention: bool,
     fused: FusedKernels = NO_FUSED_KERNELS,
-    lora: LoraLayout | None = None,
+    *,
+    lora: LoraLayout,
     masked_attention: bool = False,
 ) -> LayerActivationBytes:
     """Bytes one decoder layer saves for backward, per token (derivation in the module docstring).
@@ -101,7 +102,7 @@ def layer_activation_bytes_per_token(
         seq_len: tokens per sequence (only the math-attention score term depends on it).
         flash_attention: True when SDPA runs a flash / memory-efficient kernel.
         fused: the modules that run fused kernels (``SettingContext.fused``).
-        lora: what peft builds for the adapters (``SettingContext.lora``; counted from ``setting`` when None).
+        lora: what peft builds for the adapters (``SettingContext.lora``, counted once).
         masked_attention: SDPA gets an explicit mask (``SettingContext.masked_attention``).
     """
     h, q_dim = model.hidden_size, model.q_dim
@@ -397,7 +398,7 @@ def recompute_transient_bytes_per_token(
     setting: TrainingSetting,
     dtypes: DtypeBytes,
     layer: LayerActivationBytes,
-    lora: LoraLayout | None = None,
+    lora: LoraLayout,
 ) -> float:
     """Tensors alive per token, beyond the layer's saved set, when a layer's recompute reaches its last saved tensor.
 
@@ -416,7 +417,6 @@ def recompute_transient_bytes_per_token(
     if not (setting.grad_ckpt and setting.uses_adapters):
         return 0.0
     m_b = dtypes.compute_bytes
-    lora = lora if lora is not None else lora_layout(model, setting)
     targets = {module.name for module in lora.module_targets}
     down_adapted = "down_proj" in targets
     cast_copy = not dtypes.autocast and dtypes.adapter_bytes != m_b
@@ -437,7 +437,7 @@ def mlp_input_stage_bytes_per_token(
     setting: TrainingSetting,
     dtypes: DtypeBytes,
     layer: LayerActivationBytes,
-    lora: LoraLayout | None = None,
+    lora: LoraLayout,
 ) -> float:
     """Live bytes per token (the layer's part) when recomputation forms the adapter output of the MLP input projection.
 
@@ -450,7 +450,6 @@ def mlp_input_stage_bytes_per_token(
     gradient arriving from the layer above (compute dtype, width h) and the fp32 RMSNorm input of the
     recomputation (traced: ``benchmarks/trace_agreement.py``, Phi-3 QLoRA).
     """
-    lora = lora if lora is not None else lora_layout(model, setting)
     modules = {module.name: module for module in lora.module_targets}
     first = modules.get("gate_up_proj") or modules.get("gate_proj")
     if first is None:
@@ -466,7 +465,7 @@ def mlp_input_stage_bytes_per_token(
     )
     out = first.out_features
     # lora_A saving x itself: the post-attention norm output is counted below, the MLP product does not exist yet
-    shared = shared_adapter_input_bytes_per_token(model, setting, dtypes, flash_attention=True)
+    shared = shared_adapter_input_bytes_per_token(model, setting, dtypes, flash_attention=True, lora=lora)
     later += shared.get("mlp input", 0.0) + shared.get("mlp product", 0.0)
     saved_before = layer.total - layer.mlp - later
     live_h = 3 * m_b * model.hidden_size + (FP32_BYTES + adapter_bytes) * model.hidden_size
@@ -481,7 +480,8 @@ def working_activation_bytes_per_token(
     seq_len: float,
     flash_attention: bool,
     fused: FusedKernels = NO_FUSED_KERNELS,
-    lora: LoraLayout | None = None,
+    *,
+    lora: LoraLayout,
 ) -> float:
     """Activations alive only while one layer runs backward, per token.
 

@@ -11,7 +11,7 @@ the traced step (``tests/unit/costmodel/test_activations_adapter_inputs.py``).
 from __future__ import annotations
 
 from autotune.costmodel.param_adapters import wrapped_input_bytes_per_token
-from autotune.costmodel.params import LoraLayout, lora_layout
+from autotune.costmodel.params import LoraLayout
 from autotune.costmodel.precision import MASK_BYTES, DtypeBytes
 from autotune.schemas.lora_targets import effective_lora_dropout as lora_effective_dropout
 from autotune.schemas.model import ModelSpec
@@ -69,7 +69,7 @@ def shared_adapter_input_bytes_per_token(
     setting: TrainingSetting,
     dtypes: DtypeBytes,
     flash_attention: bool,
-    lora: LoraLayout | None = None,
+    lora: LoraLayout,
 ) -> dict[str, float]:
     """Bytes per token and layer of the adapted linears' inputs that ``lora_A`` saves as they are, by tensor.
 
@@ -86,7 +86,7 @@ def shared_adapter_input_bytes_per_token(
     if adapter_input_bytes(model, setting, dtypes) > 0:
         return {}
     shared: dict[str, float] = {}
-    for module in (lora if lora is not None else lora_layout(model, setting)).module_targets:
+    for module in lora.module_targets:
         tensor = ADAPTER_INPUT_TENSORS.get(module.name)
         if tensor is None or (tensor == "attention output" and flash_attention):
             continue
@@ -109,7 +109,7 @@ def adapter_saved_bytes_per_token(
     setting: TrainingSetting,
     dtypes: DtypeBytes,
     flash_attention: bool,
-    lora: LoraLayout | None = None,
+    lora: LoraLayout,
 ) -> tuple[float, float]:
     """Bytes per token and layer the adapters save: ``(all of them, the part on the q/k/v side)``.
 
@@ -120,7 +120,6 @@ def adapter_saved_bytes_per_token(
     """
     adapter_in_bytes = adapter_input_bytes(model, setting, dtypes)
     rank_bytes = adapter_rank_output_bytes(dtypes) * setting.lora_rank
-    lora = lora if lora is not None else lora_layout(model, setting)
     adapters = qkv_adapters = 0.0
     for module in lora.module_targets:
         module_bytes = (adapter_in_bytes * module.in_features + rank_bytes) * module.count / model.num_hidden_layers

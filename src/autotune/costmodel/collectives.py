@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 
-from autotune.costmodel.params import LinearModule, linear_modules
+from autotune.costmodel.params import LinearModule
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
@@ -106,14 +106,13 @@ def bucketed_time_s(
     return collective_time_s(kind, total_bytes / buckets, cluster, coefficients, count=buckets)
 
 
-def zero3_modules_with_parameters(model: ModelSpec, modules: tuple[LinearModule, ...] | None = None) -> int:
+def zero3_modules_with_parameters(model: ModelSpec, modules: tuple[LinearModule, ...]) -> int:
     """Submodules that own parameters (the ones ZeRO-3's hooks fetch).
 
     Every linear and norm of every decoder layer, plus ``ROOT_MODULES_WITH_PARAMETERS``. ``modules``: the model's
-    linears when already counted (default ``params.linear_modules``).
+    linears, as counted once (``SettingContext.linear_modules``).
     """
-    linears = modules if modules is not None else linear_modules(model)
-    per_layer = sum(m.count for m in linears) // model.num_hidden_layers + model.norms_per_layer
+    per_layer = sum(m.count for m in modules) // model.num_hidden_layers + model.norms_per_layer
     return model.num_hidden_layers * per_layer + ROOT_MODULES_WITH_PARAMETERS
 
 
@@ -121,7 +120,7 @@ def zero3_hooks_s(
     model: ModelSpec,
     passes: int,
     coefficients: CostCoefficients,
-    modules: tuple[LinearModule, ...] | None = None,
+    modules: tuple[LinearModule, ...],
 ) -> float:
     """Seconds per micro-step of ZeRO-3's per-submodule fetch / release hooks over ``passes`` passes.
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from autotune.costmodel.calibration import default_coefficients, error_band
 from autotune.costmodel.context import SettingContext, setting_context
+from autotune.costmodel.device import device_context
 from autotune.costmodel.eval_time import eval_time_s
 from autotune.costmodel.evidence import with_evidence
 from autotune.costmodel.memory import MemoryPrediction, predict_memory_in
@@ -102,7 +103,8 @@ def estimate_setting(
     coefficients = coefficients or default_coefficients()
     context = setting_context(model, setting, cluster, workload)  # one set of derived facts for memory and time
     memory = predict_memory_in(context, coefficients)
-    timing = predict_time_in(context, coefficients)
+    device = device_context(cluster.gpu, coefficients)  # the GPU under the coefficients, for training and eval
+    timing = predict_time_in(context, coefficients, device)
     family = memory_family(setting)
     fit = memory_fit(memory, cluster, family, coefficients)
     gpu = cluster.gpu
@@ -117,7 +119,7 @@ def estimate_setting(
     mfu = timing.model_flops_per_micro_step * setting.grad_accum / timing.step_time_s / peak_flops
     compile_s = compile_time_s(model) if setting.compile else 0.0
     steps = workload.optimizer_steps(setting, cluster.world_size)
-    evals, eval_s = eval_time_s(context, coefficients, steps) if steps is not None else (0, 0.0)
+    evals, eval_s = eval_time_s(context, coefficients, steps, device) if steps is not None else (0, 0.0)
     total_s = steps * timing.step_time_s + compile_s + eval_s if steps is not None else None
     estimate = Estimate(
         peak_memory_gib=round(fit.peak_gib, 3),

@@ -28,7 +28,7 @@ import math
 
 from autotune.costmodel import activations as act
 from autotune.costmodel.context import SettingContext
-from autotune.costmodel.device import DeviceContext, device_context
+from autotune.costmodel.device import DeviceContext
 from autotune.costmodel.gemm import linear_pass_time_s
 from autotune.costmodel.head_time import head_gemm_device
 from autotune.costmodel.layer_time import layer_passes
@@ -48,14 +48,11 @@ def head_forward_s(context: SettingContext, device: DeviceContext, coefficients:
     return gpu_s + exposed_dispatch_s(HEAD_KERNELS_PER_MICRO_STEP * coefficients.kernel_launch_s, gpu_s)
 
 
-def eval_micro_batch_s(
-    context: SettingContext, coefficients: CostCoefficients, device: DeviceContext | None = None
-) -> float:
+def eval_micro_batch_s(context: SettingContext, coefficients: CostCoefficients, device: DeviceContext) -> float:
     """Seconds of one forward-only micro batch on one rank (one eval batch; module docstring).
 
-    ``device``: the GPU under ``coefficients`` (default :func:`~autotune.costmodel.device.device_context`).
+    ``device``: the GPU under ``coefficients`` (:func:`~autotune.costmodel.device.device_context`, built once).
     """
-    device = device or device_context(context.gpu, coefficients)
     forward, _ = layer_passes(context, device, coefficients)
     gpu_s, exposed_s = pass_time_s(forward, coefficients)
     layer_s = gpu_s + exposed_s
@@ -77,7 +74,7 @@ def eval_time_s(
     context: SettingContext,
     coefficients: CostCoefficients,
     optimizer_steps: int,
-    device: DeviceContext | None = None,
+    device: DeviceContext,
 ) -> tuple[int, float]:
     """(evals, their seconds) in a run of ``optimizer_steps``; (0, 0.0) when the workload prices no eval.
 

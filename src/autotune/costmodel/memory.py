@@ -72,7 +72,7 @@ from autotune.costmodel.optimizer_memory import (
     unpaged_params,
 )
 from autotune.costmodel.param_adapters import merged_gradient_bytes, merged_weight_bytes_per_layer
-from autotune.costmodel.params import ParamCounts, count_params, lora_params
+from autotune.costmodel.params import ParamCounts
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
@@ -193,13 +193,6 @@ def base_weight_bytes(model: ModelSpec, counts: ParamCounts, setting: TrainingSe
     return counts.total_params * dtypes.weight_bytes
 
 
-def _trainable_params(model: ModelSpec, setting: TrainingSetting, counts: ParamCounts) -> float:
-    """Parameters that train: the adapters' (``params.lora_params``) with LoRA / QLoRA, else every parameter."""
-    if setting.uses_adapters:
-        return lora_params(model, setting.lora_rank, setting.lora_targets)
-    return counts.total_params
-
-
 def _gathered_weight_bytes(
     model: ModelSpec, counts: ParamCounts, weights: float, dtypes: DtypeBytes, ranks: int, offload: bool
 ) -> float:
@@ -207,7 +200,9 @@ def _gathered_weight_bytes(
 
     Gathered in the compute dtype under autocast (FSDP MixedPrecision), else as stored (``weights`` / parameters:
     the NF4-aware average). The rank's own shard is resident (counted in ``weights``) unless offloaded to the host,
-    in which case whole units are copied in.
+    in which case whole units are copied in. A layer's unit counts its norms here (exact), where
+    :attr:`ParamCounts.layer_share` (the time terms' split) neglects them; the two differ by ``(L − 2)`` layers'
+    norms, 0.001–0.002 GiB of peak memory on README's commands, and stay apart until that figure may move.
     """
     root_params = counts.embedding_params + counts.lm_head_params + counts.final_norm_params
     layer_params = (counts.total_params - root_params) / model.num_hidden_layers
@@ -222,17 +217,17 @@ def model_state_bytes(
     setting: TrainingSetting,
     cluster: ClusterSpec,
     dtypes: DtypeBytes,
-    context: SettingContext | None = None,
+    context: SettingContext,
 ) -> ModelStateBytes:
     """Per-rank model-state bytes for a setting (formulas in the module docstring).
 
-    ``context``: the setting's counted parameters (``SettingContext``), counted here when None.
+    ``context``: the setting's derived facts (``SettingContext``): its counted and trainable parameters.
     """
-    counts = context.counts if context is not None else count_params(model)
+    counts = context.counts
     ranks = cluster.world_size
     sharding = setting.sharding
     weights = base_weight_bytes(model, counts, setting, dtypes)
-    trainable = context.trainable_params if context is not None else _trainable_params(model, setting, counts)
+    trainable = context.trainable_params
     adapter_weights = trainable * dtypes.adapter_bytes if setting.uses_adapters else 0.0
     gradients = trainable * dtypes.grad_bytes
     optimizer = trainable * dtypes.optimizer_bytes
@@ -346,9 +341,11 @@ def activation_terms(context: SettingContext) -> ActivationTerms:
         context.lora,
     )
     masked = context.masked_attention
-    layer = act.layer_activation_bytes_per_token(model, setting, dtypes, seq_tokens, flash, fused, lora, masked)
+    layer = act.layer_activation_bytes_per_token(
+        model, setting, dtypes, seq_tokens, flash, fused, lora=lora, masked_attention=masked
+    )
     stored = act.stored_activation_bytes_per_token(model, setting, layer, dtypes, fused) * tokens
-    working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash, fused, lora)
+    working = act.working_activation_bytes_per_token(model, setting, layer, dtypes, seq_tokens, flash, fused, lora=lora)
     working *= tokens
     masks = act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash, dtypes.residual_bytes, masked)
     # LoRA folded into an MoE's expert weights keeps each layer's merged weights for backward; checkpointing

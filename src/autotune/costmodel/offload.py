@@ -82,7 +82,7 @@ def _unit_copies(context: SettingContext, coefficients: CostCoefficients) -> _Un
     weight_s = base_weight_bytes(context.model, counts, context.setting, context.dtypes) / ranks / bandwidth
     grad_s = context.trainable_params * context.dtypes.grad_bytes / ranks / bandwidth
     layer_share = counts.layer_share
-    root_share = max(0.0, 1 - layers * layer_share)
+    root_share = counts.root_share
     weight_layer_s, grad_layer_s = weight_s * layer_share, grad_s * layer_share
     if context.setting.uses_adapters:  # the adapters sit in the decoder layers: their gradients are spread over them
         grad_layer_s, root_grad_s = grad_s / layers, 0.0

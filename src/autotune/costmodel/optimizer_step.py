@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from autotune.costmodel.dispatch import optimizer_launches
-from autotune.costmodel.params import LinearModule, LoraLayout, linear_modules, lora_layout
+from autotune.costmodel.params import LinearModule, LoraLayout
 from autotune.costmodel.precision import DtypeBytes
 from autotune.costmodel.priors import GPU_KERNEL_MIN_S, TORCH_CPU_ADAM_TIME_RATIO
 from autotune.schemas.calibration import CostCoefficients
@@ -36,21 +36,19 @@ def trainable_tensors(
     model: ModelSpec,
     setting: TrainingSetting,
     *,
-    modules: tuple[LinearModule, ...] | None = None,
-    lora: LoraLayout | None = None,
+    modules: tuple[LinearModule, ...],
+    lora: LoraLayout,
 ) -> int:
     """Tensors the optimizer updates on one rank (FSDP / ZeRO flatten each decoder-layer unit into one).
 
-    ``modules`` and ``lora``: the model's linears and the setting's adapters when already counted
-    (``SettingContext``); counted here when None.
+    ``modules`` and ``lora``: the model's linears and the setting's adapters, as counted once
+    (``SettingContext.linear_modules``, ``SettingContext.lora``).
     """
     if setting.uses_adapters:
-        adapters = (lora if lora is not None else lora_layout(model, setting)).adapters
-        return sum(a.tensors for a in adapters)
+        return sum(a.tensors for a in lora.adapters)
     if setting.shards_states:
         return model.num_hidden_layers + 1
-    linears = modules if modules is not None else linear_modules(model)
-    per_layer = sum((1 + int(m.bias)) * m.count for m in linears) // model.num_hidden_layers
+    per_layer = sum((1 + int(m.bias)) * m.count for m in modules) // model.num_hidden_layers
     per_layer += model.norms_per_layer * (2 if model.norm_has_bias else 1)
     return model.num_hidden_layers * per_layer + 2 + int(not model.tie_word_embeddings)
 
@@ -83,15 +81,14 @@ def optimizer_step_s(
     trainable_per_rank: float,
     coefficients: CostCoefficients,
     ranks_per_node: int = 1,
-    tensors: int | None = None,
+    *,
+    tensors: int,
 ) -> float:
     """Seconds of one optimizer step on one rank, without the fixed per-step overhead (module docstring).
 
     ``ranks_per_node``: ranks whose CPU optimizers share one host under offload. ``tensors``: the trainable tensors
-    when already counted (default :func:`trainable_tensors`).
+    (:func:`trainable_tensors`, counted once by the caller).
     """
-    if tensors is None:
-        tensors = trainable_tensors(model, setting)
     if setting.offloads_to_cpu:
         cpu_rate = coefficients.cpu_adam_params_per_s
         updated = trainable_per_rank * dtypes.weight_bytes / host_link_bytes_per_s(gpu, coefficients)

@@ -35,29 +35,24 @@ checks both.
 from __future__ import annotations
 
 from autotune.costmodel.gemm import GemmDevice, gemm_time_s, linear_pass_time_s
-from autotune.costmodel.params import LoraAdapter, LoraLayout, lora_layout
+from autotune.costmodel.params import LoraLayout
 from autotune.costmodel.precision import DtypeBytes
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.setting import TrainingSetting
 
 
-def _adapters(model: ModelSpec, setting: TrainingSetting, lora: LoraLayout | None) -> tuple[LoraAdapter, ...]:
-    """The setting's adapters: ``lora``'s when given (``SettingContext.lora``), else ``params.lora_layout``'s."""
-    return (lora if lora is not None else lora_layout(model, setting)).adapters
-
-
-def wrapped_parameters(model: ModelSpec, setting: TrainingSetting, lora: LoraLayout | None = None) -> set[str]:
+def wrapped_parameters(model: ModelSpec, setting: TrainingSetting, lora: LoraLayout) -> set[str]:
     """Names of the parameter adapters (``gate_up_proj``, ``down_proj``, ``router``) of an adapter setting.
 
     ``lora``: the setting's adapters when already counted (``SettingContext.lora``); every function here takes it.
     """
     if not setting.uses_adapters:
         return set()
-    return {a.name for a in _adapters(model, setting, lora) if a.on_parameter}
+    return {a.name for a in lora.adapters if a.on_parameter}
 
 
 def wrapped_input_bytes_per_token(
-    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, lora: LoraLayout | None = None
+    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, lora: LoraLayout
 ) -> float:
     """Bytes per token per layer saved because a wrapped weight requires grad, in the compute dtype.
 
@@ -78,7 +73,7 @@ def wrapped_input_bytes_per_token(
 
 
 def merged_weight_bytes_per_layer(
-    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, lora: LoraLayout | None = None
+    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, lora: LoraLayout
 ) -> float:
     """Bytes of one layer's merged weights W + scaling·B·A, in the weight dtype, kept for backward.
 
@@ -87,7 +82,7 @@ def merged_weight_bytes_per_layer(
     if not setting.uses_adapters:
         return 0.0
     elements = 0
-    for a in _adapters(model, setting, lora):
+    for a in lora.adapters:
         if a.on_parameter:
             elements += a.experts * a.in_features * a.out_features
             if a.experts > 1 and setting.adapter_dtype == "fp32" and dtypes.weight_bytes < 4.0:
@@ -97,9 +92,7 @@ def merged_weight_bytes_per_layer(
     return elements * dtypes.weight_bytes
 
 
-def merged_gradient_bytes(
-    model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, lora: LoraLayout | None = None
-) -> float:
+def merged_gradient_bytes(model: ModelSpec, setting: TrainingSetting, dtypes: DtypeBytes, lora: LoraLayout) -> float:
     """Bytes of the merged-weight gradient alive beside one layer's saved set in its backward; 0 without.
 
     It is the first wrapped expert stack backward meets (``down_proj``, else ``gate_up_proj``), E·out·in in the weight
@@ -107,7 +100,7 @@ def merged_gradient_bytes(
     """
     if not setting.uses_adapters:
         return 0.0
-    stacks = {a.name: a for a in _adapters(model, setting, lora) if a.experts > 1}
+    stacks = {a.name: a for a in lora.adapters if a.experts > 1}
     first = stacks.get("down_proj") or stacks.get("gate_up_proj")
     if first is None or not first.on_parameter:
         return 0.0
@@ -120,7 +113,7 @@ def wrapped_gemm_s(
     tokens: float,
     element_bytes: float,
     device: GemmDevice,
-    lora: LoraLayout | None = None,
+    lora: LoraLayout,
 ) -> tuple[float, float]:
     """(forward, backward) seconds of one layer's parameter-adapter GEMMs for ``tokens`` tokens (module docstring).
 
@@ -131,7 +124,7 @@ def wrapped_gemm_s(
         return 0.0, 0.0
     forward = backward = 0.0
     share = model.num_experts_per_token / model.num_experts
-    for a in _adapters(model, setting, lora):
+    for a in lora.adapters:
         if not a.on_parameter or a.experts == 1:
             continue
         merge = a.experts * gemm_time_s(a.out_features, a.in_features, a.rank, element_bytes, device)

@@ -110,15 +110,23 @@ class ParamCounts:
     matmul_params_per_token: int
     """Weights one token's forward multiplies by: block linears with k of E experts, plus the V·h
     output projection even when tied; the embedding lookup is excluded. Forward FLOPs ≈ 2× this."""
+    num_layers: int
+    """Decoder layers L (``ModelSpec.num_hidden_layers``): the FSDP / ZeRO-3 units besides the root."""
 
     @property
     def layer_share(self) -> float:
         """One decoder layer's share of every parameter (its attention + MLP; norms neglected), 0..1.
 
         The fraction of the weights (and gradients) one FSDP / ZeRO-3 unit gathers, offloads or reduces; the rest,
-        ``1 − layers × layer_share``, is the root unit's (embeddings, output projection, norms).
+        :attr:`root_share`, is the root unit's (embeddings, output projection, norms). The one home of this split:
+        the step time's gathers and reduce-scatters, the offload's copies and the gathered weights' memory use it.
         """
         return (self.attention_params_per_layer + self.mlp_params_per_layer) / max(1, self.total_params)
+
+    @property
+    def root_share(self) -> float:
+        """The root FSDP / ZeRO-3 unit's share of every parameter, ``1 − L × layer_share`` (at least 0)."""
+        return max(0.0, 1 - self.num_layers * self.layer_share)
 
 
 @functools.lru_cache(maxsize=512)
@@ -210,6 +218,7 @@ def count_params(model: ModelSpec) -> ParamCounts:
         decoder_linear_params=decoder_linear,
         non_linear_params=total - decoder_linear,
         matmul_params_per_token=active_linear + vocab * h,
+        num_layers=layers,
     )
 
 

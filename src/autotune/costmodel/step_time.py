@@ -177,10 +177,10 @@ def parameter_gathers_s(context: SettingContext, coefficients: CostCoefficients)
     A layer's share of the weights is its attention + MLP parameters over all; the root unit (embedding, final
     norm, output projection) holds the rest.
     """
-    counts, cluster, layers = context.counts, context.cluster, context.layers
+    counts, cluster = context.counts, context.cluster
     gathered_bytes = gathered_weight_bytes(context)
     layer_share = counts.layer_share
-    root_share = max(0.0, 1 - layers * layer_share)
+    root_share = counts.root_share
     gather = collective_time_s("all-gather", gathered_bytes * layer_share, cluster, coefficients)
     root = collective_time_s("all-gather", gathered_bytes * root_share, cluster, coefficients)
     return root, gather
@@ -254,17 +254,15 @@ def predict_time(
     coefficients: CostCoefficients,
 ) -> TimePrediction:
     """Micro-step, optimizer-step and step times for one rank: :func:`predict_time_in` of its context."""
-    return predict_time_in(setting_context(model, setting, cluster, workload), coefficients)
+    context = setting_context(model, setting, cluster, workload)
+    return predict_time_in(context, coefficients, device_context(cluster.gpu, coefficients))
 
 
-def predict_time_in(
-    context: SettingContext, coefficients: CostCoefficients, device: DeviceContext | None = None
-) -> TimePrediction:
+def predict_time_in(context: SettingContext, coefficients: CostCoefficients, device: DeviceContext) -> TimePrediction:
     """Micro-step, optimizer-step and step times for one rank, as :class:`TimeTerms` (module docstring).
 
-    ``device``: the GPU under ``coefficients`` (default :func:`~autotune.costmodel.device.device_context`).
+    ``device``: the GPU under ``coefficients`` (:func:`~autotune.costmodel.device.device_context`, built once).
     """
-    device = device or device_context(context.gpu, coefficients)
     layers, forward_passes = context.layers, context.forward_passes
     forward, backward = layer_passes(context, device, coefficients)
     fwd_gpu, fwd_exposed = pass_time_s(forward, coefficients)

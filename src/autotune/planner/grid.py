@@ -28,14 +28,11 @@ without a workload the table shows cost per million training tokens instead of t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
 
 from autotune.errors import AutotuneError, InfeasibleError, InvalidRequestError, first_line
-from autotune.planner.request import Objective, PlanRequest
+from autotune.planner.request import PlanRequest
 from autotune.planner.search import METHOD_QUALITY_ORDER, PlanResult, search
-
-GridObjective = Literal["quality", "speed", "memory", "time", "cost"]
-GRID_OBJECTIVES: tuple[str, ...] = get_args(GridObjective)
+from autotune.schemas.objective import GridObjective, Objective
 
 SECONDS_PER_HOUR = 3600.0
 TOKENS_PER_MILLION = 1e6

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field, field_validator, model_validator
 
 from autotune.schemas._base import FrozenModel
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
+from autotune.schemas.objective import Objective
 from autotune.schemas.setting import (
     ATTENTION_ALIASES,
     AdapterDtype,
@@ -27,8 +26,6 @@ from autotune.schemas.setting import (
     optimizer_in_backward_error,
     stochastic_rounding_error,
 )
-
-Objective = Literal["quality", "speed", "memory"]
 
 ADAPTER_ONLY_FIELDS = ("lora_rank", "lora_alpha", "lora_dropout", "adapter_dtype", "lora_targets")
 """Override fields that configure LoRA / QLoRA adapters only: refused with ``method: full`` (a full fine-tune has no

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InfeasibleError
 from autotune.planner.lever_hints import in_backward_hint
-from autotune.planner.request import Objective, Overrides, PlanRequest
+from autotune.planner.request import Overrides, PlanRequest
 from autotune.planner.space import (
     ONE_GPU_OFFLOAD_ACCUMULATION,
     candidates,
@@ -27,6 +27,7 @@ from autotune.planner.space import (
 )
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.memory_parts import MODEL_STATE_PARTS
+from autotune.schemas.objective import Objective
 from autotune.schemas.setting import TrainingSetting
 
 DEFAULT_RUN_STEPS = 1000

@@ -13,6 +13,7 @@ Modules:
   prices           PriceTable: GPU-hour prices with their providers, date and sources
   memory_parts     the one vocabulary of memory part names (memory model, headroom band, planner, plots, trace)
   plan             PlanFile, ClusterChoice (world_size), schema migration
+  objective        the objectives a plan is chosen by (the planner's, the table's): the one list
   recipe           TrainingRecipe: learning rate, schedule, warm-up, weight decay by method (cited defaults)
   plan_io          plan.yaml read / write (beside its schema; the launcher and the trainer both use it)
   plan_changes     a plan's fingerprint and the fields two differ in (the --resume rule of launcher and trainer)

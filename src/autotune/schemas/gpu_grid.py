@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from autotune.schemas._base import StrictModel
+from autotune.schemas.objective import GridObjective
 
 
 class GridRowReport(StrictModel):
@@ -53,7 +54,7 @@ class GridRowReport(StrictModel):
 class GridReport(StrictModel):
     """The table of ``plan`` over several GPU types and counts, and the row chosen."""
 
-    objective: str = Field(description="quality, speed, memory, time or cost (see autotune.planner.grid).")
+    objective: GridObjective = Field(description="quality, speed, memory, time or cost (see autotune.planner.grid).")
     whole_run: bool = Field(description="True: run_time_s and cost are the whole run; False: DEFAULT_RUN_STEPS steps.")
     deadline_s: float | None = Field(default=None, description="--deadline in seconds (None: none).")
     budget: float | None = Field(default=None, description="--budget in the currency (None: none).")

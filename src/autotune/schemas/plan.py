@@ -16,6 +16,7 @@ from autotune.schemas.dataset_stats import DatasetStats
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
+from autotune.schemas.objective import Objective
 from autotune.schemas.recipe import TrainingRecipe, default_recipe
 from autotune.schemas.setting import TrainingSetting, Workload, with_adapter_dtype_recorded
 from autotune.schemas.trainer_options import EvalData
@@ -99,9 +100,7 @@ class PlanFile(StrictModel):
         description="Learning rate, schedule, warm-up, weight decay and clipping the run trains with "
         "(the method's recipe, autotune.schemas.recipe, unless edited)."
     )
-    objective: Literal["quality", "speed", "memory"] = Field(
-        default="quality", description="What the planner optimized: quality, speed or memory."
-    )
+    objective: Objective = Field(default="quality", description="What the planner optimized: quality, speed or memory.")
     calibration: str = Field(default="seeds", description="Name of the calibration used.")
     dataset: DatasetStats | None = Field(
         default=None,

@@ -9,6 +9,7 @@ Modules:
   setting_options  the setting group (SettingOptions) and the Flag each option is spelled with
   planning       options (PlanOptions) → PlanRequest → plan, shared by plan / sweep / launch MODEL / the API
   plan_one       one plan: the dataset prepared, the search, the notes, the ``--json`` document
+  gpu_grid       the table of GPU types × counts: its options validated, every cell planned, the row chosen, the report
   estimating     one stated setting: its inputs, the estimate with its notes, the nearest setting that fits
   sweeping       the requests of sweep's cells (method × sequence length)
   resolve        model / GPU / cluster names → schemas, option values → validated schemas, the notes they carry

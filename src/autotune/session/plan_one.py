@@ -3,7 +3,7 @@
 ``plan`` on the command line and :func:`autotune.api.plan` take the same two steps: :func:`prepare` (the eval options
 checked, ``--dataset`` tokenized into packed or padded batches, the eval set tokenized) and :func:`plan_prepared`
 (the search on one GPU type and count, both layouts with ``packing: auto``). Between them the command line may instead
-plan a table of GPU types × counts (:mod:`autotune.cli.gpu_grid`).
+plan a table of GPU types × counts (:mod:`autotune.session.gpu_grid`).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from autotune.planner.build import build_plan_file
 from autotune.planner.request import ADAPTER_ONLY_FIELDS, PlanRequest
 from autotune.planner.search import PlanResult, search
 from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats, PackedBatches, PaddedBatches
+from autotune.schemas.objective import TABLE_OBJECTIVES
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
 from autotune.session.calibration_choice import coefficients_from_option, stack_note
@@ -162,7 +163,7 @@ PLAN_OUTPUT_PARAMS = frozenset({"output", "json_", "plot", "verify"})
 """``plan`` parameters that choose what to print or write, not what to plan."""
 
 PLAN_TABLE_PARAMS = {"deadline": "--deadline", "budget": "--budget", "price": "--price"}
-"""``plan`` parameters of the GPU type × count table only (:mod:`autotune.cli.gpu_grid`)."""
+"""``plan`` parameters of the GPU type × count table only (:mod:`autotune.session.gpu_grid`)."""
 
 
 def parse_plan_args(plan_command: Any, model: str, args: list[str]) -> PlanOptions:
@@ -193,7 +194,7 @@ def plan_options_from_params(params: dict[str, Any]) -> PlanOptions:
             ``--budget``, ``--price``, ``--objective time|cost``): one plan runs one GPU type and count.
     """
     table = [flag for name, flag in PLAN_TABLE_PARAMS.items() if params.get(name)]
-    if params.get("objective") in ("time", "cost"):
+    if params.get("objective") in TABLE_OBJECTIVES:
         table.append(f"--objective {params['objective']}")
     gpu, num_gpus = str(params.get("gpu", "")), str(params.get("num_gpus", "1"))
     if "," in gpu or "," in num_gpus or gpu.strip().lower() == "any":

@@ -281,13 +281,17 @@ def _sharding_adjustment(spec: ModelSpec, setting: TrainingSetting, cluster: Clu
     """
     if cluster is None or setting.sharding == "none":
         return 0
+    from autotune.costmodel.context import setting_context
     from autotune.costmodel.memory import model_state_bytes
     from autotune.costmodel.precision import dtype_bytes
+    from autotune.schemas.setting import Workload
 
     dtypes = dtype_bytes(setting, cluster.gpu)
     single = cluster.model_copy(update={"num_gpus_per_node": 1, "num_nodes": 1})
-    unsharded = model_state_bytes(spec, setting.model_copy(update={"sharding": "none"}), single, dtypes)
-    sharded = model_state_bytes(spec, setting, cluster, dtypes)
+    alone = setting.model_copy(update={"sharding": "none"})
+    workload = Workload(seq_len=seq_len)
+    unsharded = model_state_bytes(spec, alone, single, dtypes, setting_context(spec, alone, single, workload))
+    sharded = model_state_bytes(spec, setting, cluster, dtypes, setting_context(spec, setting, cluster, workload))
     fields: Any = (
         "weights",
         "adapter_weights",

@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if the parent left SIGINT ignored or default
     output_dir: Path | None = None
     try:
-        from autotune.errors import AutotuneError
+        from autotune.errors import exit_code
         from autotune.quiet import quiet_third_party
         from autotune.trainer.args import parse_args
 
@@ -39,11 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             from autotune.trainer.train import run
 
-            return run(args)
-        except AutotuneError as error:
-            message = " ".join(str(error).split())
-            print(f"error: {message}", file=sys.stderr, flush=True)
-            return 2
+            return exit_code(lambda: run(args))
         finally:
             respect_umask(output_dir)
     except KeyboardInterrupt:  # Ctrl-C before training started (during training it stops at a step and saves)

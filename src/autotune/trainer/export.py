@@ -126,19 +126,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--merge", action="store_true")
     parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES), required=True, help="a merged model's weights")
     args = parser.parse_args(argv)
-    from autotune.errors import AutotuneError
+    from autotune.errors import exit_code
+
+    def run() -> int:
+        what = export(args.run_dir, args.weights, args.output, args.merge, args.dtype)
+        print(f"wrote {what} and its tokenizer to {args.output}")
+        return 0
 
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        what = export(args.run_dir, args.weights, args.output, args.merge, args.dtype)
-    except AutotuneError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return exit_code(run)
     except KeyboardInterrupt:
         print(f"error: the export was interrupted; {args.output} was not written", file=sys.stderr)
         return 130
-    print(f"wrote {what} and its tokenizer to {args.output}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -74,15 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-rows", type=int, default=200_000)
     parser.add_argument("--progress-every", type=int, default=0, help="Print 'progress N TOTAL' to stderr.")
     args = parser.parse_args(argv)
-    from autotune.errors import AutotuneError
+    from autotune.errors import exit_code
 
-    try:
+    def run() -> int:
         result = example_lengths(args.dataset, args.tokenizer, args.dataset_format, args.max_rows, args.progress_every)
-    except AutotuneError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    json.dump(result, sys.stdout)
-    return 0
+        json.dump(result, sys.stdout)
+        return 0
+
+    return exit_code(run)
 
 
 if __name__ == "__main__":

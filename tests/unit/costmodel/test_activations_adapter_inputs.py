@@ -57,7 +57,7 @@ def modelled_layer_bytes(spec: ModelSpec, setting: TrainingSetting, cluster: Clu
     workload = Workload(seq_len=seq_len, global_batch_size=setting.micro_batch_size)
     context = setting_context(spec, setting, cluster, workload)
     layer = layer_activation_bytes_per_token(
-        spec, setting, context.dtypes, seq_len, context.flash_attention, context.fused
+        spec, setting, context.dtypes, seq_len, context.flash_attention, context.fused, lora=context.lora
     )
     return layer.total
 

@@ -14,6 +14,7 @@ import autotune.cli.app as cli_app  # noqa: E402
 from autotune.costmodel.activations import layer_activation_bytes_per_token  # noqa: E402
 from autotune.costmodel.calibration import default_coefficients  # noqa: E402
 from autotune.costmodel.memory import predict_memory  # noqa: E402
+from autotune.costmodel.params import lora_layout  # noqa: E402
 from autotune.costmodel.precision import dtype_bytes  # noqa: E402
 from autotune.planner.request import PlanRequest  # noqa: E402
 from autotune.planner.space import candidates  # noqa: E402
@@ -82,7 +83,9 @@ def model_score_bytes(attention_impl: str, precision: str, sharding: str) -> flo
     model = resolve_model_profile("llama-13b")
     setting = TrainingSetting(method="full", precision=precision, sharding=sharding, attention_impl=attention_impl)
     dtypes = dtype_bytes(setting, resolve_gpu("a100-80gb")[0])
-    layer = layer_activation_bytes_per_token(model, setting, dtypes, float(SEQ), flash_attention=False)
+    layer = layer_activation_bytes_per_token(
+        model, setting, dtypes, float(SEQ), flash_attention=False, lora=lora_layout(model, setting)
+    )
     return layer.attention_scores / (model.num_attention_heads * SEQ)
 
 

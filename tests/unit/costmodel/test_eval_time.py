@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from autotune.costmodel.context import setting_context
+from autotune.costmodel.device import device_context
 from autotune.costmodel.estimate import estimate_setting
 from autotune.costmodel.eval_time import eval_batches_per_rank, eval_micro_batch_s
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
@@ -80,7 +81,9 @@ def test_the_whole_run_grows_by_the_predicted_eval_time(setting: TrainingSetting
     steps = with_eval.num_optimizer_steps
     assert steps == without.num_optimizer_steps
     assert with_eval.num_evals == len(trainer_eval_steps(steps, 5))
-    per_batch_s = eval_micro_batch_s(setting_context(LLAMA3_8B, setting, cluster, evaluated), PRIOR)
+    per_batch_s = eval_micro_batch_s(
+        setting_context(LLAMA3_8B, setting, cluster, evaluated), PRIOR, device_context(cluster.gpu, PRIOR)
+    )
     batches = eval_batches_per_rank(101, gpus, setting.micro_batch_size)
     assert batches == {1: {4: 26, 8: 13}, 2: {2: 26}}[gpus][setting.micro_batch_size]  # ⌈⌈101 / gpus⌉ / mbs⌉
     predicted = with_eval.num_evals * batches * per_batch_s
@@ -114,10 +117,13 @@ def test_an_offloaded_eval_batch_is_never_shorter_than_its_weights_over_the_host
         context = setting_context(LLAMA3_8B, setting, ClusterSpec(gpu=gpu), Workload(seq_len=seq_len))
         weights = base_weight_bytes(LLAMA3_8B, context.counts, setting, context.dtypes)
         floor_s = weights / host_link_bytes_per_s(gpu, PRIOR)
-        assert eval_micro_batch_s(context, PRIOR) >= floor_s * PRIOR.time_scale
+        assert eval_micro_batch_s(context, PRIOR, device_context(context.gpu, PRIOR)) >= floor_s * PRIOR.time_scale
         unloaded = setting_context(LLAMA3_8B, setting.model_copy(update={"sharding": "none"}), ClusterSpec(gpu=gpu),
                                    Workload(seq_len=seq_len))  # fmt: skip
-        assert eval_micro_batch_s(context, PRIOR) > eval_micro_batch_s(unloaded, PRIOR) + 0.5 * floor_s
+        assert (
+            eval_micro_batch_s(context, PRIOR, device_context(context.gpu, PRIOR))
+            > eval_micro_batch_s(unloaded, PRIOR, device_context(unloaded.gpu, PRIOR)) + 0.5 * floor_s
+        )
 
 
 def test_an_eval_under_liger_holds_the_full_logits_that_training_never_does() -> None:

@@ -13,6 +13,7 @@ import pytest
 from autotune.costmodel.activations import logits_peak_bytes
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.context import setting_context
+from autotune.costmodel.device import device_context
 from autotune.costmodel.dispatch import layer_ops
 from autotune.costmodel.fused_kernels import (
     EAGER_RMSNORM_BACKWARD,
@@ -98,7 +99,10 @@ def test_a_trained_head_keeps_its_weight_gradient_from_forward() -> None:
 
 def test_liger_element_wise_time_is_the_eager_ops_out_and_the_fused_traffic_in() -> None:
     none, liger = contexts()
-    eager_t, liger_t = predict_time_in(none, COEFFICIENTS), predict_time_in(liger, COEFFICIENTS)
+    eager_t, liger_t = (
+        predict_time_in(none, COEFFICIENTS, device_context(none.gpu, COEFFICIENTS)),
+        predict_time_in(liger, COEFFICIENTS, device_context(liger.gpu, COEFFICIENTS)),
+    )
     bandwidth = H100.memory_bandwidth_gb_per_s * GB * COEFFICIENTS.bandwidth_efficiency
     qk = NQ * D + NKV * D
     # eager (bf16, counted; frozen norm weights): 2 RMSNorms, silu·mul, apply_rotary_pos_emb
@@ -124,7 +128,7 @@ def test_liger_element_wise_time_is_the_eager_ops_out_and_the_fused_traffic_in()
 def test_the_terms_still_sum_to_the_step_time() -> None:
     for method in ("lora", "full", "qlora"):
         for context in contexts(method):
-            timing = predict_time_in(context, COEFFICIENTS)
+            timing = predict_time_in(context, COEFFICIENTS, device_context(context.gpu, COEFFICIENTS))
             assert timing.terms.total_s() == pytest.approx(timing.step_time_s, rel=1e-12)
 
 
@@ -134,7 +138,7 @@ def test_the_fused_head_runs_its_gemms_per_chunk_and_reads_each_logit_three_time
     from autotune.costmodel.priors import HEAD_KERNELS_PER_MICRO_STEP
 
     _, liger = contexts()
-    timing = predict_time_in(liger, COEFFICIENTS)
+    timing = predict_time_in(liger, COEFFICIENTS, device_context(liger.gpu, COEFFICIENTS))
     device = build_device_context(H100, COEFFICIENTS).matmul["bf16"]
     chunks = T // 16
     gemm = chunks * (
@@ -153,7 +157,10 @@ def test_nothing_but_the_head_is_fused_on_a_layernorm_block() -> None:
     )
     none, liger = contexts(model=pythia)
     assert not (liger.fused.rms_norm or liger.fused.swiglu or liger.fused.rope) and liger.fused.linear_cross_entropy
-    eager_t, liger_t = predict_time_in(none, COEFFICIENTS), predict_time_in(liger, COEFFICIENTS)
+    eager_t, liger_t = (
+        predict_time_in(none, COEFFICIENTS, device_context(none.gpu, COEFFICIENTS)),
+        predict_time_in(liger, COEFFICIENTS, device_context(liger.gpu, COEFFICIENTS)),
+    )
     assert liger_t.terms.elementwise_s == eager_t.terms.elementwise_s
     assert liger_t.terms.lm_head_loss_s != eager_t.terms.lm_head_loss_s
 

@@ -8,6 +8,7 @@ import itertools
 import pytest
 
 from autotune.costmodel.context import setting_context
+from autotune.costmodel.device import device_context
 from autotune.costmodel.memory import base_weight_bytes
 from autotune.costmodel.offload import streamed_exposed_s
 from autotune.costmodel.optimizer_step import host_link_bytes_per_s
@@ -80,7 +81,7 @@ def test_the_first_unit_of_each_pass_is_exposed_even_where_compute_could_hide_th
     layer_params = counts.attention_params_per_layer + counts.mlp_params_per_layer
     first_unit_params = counts.total_params - context.layers * layer_params + layer_params
     first_s = first_unit_params * context.dtypes.weight_bytes / host_link_bytes_per_s(gpu, PRIORS)
-    timing = predict_time_in(context, PRIORS)
+    timing = predict_time_in(context, PRIORS, device_context(context.gpu, PRIORS))
     assert timing.breakdown_s[WEIGHTS] == pytest.approx(2 * first_s, rel=0.01)  # forward and backward
 
 
@@ -109,7 +110,7 @@ def test_an_offloaded_micro_step_is_never_shorter_than_its_weights_over_the_achi
         )
         context = setting_context(model, setting, cluster, Workload(seq_len=seq_len, global_batch_size=micro))
         streamed_bytes = 2 * base_weight_bytes(model, context.counts, setting, context.dtypes)  # forward + backward
-        micro_step_s = predict_time_in(context, PRIORS).micro_step_time_s
+        micro_step_s = predict_time_in(context, PRIORS, device_context(context.gpu, PRIORS)).micro_step_time_s
         assert micro_step_s >= streamed_bytes / bandwidth, (model_key, method, sharding, micro, ckpt, seq_len)
         checked += 1
     assert checked == 96

@@ -14,7 +14,7 @@ import pytest
 
 from autotune.costmodel.adapter_activations import effective_lora_dropout
 from autotune.costmodel.optimizer_step import trainable_tensors
-from autotune.costmodel.params import lora_adapters, lora_params
+from autotune.costmodel.params import linear_modules, lora_adapters, lora_layout, lora_params
 from autotune.errors import InvalidRequestError
 from autotune.profiles.catalog import FAMILY_REPRESENTATIVES, resolve_model_profile
 from autotune.schemas.lora_targets import lora_dropout_note, peft_target_modules
@@ -70,7 +70,9 @@ def test_analytic_adapters_are_what_peft_builds(family: str, targets: tuple[str,
     model = peft_model(spec, setting)
     trained = [p for p in model.parameters() if p.requires_grad]
     assert sum(p.numel() for p in trained) == lora_params(spec, RANK, targets)
-    assert len(trained) == trainable_tensors(spec, setting)
+    assert len(trained) == trainable_tensors(
+        spec, setting, modules=linear_modules(spec), lora=lora_layout(spec, setting)
+    )
     assert model.peft_config["default"].lora_dropout == effective_lora_dropout(spec, setting)
 
 
@@ -146,8 +148,8 @@ def test_wrapped_expert_memory_is_what_the_trace_keeps(adapter_dtype: str) -> No
         traced.append(report.phases[0].categories_bytes["saved activations"])
     wrapped = TrainingSetting(method="lora", grad_ckpt=False, lora_dropout=0.0, adapter_dtype=adapter_dtype)
     dtypes = dtype_bytes(wrapped, cluster.gpu)
-    per_layer = merged_weight_bytes_per_layer(spec, wrapped, dtypes)
-    per_layer += wrapped_input_bytes_per_token(spec, wrapped, dtypes) * seq_len
+    per_layer = merged_weight_bytes_per_layer(spec, wrapped, dtypes, lora_layout(spec, wrapped))
+    per_layer += wrapped_input_bytes_per_token(spec, wrapped, dtypes, lora_layout(spec, wrapped)) * seq_len
     merged_experts = 4 * 256 * 512 * 3 * 2  # E·3·h·I in bf16 per layer
     assert per_layer > merged_experts
     assert abs(spec.num_hidden_layers * per_layer - (traced[0] - traced[1])) <= 0.005 * (traced[0] - traced[1])
