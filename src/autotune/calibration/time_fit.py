@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from autotune.calibration.cases import Case, TimeKind, comparable_time
 from autotune.calibration.nelder_mead import nelder_mead
 from autotune.costmodel.context import SettingContext, setting_context
-from autotune.costmodel.device import architecture_generation
+from autotune.costmodel.device import architecture_generation, device_context
 from autotune.costmodel.estimate import compile_time_s
 from autotune.costmodel.step_time import predict_time_in
 from autotune.profiles.measurements import CORE_SOURCE
@@ -116,7 +116,8 @@ def predicted_time_s(row: TimeRow, coefficients: CostCoefficients) -> float:
     """The predicted time of the row's kind (a run: whole optimizer steps plus the one-off compile)."""
     case = row.case
     m = case.measurement
-    timing = predict_time_in(row.context, coefficients)  # ``step_time.predict_time`` with the context kept
+    device = device_context(case.cluster.gpu, coefficients)  # built once per coefficients (cached), not per row
+    timing = predict_time_in(row.context, coefficients, device)  # ``step_time.predict_time`` with the context kept
     if row.kind == "micro-step":
         return timing.micro_step_time_s
     if row.kind == "step":

@@ -61,7 +61,7 @@ def offloaded_activations(context: SettingContext, *, peak: bool) -> OffloadedAc
         seq_tokens, tokens = context.peak_seq_tokens, context.peak_tokens
     masked, flash = context.masked_attention, context.flash_attention
     layer = act.layer_activation_bytes_per_token(
-        model, setting, dtypes, seq_tokens, flash, context.fused, context.lora, masked
+        model, setting, dtypes, seq_tokens, flash, context.fused, lora=context.lora, masked_attention=masked
     )
     mask = act.mask_bytes(model, setting.micro_batch_size, seq_tokens, flash, dtypes.residual_bytes, masked)
     merged = merged_weight_bytes_per_layer(model, setting, dtypes, context.lora)

@@ -6,6 +6,7 @@ import pytest
 
 from autotune.costmodel.memory import predict_memory
 from autotune.costmodel.optimizer_step import TORCHAO_STEP_CALL_S, optimizer_step_s, trainable_tensors
+from autotune.costmodel.params import linear_modules, lora_layout
 from autotune.costmodel.precision import dtype_bytes
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.calibration import CostCoefficients
@@ -41,7 +42,7 @@ def test_rounded_step_is_priced_per_compiled_call_on_a_small_model() -> None:
     model = resolve_model_profile("llama3-8b").model_copy(update={"hidden_size": 64, "intermediate_size": 128})
     cluster, coefficients = _cluster(), CostCoefficients()
     rounded = TrainingSetting(method="full", micro_batch_size=1, bf16_stochastic_rounding=True)
-    tensors = trainable_tensors(model, rounded)
+    tensors = trainable_tensors(model, rounded, modules=linear_modules(model), lora=lora_layout(model, rounded))
     step = optimizer_step_s(model, rounded, cluster.gpu, dtype_bytes(rounded, cluster.gpu), 1e6, coefficients)
     assert step >= tensors * TORCHAO_STEP_CALL_S
     assert step == pytest.approx(tensors * TORCHAO_STEP_CALL_S, rel=0.05)  # plus clipping's few foreach calls
