@@ -21,10 +21,10 @@ from autotune.schemas.setting import (
     Optimizer,
     Precision,
     Sharding,
-    Workload,
     combination_error,
     optimizer_in_backward_error,
 )
+from autotune.schemas.workload import Workload
 
 Objective = Literal["quality", "speed", "memory"]
 
