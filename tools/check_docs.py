@@ -287,9 +287,11 @@ One of three, by `kind` (plan files before schema 3 wrote them as flat fields of
 `packed_multi_example_block_share`; they still read). `filled` (FilledBatches):
 
 {field_table(FilledBatches)}
-`padded` (PaddedBatches), with `lengths` (PaddedLengths) from a dataset:
+`padded` (PaddedBatches):
 
 {field_table(PaddedBatches)}
+its `lengths` (PaddedLengths), from a dataset:
+
 {field_table(PaddedLengths)}
 `packed` (PackedBatches):
 
