@@ -35,7 +35,8 @@ from autotune.quiet import quiet_third_party
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload, default_precision
+from autotune.schemas.setting import TrainingSetting, default_precision
+from autotune.schemas.workload import Workload
 from autotune.trace.agreement import Agreement, BuildCache, compare, traced_peak_bytes
 
 FAMILY_MODELS = FAMILY_REPRESENTATIVES

@@ -227,8 +227,9 @@ def json_reference() -> str:
     from autotune.schemas.model import ModelSpec
     from autotune.schemas.plan import Alternative, ClusterChoice, PlanFile, Rejection
     from autotune.schemas.recipe import TrainingRecipe
-    from autotune.schemas.setting import TrainingSetting, Workload
+    from autotune.schemas.setting import TrainingSetting
     from autotune.schemas.trainer_options import EvalData
+    from autotune.schemas.workload import EvalSet, FilledBatches, PackedBatches, PaddedBatches, PaddedLengths, Workload
 
     return f"""# `--json` output, field by field
 
@@ -279,6 +280,27 @@ flattened (every field of `prediction` at the top level, beside `setting` and `w
 ### PlanFile.workload (Workload)
 
 {field_table(Workload)}
+### PlanFile.workload.batches
+
+One of three, by `kind` (plan files before schema 3 wrote them as flat fields of the workload: `tokens_per_sample`,
+`padded_length_quantiles`, `padded_longest_tokens`, `packed_attention_span_tokens`,
+`packed_multi_example_block_share`; they still read). `filled` (FilledBatches):
+
+{field_table(FilledBatches)}
+`padded` (PaddedBatches):
+
+{field_table(PaddedBatches)}
+its `lengths` (PaddedLengths), from a dataset:
+
+{field_table(PaddedLengths)}
+`packed` (PackedBatches):
+
+{field_table(PackedBatches)}
+### PlanFile.workload.eval (EvalSet)
+
+With `plan --eval-fraction` / `--eval-dataset` (before schema 3: `eval_samples`, `eval_steps`).
+
+{field_table(EvalSet)}
 ### PlanFile.dataset (DatasetStats)
 
 With `plan --dataset`: the data the plan was made for, its lengths at the plan's `seq_len` and the blocks

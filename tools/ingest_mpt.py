@@ -27,7 +27,8 @@ import yaml
 
 from autotune.profiles.hf_config import model_spec_from_config
 from autotune.schemas.calibration import Measurement, MeasurementSet
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "src" / "autotune" / "profiles" / "measurements"

@@ -22,6 +22,7 @@ from autotune.profiles.measurements import (
     measurement_models,
 )
 from autotune.schemas.calibration import Measurement, MeasurementSet
+from autotune.schemas.workload import FilledBatches
 
 SOURCES = Path(__file__).resolve().parents[2] / "docs" / "sources"
 SEEDS = SOURCES / "seeds"
@@ -200,7 +201,7 @@ def test_001_every_row_matches_its_seed_row() -> None:
             full_unsharded = row.setting.method == "full" and marker != "*"
             assert row.setting.grad_accum == (1 if full_unsharded else 32), row.id
             assert row.setting.micro_batch_size == 2 and row.workload.seq_len == 8192
-            assert row.workload.tokens_per_sample is None and row.setting.grad_ckpt
+            assert row.workload.batches == FilledBatches() and row.setting.grad_ckpt
             peak_text, model_memory_text = re.match(r"(\S+(?: GiB)?) \((.*)\)", memory_cell).groups()  # type: ignore[union-attr]
             assert row.oom == (peak_text == "OOM") == (seconds_cell == "OOM"), row.id
             if not row.oom:
@@ -340,7 +341,7 @@ def test_000_torchtune_runs_match_their_progress_bars() -> None:
         assert row.workload.num_samples == int(match.group(2)) * row.setting.micro_batch_size
         assert row.setting.method == "lora" and row.setting.lora_targets == ("q_proj", "v_proj")
         assert (row.setting.lora_rank, row.setting.lora_alpha) == (8, 16)
-        assert row.peak_memory_gib is None and row.workload.tokens_per_sample is None
+        assert row.peak_memory_gib is None and row.workload.batches == FilledBatches()
         assert "tokens_per_sample is NOT known" in row.notes
 
 

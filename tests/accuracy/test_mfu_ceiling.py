@@ -20,7 +20,7 @@ from autotune.planner.search import search
 from autotune.profiles.catalog import list_gpus, resolve_model_profile
 from autotune.profiles.measurements import all_measurements
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
-from autotune.schemas.setting import Workload
+from autotune.schemas.workload import Workload
 
 MARGIN = 0.10
 """The issue's allowance over the best measured MFU: 10 points."""

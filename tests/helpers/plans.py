@@ -7,7 +7,8 @@ from typing import Any
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import ClusterChoice, PlanFile
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 LLAMA_8B = ModelSpec(
     key="llama3-8b",

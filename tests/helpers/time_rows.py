@@ -8,7 +8,8 @@ from autotune.calibration.cases import Case, prepare_cases
 from autotune.calibration.time_fit import TimeRow, predicted_time_s, time_rows
 from autotune.costmodel.calibration import default_coefficients
 from autotune.schemas.calibration import Measurement
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 START = default_coefficients()
 """The shipped calibration: the start every row's factor is relative to."""

@@ -170,6 +170,7 @@ def test_padded_batches_are_planned_and_launched_one_example_per_row(
     from trainer_helpers import read_report
 
     from autotune.schemas.plan_io import load_plan
+    from autotune.schemas.workload import PaddedBatches
 
     rows = [{"instruction": f"go {WORDS[i % 12]}", "output": pattern_text(i, 2 + i % 3)} for i in range(13)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
@@ -187,8 +188,8 @@ def test_padded_batches_are_planned_and_launched_one_example_per_row(
     planned = load_plan(plan)
     workload = planned.workload
     assert planned.dataset is not None and planned.dataset.packing == "padded"
-    assert workload.num_samples == 13 and workload.tokens_per_sample is not None
-    assert workload.padded_length_quantiles is not None and workload.padded_longest_tokens is not None
+    assert workload.num_samples == 13 and isinstance(workload.batches, PaddedBatches)
+    assert workload.batches.lengths is not None and workload.batches.lengths.longest_tokens <= SEQ_LEN
     # every row is padded to its micro batch's longest: more tokens computed than real ones
     assert workload.computed_tokens_per_sequence(2) > workload.tokens_per_sequence
     predicted = planned.prediction.num_optimizer_steps

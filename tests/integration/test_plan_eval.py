@@ -25,6 +25,7 @@ def test_the_launch_of_a_plan_runs_the_planned_evals_and_steps(
 ) -> None:
     """20 rows (one example per block), 4 held out: 16 train → ⌈16 / 2⌉ = 8 micro batches → 4 steps; evals at 2, 4."""
     from autotune.schemas.plan_io import load_plan
+    from autotune.schemas.workload import EvalSet
 
     data = write_jsonl(tmp_path / "d.jsonl", _rows(20))
     plan = tmp_path / "plan.yaml"
@@ -35,7 +36,7 @@ def test_the_launch_of_a_plan_runs_the_planned_evals_and_steps(
     assert code == 0, err
     planned = load_plan(plan)
     assert planned.eval_data is not None and planned.eval_data.eval_fraction == 0.2
-    assert (planned.workload.num_samples, planned.workload.eval_samples, planned.workload.eval_steps) == (16, 4, 2)
+    assert (planned.workload.num_samples, planned.workload.eval) == (16, EvalSet(samples=4, steps=2))
     prediction = planned.prediction
     assert (prediction.num_optimizer_steps, prediction.num_evals) == (4, 2)
     assert prediction.eval_time_s is not None and prediction.eval_time_s > 0

@@ -23,7 +23,8 @@ from autotune.schemas.estimate import Estimate
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import ClusterChoice, PlanFile
 from autotune.schemas.plan_io import load_plan, save_plan
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 SPECIAL_TOKENS = ["<pad>", "<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (

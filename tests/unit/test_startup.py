@@ -44,7 +44,7 @@ def test_importing_the_package_loads_only_the_schemas_asked_for() -> None:
     )
     bare, after = _run(code).splitlines()
     assert bare == "[]"
-    assert "autotune.schemas.setting" in after and "autotune.schemas.run_report" not in after
+    assert "autotune.schemas.workload" in after and "autotune.schemas.run_report" not in after
 
 
 def test_a_deferred_validator_validates_as_before() -> None:
@@ -52,7 +52,7 @@ def test_a_deferred_validator_validates_as_before() -> None:
     must — unknown keys, NaN, out-of-range values — in a fresh process where nothing was validated yet."""
     code = (
         "from pydantic import ValidationError\n"
-        "from autotune.schemas.setting import Workload\n"
+        "from autotune.schemas.workload import Workload\n"
         "print(Workload.__pydantic_complete__)\n"
         "for bad in ({'seq_len': 0}, {'seq_len': 8, 'nope': 1}, {'seq_len': 8, 'epochs': float('nan')}):\n"
         "    try:\n        Workload.model_validate(bad)\n    except ValidationError as e:\n"
@@ -60,7 +60,7 @@ def test_a_deferred_validator_validates_as_before() -> None:
         "print(Workload(seq_len=8).seq_len, Workload.__pydantic_complete__)\n"
     )
     assert _run(code).splitlines() == ["False", "greater_than_equal", "extra_forbidden", "finite_number", "8 True"]
-    from autotune.schemas.setting import Workload
+    from autotune.schemas.workload import Workload
 
     with pytest.raises(ValidationError):
         Workload(seq_len=8, epochs=math.inf)

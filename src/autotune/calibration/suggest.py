@@ -26,8 +26,9 @@ from autotune.costmodel.time_correction import kernel, setting_point, time_band
 from autotune.planner.request import PlanRequest
 from autotune.planner.search import evaluate_candidates
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.time_correction import SettingPoint
+from autotune.schemas.workload import Workload
 
 
 @dataclass(frozen=True)

@@ -230,7 +230,7 @@ def dataset_args(options: LaunchOptions) -> list[str]:
 
 
 EVAL_OPTIONS = ("eval_dataset", "eval_fraction", "eval_steps")
-"""The launch options the plan's eval settings stand for (``PlanFile.eval_data``, ``Workload.eval_steps``)."""
+"""The launch options the plan's eval settings stand for (``PlanFile.eval_data``, the steps of ``Workload.eval``)."""
 
 
 def eval_args(options: LaunchOptions) -> list[str]:
@@ -247,7 +247,8 @@ def with_plan_eval(options: LaunchOptions, plan: PlanFile) -> LaunchOptions:
     if plan.eval_data is None or set(EVAL_OPTIONS) & options.model_fields_set:
         return options
     values = {**options.model_dump(exclude_unset=True), **plan.eval_data.model_dump(exclude_none=True)}
-    return _options(**values, eval_steps=plan.workload.eval_steps)
+    schedule = plan.workload.eval
+    return _options(**values, eval_steps=schedule.steps if schedule is not None else None)
 
 
 def prepare_restart(out: Path, *, dry_run: bool) -> None:

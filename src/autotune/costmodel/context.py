@@ -32,7 +32,8 @@ from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.lora_targets import effective_lora_dropout
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.packing import packed_layout
-from autotune.schemas.setting import SCORE_ATTENTION_IMPLS, TrainingSetting, Workload
+from autotune.schemas.setting import SCORE_ATTENTION_IMPLS, TrainingSetting
+from autotune.schemas.workload import PackedBatches, PaddedBatches, PaddedLengths, Workload
 
 
 def uses_flash_attention(setting: TrainingSetting, gpu: GpuSpec) -> bool:
@@ -76,9 +77,9 @@ def masked_attention_share(setting: TrainingSetting, gpu: GpuSpec, workload: Wor
 
     The micro batch's rows are drawn independently (the Trainer's random sampler), b = the micro batch:
 
-    * padded batches (``Workload.padded_length_quantiles``): 1 − Σᵥ pᵥᵇ, pᵥ the share of the kept lengths equal to
-      v (the micro batch is mask-free only when its rows are equally long; 0 for micro batch 1);
-    * packed blocks (``Workload.packed_multi_example_block_share`` = m): 1 − (1 − m)ᵇ (mask-free only when every
+    * padded batches with their lengths (``PaddedBatches.lengths``): 1 − Σᵥ pᵥᵇ, pᵥ the share of the kept lengths
+      equal to v (the micro batch is mask-free only when its rows are equally long; 0 for micro batch 1);
+    * packed blocks (``PackedBatches.multi_example_block_share`` = m): 1 − (1 − m)ᵇ (mask-free only when every
       block holds one example: the core pads rows by continuing positions, ``trainer.packed.PackedCollator``);
     * anything else (filled sequences, the synthetic workload): 0.
 
@@ -87,13 +88,12 @@ def masked_attention_share(setting: TrainingSetting, gpu: GpuSpec, workload: Wor
     if setting.attention_impl != "sdpa" or not uses_flash_attention(setting, gpu):
         return 0.0
     rows = setting.micro_batch_size
-    quantiles = workload.padded_length_quantiles
-    if quantiles is not None:
-        counts = Counter(quantiles).values()
-        return max(0.0, 1.0 - sum((count / len(quantiles)) ** rows for count in counts))
-    multi = workload.packed_multi_example_block_share
-    if multi is not None:
-        return 1.0 - (1.0 - multi) ** rows
+    match workload.batches:
+        case PaddedBatches(lengths=PaddedLengths(quantiles=quantiles)):
+            counts = Counter(quantiles).values()
+            return max(0.0, 1.0 - sum((count / len(quantiles)) ** rows for count in counts))
+        case PackedBatches(multi_example_block_share=multi):
+            return 1.0 - (1.0 - multi) ** rows
     return 0.0
 
 
@@ -102,12 +102,13 @@ def flattened_attention_span_tokens(setting: TrainingSetting, workload: Workload
 
     ``flash_attention_2`` lays a packed micro batch out as one row (``PACKED_LAYOUTS``: ``flattened``) and its varlen
     kernel attends inside each example, Σ lᵢ² over the examples: per token Σ lᵢ² / Σ lᵢ
-    (``Workload.packed_attention_span_tokens``) instead of the block's seq_len. None without that statistic (not a
+    (``PackedBatches.attention_span_tokens``) instead of the block's seq_len. None without that statistic (not a
     packed dataset, or a plan written before it) or for another layout.
     """
-    if packed_layout(setting.attention_impl) != "flattened":
-        return None
-    return workload.packed_attention_span_tokens
+    match workload.batches:
+        case PackedBatches(attention_span_tokens=span) if packed_layout(setting.attention_impl) == "flattened":
+            return span
+    return None
 
 
 @dataclass(frozen=True)

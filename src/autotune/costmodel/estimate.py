@@ -20,7 +20,8 @@ from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.memory_parts import MODELLED_PARTS
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 from autotune.units import GIB, TERA
 
 

@@ -36,6 +36,7 @@ from autotune.costmodel.offload import forward_streaming_s
 from autotune.costmodel.priors import GPU_KERNEL_MIN_S, HEAD_KERNELS_PER_MICRO_STEP
 from autotune.costmodel.step_time import exposed_dispatch_s, parameter_gathers_s, pass_time_s
 from autotune.schemas.calibration import CostCoefficients
+from autotune.schemas.workload import EvalSet
 
 
 def head_forward_s(context: SettingContext, device: DeviceContext, coefficients: CostCoefficients) -> float:
@@ -78,13 +79,13 @@ def eval_time_s(
 ) -> tuple[int, float]:
     """(evals, their seconds) in a run of ``optimizer_steps``; (0, 0.0) when the workload prices no eval.
 
-    Evals: :meth:`autotune.schemas.setting.Workload.num_evals`; each runs
+    Evals: :meth:`autotune.schemas.workload.Workload.num_evals`; each runs
     :func:`eval_batches_per_rank` micro batches of :func:`eval_micro_batch_s` (the held-out sequences priced like
-    the training's: ``Workload.eval_samples`` counts them in its sequences).
+    the training's: ``EvalSet.samples`` counts them in the workload's sequences).
     """
-    workload = context.workload
-    evals = workload.num_evals(optimizer_steps)
-    if evals == 0 or workload.eval_samples is None:
-        return 0, 0.0
-    batches = eval_batches_per_rank(workload.eval_samples, context.world_size, context.setting.micro_batch_size)
-    return evals, evals * batches * eval_micro_batch_s(context, coefficients, device)
+    evals = context.workload.num_evals(optimizer_steps)
+    match context.workload.eval:
+        case EvalSet(samples=int() as samples) if evals:
+            batches = eval_batches_per_rank(samples, context.world_size, context.setting.micro_batch_size)
+            return evals, evals * batches * eval_micro_batch_s(context, coefficients, device)
+    return 0, 0.0

@@ -78,7 +78,8 @@ from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.memory_parts import MemoryPart
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import EvalSet, Workload
 from autotune.units import nf4_bytes_per_param
 
 FSDP_LIVE_UNITS = 2
@@ -417,12 +418,13 @@ def memory_phases(
     if setting.optimizer_in_backward:  # each parameter is stepped in the backward, beside one layer's working set
         phases["late backward"]["optimizer step buffers"] = states.optimizer_temp
         del phases["optimizer step"]
-    if context.workload.eval_samples is not None:
-        phases["eval forward"] = {
-            **resident,
-            "activations": acts.working,
-            "logits + loss": eval_logits_bytes(context, acts),
-        }
+    match context.workload.eval:
+        case EvalSet(samples=int()):  # an eval set of known size: its forward is a phase
+            phases["eval forward"] = {
+                **resident,
+                "activations": acts.working,
+                "logits + loss": eval_logits_bytes(context, acts),
+            }
     new_gradients, embedding_buffer = compiled_backward_extra_bytes(model, setting, dtypes, states.gradients)
     if new_gradients:
         phases["end of compiled backward"] = {

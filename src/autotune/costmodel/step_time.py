@@ -51,7 +51,8 @@ from autotune.costmodel.time_correction import correction_at
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 
 def _term(label: str) -> float:

@@ -25,8 +25,9 @@ import math
 
 from autotune.costmodel.context import SettingContext
 from autotune.schemas.calibration import TIME_SCALE_MAX, TIME_SCALE_MIN, CostCoefficients
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.time_correction import LocalTimeCorrection, SettingPoint
+from autotune.schemas.workload import Workload
 
 LENGTH_DOUBLINGS: dict[str, float] = {
     "log2_seq_len": 2.0,

@@ -32,8 +32,9 @@ from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import ClusterChoice, PlanFile
 from autotune.schemas.recipe import TrainingRecipe, default_recipe
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.trainer_options import TrainerOptions, option_flag
+from autotune.schemas.workload import Workload
 from autotune.validation import format_validation_error
 
 Estimator = Callable[[ModelSpec, ClusterSpec, Workload, TrainingSetting], Estimate]

@@ -20,12 +20,12 @@ from autotune.schemas.setting import (
     Optimizer,
     Precision,
     Sharding,
-    Workload,
     activation_offloading_error,
     combination_error,
     optimizer_in_backward_error,
     stochastic_rounding_error,
 )
+from autotune.schemas.workload import Workload
 
 ADAPTER_ONLY_FIELDS = ("lora_rank", "lora_alpha", "lora_dropout", "adapter_dtype", "lora_targets")
 """Override fields that configure LoRA / QLoRA adapters only: refused with ``method: full`` (a full fine-tune has no

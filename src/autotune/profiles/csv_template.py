@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autotune.profiles.csv_lines import COMMENT
-from autotune.profiles.measurement_csv import CSV_COLUMNS, LORA_TARGETS_SEPARATOR, column_schema
+from autotune.profiles.measurement_csv import CSV_COLUMNS, LORA_TARGETS_SEPARATOR, WORKLOAD_COLUMNS, column_schema
 from autotune.schemas.setting import ALL_LINEAR
 
 
@@ -56,11 +56,11 @@ def _default(value: Any) -> str:
 def column_legend(name: str) -> str:
     """One line for column ``name``: its allowed values, its default (or 'required') and its description.
 
-    Generated from the pydantic schema that validates the column (:class:`CsvRow`, TrainingSetting, Workload).
+    Generated from the pydantic schema that validates the column (:class:`CsvRow`, TrainingSetting, PaddedBatches).
     """
     json_schema = column_schema(name).model_json_schema()
     prop = json_schema["properties"][name]
-    if name in json_schema.get("required", ()):
+    if name in json_schema.get("required", ()) and name not in WORKLOAD_COLUMNS:
         default = "required"
     elif prop.get("default") is None:
         default = "may be empty"

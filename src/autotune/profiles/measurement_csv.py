@@ -3,9 +3,10 @@
 The columns come from three schemas, so each is declared once: :class:`CsvRow` (the run: model, GPU, method,
 sequence length, the two settings whose default depends on the GPUs, and what was measured), every other field
 of :class:`~autotune.schemas.setting.TrainingSetting` (:data:`SETTING_COLUMNS`, with the setting's defaults) and
-``tokens_per_sample`` of :class:`~autotune.schemas.setting.Workload` (:data:`WORKLOAD_COLUMNS`: the cost model's
-only notion of padding; packed or filled sequences leave it empty). ``csv_template`` writes the header and a
-legend generated from the same schemas; lines starting with ``#`` are comments, so the reader takes it back.
+``tokens_per_sample`` of the workload's :class:`~autotune.schemas.workload.PaddedBatches`
+(:data:`WORKLOAD_COLUMNS`: a row that gives it ran padded batches of that mean length; packed or filled sequences
+leave it empty). ``profiles.csv_template`` writes the header and a legend generated from the same schemas; lines
+starting with ``#`` are comments, so the reader takes it back.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ from autotune.schemas.setting import (
     Precision,
     Sharding,
     TrainingSetting,
-    Workload,
     default_precision,
     default_sharding,
 )
+from autotune.schemas.workload import PaddedBatches, Workload
 from autotune.validation import format_validation_error
 from autotune.yamlio import open_regular
 
@@ -91,7 +92,9 @@ SETTING_COLUMNS: tuple[str, ...] = tuple(
 """The setting's fields that :class:`CsvRow` does not hold: validated by TrainingSetting, with its defaults."""
 
 WORKLOAD_COLUMNS: tuple[str, ...] = ("tokens_per_sample",)
-"""Workload fields a row may give (seq_len is a run column; the global batch is micro × accumulation × GPUs)."""
+"""Workload fields a row may give, by their flat names (``Workload`` reads them into its batches; seq_len is a run
+column; the global batch is micro × accumulation × GPUs). Each is a field of :class:`PaddedBatches`, which a row
+runs only when it gives it: the column may be empty."""
 
 _RUN = tuple(CsvRow.model_fields)
 _SPLIT = _RUN.index(FIRST_MEASURED_COLUMN)
@@ -104,7 +107,7 @@ CSV_REQUIRED: tuple[str, ...] = tuple(name for name, info in CsvRow.model_fields
 def column_schema(name: str) -> type[BaseModel]:
     """The schema that validates column ``name`` (and holds its type, default and description)."""
     if name in WORKLOAD_COLUMNS:
-        return Workload
+        return PaddedBatches
     return TrainingSetting if name in SETTING_COLUMNS else CsvRow
 
 
@@ -184,14 +187,16 @@ def _csv_run(path: Path, row: int, line: int, cells: Mapping[str, str], resolve:
                 "global_batch_size": setting.sequences_per_step(parsed.num_gpus),
             }
         )
-    except ValidationError as error:
-        raise fail(_error_column(error, "?"), format_validation_error(error)) from None
-    if workload.tokens_per_sample is not None and workload.tokens_per_sample > parsed.seq_len:
-        raise fail(
-            "tokens_per_sample",
-            f"{workload.tokens_per_sample:g} is more than seq_len {parsed.seq_len} (the mean real tokens of a "
-            "sequence; leave it empty for packed or filled sequences)",
-        )
+    except ValidationError as error:  # a column's field may sit in the workload's batches: the last name is its own
+        column = next(reversed(error.errors()[0]["loc"]), "?")
+        raise fail(str(column), format_validation_error(error)) from None
+    match workload.batches:
+        case PaddedBatches(tokens_per_sample=mean) if mean > parsed.seq_len:
+            raise fail(
+                "tokens_per_sample",
+                f"{mean:g} is more than seq_len {parsed.seq_len} (the mean real tokens of a sequence; leave it empty "
+                "for packed or filled sequences)",
+            )
     measurement = Measurement(
         id=parsed.id or _row_id(path, row),
         source=f"{path} row {row}",

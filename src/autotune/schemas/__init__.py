@@ -7,7 +7,8 @@ Modules:
   _base            StrictModel / FrozenModel (unknown keys rejected)
   hardware         GpuSpec, ClusterSpec (world_size)
   model            ModelSpec (architecture shapes)
-  setting          TrainingSetting (sharding traits, default precision / sharding), Workload
+  setting          TrainingSetting (sharding traits, default precision / sharding)
+  workload         Workload: sequence length, batch, dataset size, its batches (filled / padded / packed), eval set
   estimate         Estimate (gpu_memory_need_gib: the sum ``fits`` compares)
   gpu_grid         GridReport / GridRowReport: the table of a plan across GPU types and counts
   prices           PriceTable: GPU-hour prices with their providers, date and sources
@@ -44,7 +45,8 @@ if TYPE_CHECKING:
     from autotune.schemas.model import ModelSpec
     from autotune.schemas.plan import PLAN_SCHEMA_VERSION, ClusterChoice, PlanFile, migrate
     from autotune.schemas.run_report import RunReport
-    from autotune.schemas.setting import TrainingSetting, Workload
+    from autotune.schemas.setting import TrainingSetting
+    from autotune.schemas.workload import Workload
 
 _HOMES: dict[str, str] = {
     "CostCoefficients": "calibration",
@@ -60,7 +62,7 @@ _HOMES: dict[str, str] = {
     "migrate": "plan",
     "RunReport": "run_report",
     "TrainingSetting": "setting",
-    "Workload": "setting",
+    "Workload": "workload",
 }
 """Re-exported name → the module of this package that defines it."""
 

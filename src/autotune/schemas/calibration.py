@@ -10,8 +10,9 @@ from pydantic import Field, model_validator
 from pydantic.json_schema import JsonDict
 
 from autotune.schemas._base import StrictModel
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.time_correction import LocalTimeCorrection
+from autotune.schemas.workload import Workload
 
 MemoryKind = Literal["allocated", "reserved", "nvidia-smi", "unknown"]
 

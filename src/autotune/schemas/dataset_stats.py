@@ -8,8 +8,9 @@ the plan uses and records:
   truncated to ``seq_len``, dropped when nothing is left to learn), total and learned tokens, p50 / p90 / p99 / max
   length, the examples and tokens ``seq_len`` truncates, and the blocks that best-fit-decreasing packing gives
   (:func:`autotune.schemas.packing.best_fit_decreasing`, the core's packing) with their efficiency;
-- :func:`padded_batches` / :func:`packed_batches` — the workload fields of either layout (for packed blocks also
-  Σ lᵢ² / Σ lᵢ and the share of blocks holding more than one example: what attention over them costs, issue 26);
+- :func:`dataset_batches` — the workload's sequences and batches of either layout (:func:`padded_batches`, or
+  :func:`packed_batches` with Σ lᵢ² / Σ lᵢ and the share of blocks holding more than one example: what attention
+  over them costs, issue 26);
 - :func:`fingerprint` — path, size and a SHA-256 of the whole file (streamed), so that ``autotune launch`` can tell
   other data from the data the plan was made for;
 - :func:`seq_len_notes` — when ``seq_len`` truncates more than 1 % of the examples, or is more than twice the p99
@@ -29,6 +30,7 @@ from pydantic import Field
 
 from autotune.schemas._base import StrictModel
 from autotune.schemas.packing import best_fit_decreasing
+from autotune.schemas.workload import Batches, FilledBatches, PackedBatches, PaddedBatches, PaddedLengths
 
 DEFAULT_MAX_ROWS: Final[int] = 200_000
 """Rows tokenized at most (``--max-rows``); the rest of a larger dataset is assumed alike and scaled."""
@@ -155,60 +157,47 @@ class DatasetStats(StrictModel):
         return max(1, math.ceil(self.blocks * self.scale)) if self.blocks else 0
 
 
-class PaddedBatches(StrictModel):
-    """What a padded-batch workload adds to ``Workload`` (its fields of the same names), from a dataset's statistics."""
+def packed_batches(stats: DatasetStats) -> PackedBatches | FilledBatches:
+    """The packed blocks of ``stats`` (blocks of ``seq_len``, with what attention over them costs).
 
-    num_samples: int = Field(ge=1, description="Examples kept, over the whole dataset: one sequence each.")
-    tokens_per_sample: float = Field(gt=0, description="Mean real tokens of a kept example after truncation.")
-    padded_length_quantiles: tuple[int, ...] = Field(description="The kept lengths by equal shares (length_bins).")
-    padded_longest_tokens: int = Field(ge=1, description="The longest kept example after truncation.")
-
-
-class PackedBatches(StrictModel):
-    """What a packed-block workload adds to ``Workload`` (its fields of the same names), from a dataset's statistics."""
-
-    num_samples: int = Field(ge=1, description="Packed blocks over the whole dataset: one sequence each.")
-    packed_attention_span_tokens: float | None = Field(
-        default=None,
-        gt=0,
-        description="DatasetStats.attention_span_tokens × packing_efficiency: Σ lᵢ² / (blocks × seq_len), keys per "
-        "block token (None for plans written before it).",
-    )
-    packed_multi_example_block_share: float | None = Field(
-        default=None, ge=0, le=1, description="Share of the blocks holding more than one example (None: unknown)."
-    )
-
-
-def packed_batches(stats: DatasetStats) -> PackedBatches:
-    """The packed-block workload of ``stats`` (its blocks of ``seq_len``, with what attention over them costs).
-
-    The attention statistics are left None for statistics written before them (the workload is then priced as
-    full blocks of one example each, as before issue 26).
+    Statistics written before the attention statistics give filled batches: full blocks of one example each, as the
+    packed workload was priced before issue 26.
     """
-    known = stats.attention_span_tokens > 0 and stats.single_example_blocks >= 0 and stats.blocks > 0
+    if not (stats.attention_span_tokens > 0 and stats.single_example_blocks >= 0 and stats.blocks > 0):
+        return FilledBatches()
     return PackedBatches(
-        num_samples=max(1, stats.blocks_total),
         # keys per block token: Σ lᵢ² / (blocks × seq_len), so block tokens × it is Σ lᵢ² (a flattened micro batch
         # carries no block padding: the real tokens are the packing efficiency's share of the blocks')
-        packed_attention_span_tokens=stats.attention_span_tokens * stats.packing_efficiency if known else None,
-        packed_multi_example_block_share=1 - stats.single_example_blocks / stats.blocks if known else None,
+        attention_span_tokens=stats.attention_span_tokens * stats.packing_efficiency,
+        multi_example_block_share=1 - stats.single_example_blocks / stats.blocks,
     )
 
 
 def padded_batches(stats: DatasetStats) -> PaddedBatches:
-    """The padded-batch workload of ``stats`` (one kept example per sequence, padded to its micro batch's longest).
+    """The padded batches of ``stats`` (one kept example per sequence, padded to its micro batch's longest).
 
     Raises:
         ValueError: ``stats`` has no kept example or no length quantiles (a plan file written before them).
     """
     if not stats.examples_kept or not stats.length_quantiles:
         raise ValueError("no kept examples with length quantiles: padded batches cannot be priced")
-    return PaddedBatches(
-        num_samples=stats.examples_total,
-        tokens_per_sample=stats.mean_kept_tokens,
-        padded_length_quantiles=tuple(stats.length_quantiles),
-        padded_longest_tokens=min(stats.max_tokens, stats.seq_len),
+    lengths = PaddedLengths(
+        quantiles=tuple(stats.length_quantiles), longest_tokens=min(stats.max_tokens, stats.seq_len)
     )
+    return PaddedBatches(tokens_per_sample=stats.mean_kept_tokens, lengths=lengths)
+
+
+def dataset_batches(stats: DatasetStats, packing: Packing) -> tuple[int, Batches]:
+    """(sequences, batches) of ``stats``'s examples batched as ``packing``: its packed blocks or its kept examples.
+
+    The workload's ``num_samples`` and ``batches`` (``Workload.with_dataset``).
+
+    Raises:
+        ValueError: padded batches of statistics without lengths (:func:`padded_batches`).
+    """
+    if packing == "packed":
+        return max(1, stats.blocks_total), packed_batches(stats)
+    return stats.examples_total, padded_batches(stats)
 
 
 def percentile(sorted_values: Sequence[int], fraction: float) -> int:

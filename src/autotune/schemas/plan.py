@@ -18,10 +18,11 @@ from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.objective import Objective
 from autotune.schemas.recipe import TrainingRecipe, default_recipe
-from autotune.schemas.setting import TrainingSetting, Workload, with_adapter_dtype_recorded
+from autotune.schemas.setting import TrainingSetting, with_adapter_dtype_recorded
 from autotune.schemas.trainer_options import EvalData
+from autotune.schemas.workload import Workload
 
-PLAN_SCHEMA_VERSION: Literal[2] = 2
+PLAN_SCHEMA_VERSION: Literal[3] = 3
 
 
 class ClusterChoice(StrictModel):
@@ -86,7 +87,7 @@ class Rejection(StrictModel):
 class PlanFile(StrictModel):
     """Everything ``autotune launch`` needs to run exactly the planned setting."""
 
-    schema_version: Literal[2] = Field(default=PLAN_SCHEMA_VERSION, description="Plan file format version.")
+    schema_version: Literal[3] = Field(default=PLAN_SCHEMA_VERSION, description="Plan file format version.")
     autotune_version: str = Field(description="Version of autotune that wrote the plan.")
     model: ModelSpec = Field(description="Architecture the plan was computed for.")
     model_source: str = Field(
@@ -109,7 +110,7 @@ class PlanFile(StrictModel):
     eval_data: EvalData | None = Field(
         default=None,
         description="Where the eval loss comes from (plan --eval-dataset / --eval-fraction): autotune launch "
-        "evaluates on it every workload.eval_steps unless the launch gives eval options of its own.",
+        "evaluates on it every workload.eval.steps unless the launch gives eval options of its own.",
     )
     alternatives: list[Alternative] = Field(
         default_factory=list, description="Runner-ups: the best setting of each other method and sharding."
@@ -152,6 +153,8 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
         )
     if version == 1:
         data = _migrate_v1(data)
+    if data["schema_version"] == 2:
+        data = _migrate_v2(data)
     return data
 
 
@@ -168,3 +171,13 @@ def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
         if "setting" in holder:
             holder["setting"] = with_adapter_dtype_recorded(holder["setting"])
     return upgraded
+
+
+def _migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 → 3: the workload's dataset fields became its ``batches`` (filled / padded / packed) and ``eval``.
+
+    Version 2 wrote them flat (``tokens_per_sample``, ``padded_length_quantiles``, ``eval_samples``, …);
+    :class:`~autotune.schemas.workload.Workload` reads those into the sub-models (``Workload._from_flat_fields``), the
+    one rule for every file that holds a workload (plan files, run reports, measurement files).
+    """
+    return dict(data, schema_version=3)

@@ -17,21 +17,24 @@ from pydantic import Field, model_validator
 
 from autotune.schemas._base import StrictModel
 from autotune.schemas.estimate import Estimate
-from autotune.schemas.setting import TrainingSetting, Workload, with_adapter_dtype_recorded
+from autotune.schemas.setting import TrainingSetting, with_adapter_dtype_recorded
+from autotune.schemas.workload import Workload
 
 RunStatus = Literal["completed", "interrupted", "failed"]
 RunMemoryKind = Literal["allocated", "cpu-rss"]
 
-RUN_REPORT_SCHEMA_VERSION: Literal[3] = 3
+RUN_REPORT_SCHEMA_VERSION: Literal[4] = 4
 V1_PREDICTION_FIELDS = ("peak_memory_gib", "peak_reserved_gib", "tokens_per_s", "step_time_s", "micro_step_time_s")
 """Version 1 copied these five fields of the plan's :class:`Estimate`; version 2 embeds the whole prediction.
-Version 3 records the setting's ``adapter_dtype`` (versions 1 and 2 ran fp32 adapters: peft's default)."""
+Version 3 records the setting's ``adapter_dtype`` (versions 1 and 2 ran fp32 adapters: peft's default). Version 4
+writes the workload's batches and eval set as sub-models (plan schema 3); ``Workload`` reads the flat fields of the
+earlier versions."""
 
 
 class RunReport(StrictModel):
     """What one invocation of ``python -m autotune.trainer`` did, measured, next to the plan's predictions."""
 
-    schema_version: Literal[3] = RUN_REPORT_SCHEMA_VERSION
+    schema_version: Literal[4] = RUN_REPORT_SCHEMA_VERSION
     status: RunStatus = Field(description="completed, interrupted (SIGINT/SIGTERM, checkpoint saved) or failed.")
     message: str = Field(default="", description="Why the run was interrupted or failed; empty when completed.")
     steps: int = Field(ge=0, description="Global optimizer step reached (counting steps of resumed runs).")
@@ -98,13 +101,16 @@ class RunReport(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _upgrade(cls, data: Any) -> Any:
-        """Read a version-1 or version-2 report.
+        """Read a report of version 1, 2 or 3.
 
         Version 1: its five copied prediction fields are dropped (``prediction`` is None). Versions 1 and 2: a
-        setting without ``adapter_dtype`` ran fp32 adapters (``setting.with_adapter_dtype_recorded``).
+        setting without ``adapter_dtype`` ran fp32 adapters (``setting.with_adapter_dtype_recorded``). Versions 1 to 3:
+        the workload's flat fields (read by ``Workload`` itself).
         """
-        if not isinstance(data, dict) or data.get("schema_version") not in (1, 2):
+        if not isinstance(data, dict) or data.get("schema_version") not in (1, 2, 3):
             return data
+        if data["schema_version"] == 3:
+            return dict(data, schema_version=RUN_REPORT_SCHEMA_VERSION)
         if data["schema_version"] == 1:
             data = {key: value for key, value in data.items() if key not in V1_PREDICTION_FIELDS}
             data["prediction"] = None

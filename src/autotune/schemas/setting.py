@@ -1,4 +1,4 @@
-"""A training setting: every choice the planner makes (or the user forces), and the workload.
+"""A training setting: every choice the planner makes (or the user forces); the workload is ``schemas.workload``.
 
 One ``Field(description=...)`` per choice; the CLI reuses these descriptions as option help.
 """
@@ -6,11 +6,10 @@ One ``Field(description=...)`` per choice; the CLI reuses these descriptions as 
 from __future__ import annotations
 
 import importlib.util
-import math
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from autotune.schemas._base import FrozenModel
 
@@ -522,169 +521,3 @@ class TrainingSetting(FrozenModel):
         if self.fp8:
             parts.append("fp8 linears")
         return ", ".join(parts)
-
-
-def expected_longest(sorted_lengths: tuple[int, ...], draws: int) -> float:
-    """E[max of ``draws`` independent draws] from ``sorted_lengths`` (ascending, each equally likely).
-
-    P(max ≤ x₍ₖ₎) = (k / N)ⁿ for the k-th of N sorted values and n draws, so E[max] = Σₖ x₍ₖ₎ ((k/N)ⁿ − ((k−1)/N)ⁿ).
-    """
-    count = len(sorted_lengths)
-    return sum(length * (((k + 1) / count) ** draws - (k / count) ** draws) for k, length in enumerate(sorted_lengths))
-
-
-class Workload(FrozenModel):
-    """What is trained on: sequence length, global batch and dataset size."""
-
-    seq_len: int = Field(default=DEFAULT_SEQ_LEN, ge=8, le=1_048_576, description=DESCRIPTIONS["seq_len"])
-    global_batch_size: int = Field(default=32, ge=1, le=1_048_576, description=DESCRIPTIONS["global_batch_size"])
-    num_samples: int | None = Field(default=None, ge=1, description=DESCRIPTIONS["num_samples"])
-    dataset_tokens: int | None = Field(default=None, ge=1, description=DESCRIPTIONS["dataset_tokens"])
-    epochs: float = Field(default=1.0, gt=0, le=1000, description=DESCRIPTIONS["epochs"])
-    tokens_per_sample: float | None = Field(
-        default=None,
-        gt=0,
-        description="Mean real tokens per sample when samples are shorter than seq_len and unpacked "
-        "(None = every sequence is filled to seq_len).",
-    )
-    padded_length_quantiles: tuple[int, ...] | None = Field(
-        default=None,
-        description="Padded batches of a dataset (``plan --dataset --packing padded``): its examples' lengths after "
-        "truncation, one per equal share of them (``dataset_stats.length_bins``), from which the tokens a micro "
-        "batch is padded to follow (its longest example). None = the sequences are filled (or priced at "
-        "tokens_per_sample).",
-    )
-    padded_longest_tokens: int | None = Field(
-        default=None,
-        ge=1,
-        description="With padded_length_quantiles: the longest example after truncation (activation memory's worst "
-        "micro batch).",
-    )
-
-    packed_attention_span_tokens: float | None = Field(
-        default=None,
-        gt=0,
-        description="Packed blocks of a dataset (``plan --dataset --packing packed``): Σ lᵢ² / (blocks × seq_len) "
-        "over its kept examples' lengths lᵢ after truncation, in tokens (``DatasetStats.attention_span_tokens`` × "
-        "its packing efficiency): attention that stays inside each example costs this many keys per block token "
-        "instead of the block's seq_len, Σ lᵢ² in all (flash-attn's varlen kernels on a flattened micro batch, "
-        "which carries no block padding). None = not packed from a dataset (or a plan written before it).",
-    )
-    packed_multi_example_block_share: float | None = Field(
-        default=None,
-        ge=0,
-        le=1,
-        description="With packed_attention_span_tokens: the share of the packed blocks that hold more than one "
-        "example (their row gets a block-diagonal attention mask under sdpa / eager).",
-    )
-
-    eval_samples: int | None = Field(
-        default=None,
-        ge=1,
-        description="Held-out sequences each eval loss runs over (plan --eval-fraction / --eval-dataset), counted as "
-        "sequences of this workload (the eval set's tokens ÷ tokens_per_sequence). None = no eval priced.",
-    )
-    eval_steps: int | None = Field(
-        default=None,
-        ge=1,
-        description="An eval every N optimizer steps as well as at the end (--eval-steps); None = at the end only.",
-    )
-
-    @model_validator(mode="after")
-    def _one_size(self) -> Workload:
-        if self.num_samples is not None and self.dataset_tokens is not None:
-            raise ValueError("give either num_samples or dataset_tokens, not both")
-        quantiles = self.padded_length_quantiles
-        if quantiles is not None:
-            if self.tokens_per_sample is None:
-                raise ValueError("padded_length_quantiles needs tokens_per_sample (the mean real tokens)")
-            ordered = bool(quantiles) and list(quantiles) == sorted(quantiles)
-            if not ordered or quantiles[0] < 1 or quantiles[-1] > self.seq_len:
-                raise ValueError("padded_length_quantiles must ascend within 1..seq_len")
-            longest = self.padded_longest_tokens
-            if longest is None or not quantiles[-1] <= longest <= self.seq_len:
-                raise ValueError("padded_longest_tokens must be given, at least the last quantile, at most seq_len")
-        span = self.packed_attention_span_tokens
-        if (span is None) != (self.packed_multi_example_block_share is None):
-            raise ValueError("packed_attention_span_tokens and packed_multi_example_block_share go together")
-        if span is not None and (quantiles is not None or span > self.seq_len):
-            raise ValueError("packed_attention_span_tokens is at most seq_len, for packed (not padded) batches only")
-        return self
-
-    @property
-    def tokens_per_sequence(self) -> float:
-        """Real tokens per sequence: ``tokens_per_sample`` when given, else seq_len (packed / filled)."""
-        return min(float(self.seq_len), self.tokens_per_sample or float(self.seq_len))
-
-    def computed_tokens_per_sequence(self, micro_batch_size: int) -> float:
-        """Tokens computed per sequence of a micro batch of ``micro_batch_size``: padding included.
-
-        Padded batches (``padded_length_quantiles``): every row is padded to the micro batch's longest example, so a
-        row computes E[max of b lengths] tokens, b = the micro batch, the lengths drawn independently (the Trainer's
-        random sampler) from the quantiles, each equally likely: Σₖ qₖ ((k+1)ⁿ − kⁿ) / Nⁿ over the N sorted
-        quantiles, n = b (the distribution of the maximum of n draws; at least the mean real length). Otherwise
-        :attr:`tokens_per_sequence`.
-        """
-        quantiles = self.padded_length_quantiles
-        if quantiles is None:
-            return self.tokens_per_sequence
-        return max(self.tokens_per_sequence, expected_longest(quantiles, micro_batch_size))
-
-    @property
-    def peak_tokens_per_sequence(self) -> float:
-        """Tokens of the longest sequence a micro batch can hold (memory's worst case).
-
-        The longest example when padded batches are priced (``padded_longest_tokens``), else
-        :attr:`tokens_per_sequence`.
-        """
-        longest = self.padded_longest_tokens
-        return float(longest) if longest is not None else self.tokens_per_sequence
-
-    def with_batches(self, batches: BaseModel) -> Workload:
-        """This workload with a dataset's batching in place of its size, validated together.
-
-        ``batches``: ``dataset_stats.PaddedBatches`` / ``PackedBatches``; its fields replace those of the same names.
-
-        Raises:
-            pydantic.ValidationError: the merged fields contradict each other (a bug of the caller, not user input).
-        """
-        return Workload.model_validate({**self.model_dump(), **batches.model_dump()})
-
-    def optimizer_steps(self, setting: TrainingSetting, world_size: int) -> int | None:
-        """Optimizer steps of the whole run, as the HF Trainer counts them; None without a dataset size.
-
-        With ``num_samples`` N: each of ``world_size`` ranks reads ⌈N / world⌉ sequences (DistributedSampler pads
-        to equal shares), in ⌈· / micro batch⌉ micro batches (the last one partial, ``drop_last`` False), which
-        make ⌈· / grad_accum⌉ optimizer steps per epoch (the last one short), and the run is ⌈epochs × that⌉ steps
-        (transformers 5.23 ``Trainer.set_initial_training_values``: ``num_update_steps_per_epoch`` and
-        ``max_steps = ceil(num_train_epochs * num_update_steps_per_epoch)``). With ``dataset_tokens`` only: the
-        sequences it makes ÷ the global batch, rounded up.
-        """
-        if self.num_samples is not None:
-            micro_batches = math.ceil(math.ceil(self.num_samples / world_size) / setting.micro_batch_size)
-            per_epoch = max(1, math.ceil(micro_batches / setting.grad_accum))
-            return math.ceil(self.epochs * per_epoch)
-        samples = self.total_samples
-        return max(1, math.ceil(samples / setting.sequences_per_step(world_size))) if samples is not None else None
-
-    def num_evals(self, optimizer_steps: int) -> int:
-        """Eval losses a run of ``optimizer_steps`` computes: 0 without ``eval_samples``.
-
-        transformers 5.23 ``DefaultFlowCallback.on_step_end`` evaluates when ``global_step % eval_steps == 0`` and at
-        the last step when it is not a multiple, and the core adds the final eval when there is no ``eval_steps``
-        (``trainer.train._run``, unless the last step was just evaluated): ⌈steps / eval_steps⌉, else 1.
-        """
-        if self.eval_samples is None:
-            return 0
-        if self.eval_steps is None:
-            return 1
-        return math.ceil(optimizer_steps / self.eval_steps)
-
-    @property
-    def total_samples(self) -> float | None:
-        """Sequences over all epochs, or None when the dataset size is not given."""
-        if self.num_samples is not None:
-            return self.num_samples * self.epochs
-        if self.dataset_tokens is not None:
-            return self.dataset_tokens / self.tokens_per_sequence * self.epochs
-        return None

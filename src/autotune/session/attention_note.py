@@ -15,7 +15,8 @@ from autotune.costmodel.estimate import estimate_setting
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 NOTED_SPEEDUP = 0.05
 """The least step-time saving (5 %) worth a note: smaller ones sit inside the time band of any plan."""

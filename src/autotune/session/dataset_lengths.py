@@ -32,9 +32,8 @@ from autotune.schemas.dataset_stats import (
     DatasetStats,
     ExampleLengths,
     Packing,
+    dataset_batches,
     fingerprint,
-    packed_batches,
-    padded_batches,
     seq_len_notes,
     summarize,
 )
@@ -233,9 +232,8 @@ def packing_note(stats: DatasetStats, packing: Packing) -> str:
 
 def with_packing(options: PlanOptions, stats: DatasetStats, packing: Packing) -> PlanOptions:
     """``options`` whose workload is ``stats``'s examples batched as ``packing`` (packed blocks or padded rows)."""
-    if packing == "packed":
-        return replace(options, num_samples=stats.blocks_total, padded=None, packed=packed_batches(stats))
-    return replace(options, num_samples=None, padded=padded_batches(stats), packed=None)
+    num_samples, batches = dataset_batches(stats, packing)
+    return replace(options, num_samples=num_samples, batches=batches)
 
 
 def dataset_workload(options: PlanOptions) -> tuple[PlanOptions, DatasetStats | None, list[str]]:

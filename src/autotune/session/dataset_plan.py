@@ -2,7 +2,7 @@
 
 The layouts' workloads come from :func:`autotune.session.dataset_lengths.with_packing`; the choice is
 :func:`autotune.planner.packing.choose_packing` (the whole run's predicted time). The plan file records the layout in
-``dataset.packing``, and ``autotune launch`` batches the data that way (``Workload.tokens_per_sample`` set: padded).
+``dataset.packing``, and ``autotune launch`` batches the data that way (the workload's ``batches``: padded or not).
 """
 
 from __future__ import annotations

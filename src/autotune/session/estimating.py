@@ -18,11 +18,12 @@ from autotune.errors import InvalidRequestError
 from autotune.planner.packing import choose_packing
 from autotune.planner.space import grad_sync_error, offload_accumulation_error, sharding_error
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.dataset_stats import DatasetStats, Packing, packed_batches, padded_batches
+from autotune.schemas.dataset_stats import PACKINGS, DatasetStats, Packing, dataset_batches
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload, default_precision, default_sharding, fp8_error
+from autotune.schemas.setting import TrainingSetting, default_precision, default_sharding, fp8_error
+from autotune.schemas.workload import Workload
 from autotune.session.calibration_choice import coefficients_from_option
 from autotune.session.dataset_lengths import (
     check_packing,
@@ -211,7 +212,7 @@ def estimate_notes(
 def estimate_dataset(
     spec: ModelSpec,
     cluster: ClusterSpec,
-    packed: Workload,
+    workload: Workload,
     setting: TrainingSetting,
     coefficients: CostCoefficients,
     stats: DatasetStats,
@@ -220,13 +221,12 @@ def estimate_dataset(
 ) -> tuple[Packing, Workload, Estimate, list[str]]:
     """The estimate of ``setting`` on ``stats``'s examples as ``packing`` says (``auto``: the faster whole run).
 
-    ``packed``: the workload of the packed blocks; ``evaluate``: each layout's workload with its eval set priced
-    (``resolve.evaluated_workload``). Returns the layout, its workload, its estimate and notes (the
-    layout's workload, and with ``auto`` both runs' times). With ``auto`` and neither layout fitting: packed.
+    ``workload``: its sequence length, batch and epochs (the dataset gives the size and batches); ``evaluate``: each
+    layout's workload with its eval set priced (``resolve.evaluated_workload``). Returns the layout, its workload, its
+    estimate and notes (the layout's workload, and with ``auto`` both runs' times). With ``auto`` and neither layout
+    fitting: packed.
     """
-    padded = packed.with_batches(padded_batches(stats))
-    packed = packed.with_batches(packed_batches(stats))
-    workloads: dict[Packing, Workload] = {"packed": packed, "padded": padded}
+    workloads = {layout: workload.with_dataset(*dataset_batches(stats, layout)) for layout in PACKINGS}
     if evaluate is not None:
         workloads = {layout: evaluate(workload) for layout, workload in workloads.items()}
     layouts = packing_layouts(packing)

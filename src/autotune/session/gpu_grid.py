@@ -219,7 +219,7 @@ def run_grid(base: PlanOptions, ask: GridAsk) -> GridOutcome:
     plan_file = build_plan_file(chosen.request, chosen.result)
     eligible = [row for row in rows if row.fits and within_limits(row, ask.deadline_s, ask.budget)]
     notes = [method_note(chosen, eligible, ask.objective, base.setting.method is not None)]
-    notes.append(num_samples_note(base.num_samples, base.seq_len, base.packed is not None))
+    notes.append(num_samples_note(base.num_samples, base.seq_len, base.batches is not None))
     return GridOutcome(grid_report(rows, tie, ask, plan_file, [note for note in notes if note]), plan_file)
 
 

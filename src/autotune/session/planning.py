@@ -16,10 +16,11 @@ from autotune.errors import InvalidRequestError
 from autotune.planner.build import build_plan_file
 from autotune.planner.request import ADAPTER_ONLY_FIELDS, PlanRequest
 from autotune.planner.search import PlanResult, search
-from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats, PackedBatches, PaddedBatches
+from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats
 from autotune.schemas.objective import TABLE_OBJECTIVES
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
+from autotune.schemas.workload import Batches
 from autotune.session.calibration_choice import coefficients_from_option, stack_note
 from autotune.session.option_groups import (
     DEFAULT_NODES,
@@ -68,10 +69,9 @@ class PlanOptions:
     eval_fraction: float | None = None
     eval_steps: int | None = None
     setting: SettingOptions = field(default_factory=SettingOptions)
-    padded: PaddedBatches | None = None
-    """Padded batches of ``dataset`` (``dataset_lengths.dataset_workload``), not a command-line value."""
-    packed: PackedBatches | None = None
-    """Packed blocks of ``dataset`` (``dataset_lengths.with_packing``), not a command-line value."""
+    batches: Batches | None = None
+    """How ``dataset``'s sequences are batched (``dataset_lengths.with_packing``: packed blocks or padded examples,
+    ``num_samples`` its sequences), not a command-line value; None without a dataset."""
     dataset_rows: int | None = None
     """Rows of ``dataset`` (what ``--eval-fraction`` holds a share of), not a command-line value."""
     eval_stats: DatasetStats | None = None
@@ -122,8 +122,7 @@ def request_from_options(options: PlanOptions) -> tuple[PlanRequest, list[str]]:
         num_samples=options.num_samples,
         dataset_tokens=options.dataset_tokens,
         epochs=options.epochs,
-        padded=options.padded,
-        packed=options.packed,
+        batches=options.batches,
         evaluation=eval_data(options.eval_dataset, options.eval_fraction, options.eval_steps),
         eval_steps=options.eval_steps,
         dataset_rows=options.dataset_rows,
@@ -153,7 +152,7 @@ def plan_from_options(options: PlanOptions) -> tuple[PlanFile, PlanResult, list[
     return plan_file, result, notes
 
 
-NOT_PLAN_PARAMS = frozenset({"setting", "padded", "packed", "dataset_rows", "eval_stats"})
+NOT_PLAN_PARAMS = frozenset({"setting", "batches", "dataset_rows", "eval_stats"})
 """Fields of :class:`PlanOptions` that are not ``plan`` parameters (derived from them)."""
 
 PLAN_OPTION_NAMES = tuple(option.name for option in fields(PlanOptions) if option.name not in NOT_PLAN_PARAMS)

@@ -16,12 +16,13 @@ from autotune.profiles.catalog import resolve_gpu
 from autotune.profiles.interconnects import resolve_network
 from autotune.profiles.model_source import resolve_model_source
 from autotune.schemas.calibration import CostCoefficients
-from autotune.schemas.dataset_stats import DatasetStats, PackedBatches, PaddedBatches
+from autotune.schemas.dataset_stats import DatasetStats
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.lora_targets import lora_dropout_note
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.trainer_options import EvalData, check_eval_options
+from autotune.schemas.workload import Batches, EvalSet, PaddedBatches, Workload
 from autotune.validation import format_validation_error
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
@@ -46,6 +47,7 @@ OPTION_NAMES = {
     "eval_dataset": "--eval-dataset",
     "eval_fraction": "--eval-fraction",
     "eval_steps": "--eval-steps",
+    "steps": "--eval-steps",  # EvalSet.steps
 }
 
 
@@ -78,7 +80,7 @@ def eval_data(eval_dataset: str | None, eval_fraction: float | None, eval_steps:
     except ValueError as error:
         raise InvalidRequestError(str(error)) from None
     if eval_steps is not None:
-        validated(Workload, eval_steps=eval_steps)
+        validated(EvalSet, steps=eval_steps)
     if eval_dataset is None and eval_fraction is None:
         return None
     if eval_dataset is not None and Path(eval_dataset).expanduser().exists():
@@ -106,14 +108,14 @@ def evaluated_workload(
     """``workload`` with its eval set priced (:func:`autotune.planner.evaluation.with_eval`); unchanged without one.
 
     ``dataset_rows``: the ``--dataset``'s rows (None: a sequence is a row); ``eval_stats``: the ``--eval-dataset``
-    tokenized, batched as ``workload`` is (padded when it has ``padded_length_quantiles``).
+    tokenized, batched as ``workload`` is (padded when its batches are).
 
     Raises:
         InvalidRequestError: the fraction holds out no row or every one.
     """
     if evaluation is None:
         return workload
-    padded = workload.padded_length_quantiles is not None
+    padded = isinstance(workload.batches, PaddedBatches)
     eval_tokens = eval_set_tokens(eval_stats, padded) if eval_stats is not None else None
     return with_eval(
         workload, eval_steps=eval_steps, eval_fraction=evaluation.eval_fraction, rows=dataset_rows,
@@ -290,8 +292,7 @@ def build_request(
     epochs: float,
     objective: str,
     overrides: Overrides,
-    padded: PaddedBatches | None = None,
-    packed: PackedBatches | None = None,
+    batches: Batches | None = None,
     coefficients: CostCoefficients | None,
     calibration_name: str,
     evaluation: EvalData | None = None,
@@ -301,9 +302,8 @@ def build_request(
 ) -> tuple[PlanRequest, list[str]]:
     """Validate every planning input and build the request; returns it with notes to show the user.
 
-    ``padded`` / ``packed``: a dataset's padded batches or packed blocks (their ``num_samples`` replaces
-    ``num_samples``). ``evaluation`` /
-    ``eval_steps`` (:func:`eval_data`): the eval set priced in the workload
+    ``batches``: a dataset's padded batches or packed blocks (``num_samples`` its sequences; None without a
+    dataset). ``evaluation`` / ``eval_steps`` (:func:`eval_data`): the eval set priced in the workload
     (:func:`autotune.planner.evaluation.with_eval`): ``--eval-fraction`` of ``dataset_rows`` (the ``--dataset``'s
     rows; None: a sequence is a row), or ``eval_stats`` (the ``--eval-dataset`` tokenized). ``overrides`` is already
     validated (:meth:`autotune.cli.setting_options.SettingOptions.overrides`); the objective is
@@ -324,9 +324,8 @@ def build_request(
         dataset_tokens=dataset_tokens,
         epochs=epochs,
     )
-    batches = padded if padded is not None else packed
-    if batches is not None:
-        workload = workload.with_batches(batches)
+    if batches is not None and num_samples is not None:
+        workload = workload.with_dataset(num_samples, batches)
     workload = evaluated_workload(workload, evaluation, eval_steps, dataset_rows, eval_stats)
     notes += [note for note in [seq_len_note(spec, seq_len)] if note]
     notes += [note for note in [num_samples_note(num_samples, seq_len, batches is not None)] if note]

@@ -284,7 +284,7 @@ def _sharding_adjustment(spec: ModelSpec, setting: TrainingSetting, cluster: Clu
     from autotune.costmodel.context import setting_context
     from autotune.costmodel.memory import model_state_bytes
     from autotune.costmodel.precision import dtype_bytes
-    from autotune.schemas.setting import Workload
+    from autotune.schemas.workload import Workload
 
     dtypes = dtype_bytes(setting, cluster.gpu)
     single = cluster.model_copy(update={"num_gpus_per_node": 1, "num_nodes": 1})

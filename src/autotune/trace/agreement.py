@@ -16,8 +16,9 @@ from autotune.costmodel.memory import predict_memory
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.trace import TraceReport
+from autotune.schemas.workload import Workload
 from autotune.trace import TracedModel, build_key, build_traced_model, trace_training_step
 
 DEPTHS = (2, 4)

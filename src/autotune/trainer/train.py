@@ -29,6 +29,7 @@ from autotune.schemas.training_stack import (
     untested_stack_allowed,
     untested_stack_error,
 )
+from autotune.schemas.workload import PaddedBatches
 from autotune.trainer.activation_offload import offload_layer_activations
 from autotune.trainer.args import TrainerArgs
 from autotune.trainer.callbacks import (
@@ -198,7 +199,7 @@ def _run(args: TrainerArgs, plan: PlanFile) -> int | None:
 
     source = resolve_source(plan.model_source)
     tokenizer = load_tokenizer(source)
-    pack = plan.workload.tokens_per_sample is None
+    pack = not isinstance(plan.workload.batches, PaddedBatches)  # filled and packed workloads train on packed blocks
     layout = packed_layout(setting.attention_impl) if pack else None
     if pack and layout is None:
         logger.warning("attention_impl %s cannot keep packed examples apart: padded batches", setting.attention_impl)

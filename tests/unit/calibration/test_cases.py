@@ -16,7 +16,8 @@ from autotune.calibration.time_fit import BOUNDS, schema_bounds, time_rows
 from autotune.calibration.validation import largest_errors, summarize
 from autotune.costmodel.calibration import default_coefficients
 from autotune.schemas.calibration import CostCoefficients, Measurement
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 
 def measurement(**fields: object) -> Measurement:

@@ -12,7 +12,8 @@ import pytest
 
 from autotune.calibration import plan_quality as quality
 from autotune.schemas.calibration import CostCoefficients, Measurement
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -314,7 +314,7 @@ def test_a_version_1_run_report_still_reads(tmp_path: Path) -> None:
     from run_reports import make_report
 
     from autotune import planner
-    from autotune.schemas.run_report import V1_PREDICTION_FIELDS, RunReport
+    from autotune.schemas.run_report import RUN_REPORT_SCHEMA_VERSION, V1_PREDICTION_FIELDS, RunReport
 
     request, _ = plan_options(model="llama3.2-1b", gpu="rtx-4090", seq_len=512, method="lora")
     plan = planner.plan(request)[0]
@@ -322,7 +322,7 @@ def test_a_version_1_run_report_still_reads(tmp_path: Path) -> None:
     data.pop("prediction")
     data.update({name: getattr(plan.prediction, name) for name in V1_PREDICTION_FIELDS}, schema_version=1)
     report = RunReport.model_validate(data)
-    assert report.schema_version == 3 and report.prediction is None
+    assert report.schema_version == RUN_REPORT_SCHEMA_VERSION and report.prediction is None
     assert make_report(plan).prediction == plan.prediction
 
 

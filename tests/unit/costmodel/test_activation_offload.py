@@ -12,7 +12,8 @@ from autotune.costmodel.step_time import predict_time
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 WORKLOAD = Workload(seq_len=2048, global_batch_size=2)
 

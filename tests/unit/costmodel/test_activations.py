@@ -16,7 +16,8 @@ from autotune.profiles.catalog import resolve_gpu  # noqa: E402
 from autotune.profiles.hf_config import model_spec_from_config  # noqa: E402
 from autotune.schemas.calibration import CostCoefficients  # noqa: E402
 from autotune.schemas.hardware import ClusterSpec  # noqa: E402
-from autotune.schemas.setting import TrainingSetting, Workload  # noqa: E402
+from autotune.schemas.setting import TrainingSetting  # noqa: E402
+from autotune.schemas.workload import Workload  # noqa: E402
 from autotune.trace import trace_training_step  # noqa: E402
 
 PHI2 = Path(__file__).parent.parent.parent / "fixtures" / "configs" / "phi-2"

@@ -21,7 +21,8 @@ from autotune.profiles.catalog import resolve_gpu, resolve_model_profile  # noqa
 from autotune.schemas.calibration import CostCoefficients  # noqa: E402
 from autotune.schemas.hardware import ClusterSpec  # noqa: E402
 from autotune.schemas.model import ModelSpec  # noqa: E402
-from autotune.schemas.setting import TrainingSetting, Workload  # noqa: E402
+from autotune.schemas.setting import TrainingSetting  # noqa: E402
+from autotune.schemas.workload import Workload  # noqa: E402
 from autotune.trace import trace_training_step  # noqa: E402
 
 TINY = {

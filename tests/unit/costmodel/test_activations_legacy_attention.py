@@ -23,9 +23,9 @@ from autotune.schemas.hardware import ClusterSpec  # noqa: E402
 from autotune.schemas.setting import (  # noqa: E402
     MEASUREMENT_ONLY_ATTENTION_IMPLS,
     TrainingSetting,
-    Workload,
     attention_run_error,
 )
+from autotune.schemas.workload import Workload  # noqa: E402
 from autotune.trace.tracker import LiveBytesTracker  # noqa: E402
 
 Attention = Callable[..., "torch.Tensor"]

@@ -10,7 +10,8 @@ from autotune.costmodel.step_time import predict_time
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 PRIORS = CostCoefficients()
 
@@ -54,20 +55,19 @@ def test_padded_batches_are_timed_at_the_expected_longest_and_sized_for_the_long
     activation memory at the longest example (as a filled workload of that length): the worst micro batch. Eager
     attention masks both alike; under sdpa the padded rows would also take the masked path
     (tests/unit/costmodel/test_masked_attention.py)."""
-    from autotune.schemas.setting import expected_longest
+    from autotune.schemas.workload import PaddedBatches, PaddedLengths, expected_longest
 
     gpu = resolve_gpu("rtx-4090")[0]
     cluster = ClusterSpec(gpu=gpu, num_gpus_per_node=1)
     setting = TrainingSetting(method="lora", grad_ckpt=False, micro_batch_size=4, attention_impl="eager")
     quantiles = (100, 200, 400, 900)
-    padded = Workload(
-        seq_len=2048, tokens_per_sample=250.0, padded_length_quantiles=quantiles, padded_longest_tokens=1500
-    )
+    lengths = PaddedLengths(quantiles=quantiles, longest_tokens=1500)
+    padded = Workload(seq_len=2048, batches=PaddedBatches(tokens_per_sample=250.0, lengths=lengths))
     expected = expected_longest(quantiles, 4)
     context = setting_context(LLAMA, setting, cluster, padded)
     assert context.seq_tokens == pytest.approx(expected) and context.peak_seq_tokens == 1500
-    as_timed = Workload(seq_len=2048, tokens_per_sample=expected)
-    as_sized = Workload(seq_len=2048, tokens_per_sample=1500.0)
+    as_timed = Workload(seq_len=2048, batches=PaddedBatches(tokens_per_sample=expected))
+    as_sized = Workload(seq_len=2048, batches=PaddedBatches(tokens_per_sample=1500.0))
     time_of = predict_time(LLAMA, setting, cluster, padded, PRIORS).micro_step_time_s
     assert time_of == pytest.approx(predict_time(LLAMA, setting, cluster, as_timed, PRIORS).micro_step_time_s)
     memory_of = predict_memory(LLAMA, setting, cluster, padded, PRIORS).peak_allocated_bytes

@@ -12,6 +12,7 @@ from autotune.costmodel.estimate import estimate_setting
 from autotune.costmodel.eval_time import eval_batches_per_rank, eval_micro_batch_s
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas import ClusterSpec, CostCoefficients, TrainingSetting, Workload
+from autotune.schemas.workload import EvalSet
 
 PRIOR = CostCoefficients()
 LLAMA3_8B = resolve_model_profile("llama3-8b")
@@ -46,18 +47,19 @@ def trainer_eval_steps(max_steps: int, eval_steps: int | None) -> list[int]:
     ("steps", "eval_steps"), [(5, 2), (4, 2), (1, 1), (7, None), (3, 10), (100, 7), (297, 50), (12, 12)]
 )
 def test_the_eval_count_is_the_trainers_schedule(steps: int, eval_steps: int | None) -> None:
-    workload = Workload(num_samples=100, eval_samples=10, eval_steps=eval_steps)
+    workload = Workload(num_samples=100, eval=EvalSet(samples=10, steps=eval_steps))
     assert workload.num_evals(steps) == len(trainer_eval_steps(steps, eval_steps))
 
 
 def test_the_integration_runs_schedule() -> None:
     """tests/integration/test_eval.py logs evals at steps 2, 4, 5 for 5 steps and --eval-steps 2."""
     assert trainer_eval_steps(5, 2) == [2, 4, 5]
-    assert Workload(num_samples=40, eval_samples=8, eval_steps=2).num_evals(5) == 3
+    assert Workload(num_samples=40, eval=EvalSet(samples=8, steps=2)).num_evals(5) == 3
 
 
 def test_no_eval_set_no_eval() -> None:
-    assert Workload(num_samples=100, eval_steps=3).num_evals(10) == 0
+    assert Workload(num_samples=100, eval=EvalSet(steps=3)).num_evals(10) == 0
+    assert Workload(num_samples=100).num_evals(10) == 0
 
 
 @pytest.mark.parametrize(
@@ -73,7 +75,7 @@ def test_the_whole_run_grows_by_the_predicted_eval_time(setting: TrainingSetting
     cluster = ClusterSpec(gpu=H100, num_gpus_per_node=gpus)
     batch = setting.micro_batch_size * setting.grad_accum * gpus
     train = Workload(seq_len=2048, global_batch_size=batch, num_samples=900)
-    evaluated = train.model_copy(update={"eval_samples": 101, "eval_steps": 5})
+    evaluated = train.model_copy(update={"eval": EvalSet(samples=101, steps=5)})
     without = estimate_setting(LLAMA3_8B, cluster, train, setting, PRIOR)
     with_eval = estimate_setting(LLAMA3_8B, cluster, evaluated, setting, PRIOR)
     assert without.total_time_s is not None and with_eval.total_time_s is not None
@@ -97,8 +99,8 @@ def test_eval_time_scales_with_the_held_out_tokens() -> None:
     setting = TrainingSetting(method="lora", micro_batch_size=4, grad_accum=2, grad_ckpt=False)
     cluster = ClusterSpec(gpu=H100)
     small, large = (
-        estimate_setting(LLAMA3_8B, cluster, Workload(num_samples=800, eval_samples=n, global_batch_size=8), setting,
-                         PRIOR)
+        estimate_setting(LLAMA3_8B, cluster, Workload(num_samples=800, eval=EvalSet(samples=n), global_batch_size=8),
+                         setting, PRIOR)
         for n in (40, 400)
     )  # fmt: skip
     assert small.eval_time_s is not None and large.eval_time_s is not None
@@ -134,7 +136,7 @@ def test_an_eval_under_liger_holds_the_full_logits_that_training_never_does() ->
     setting = TrainingSetting(method="lora", micro_batch_size=4, grad_accum=2, kernels="liger")
     cluster = ClusterSpec(gpu=H100)
     plain = Workload(seq_len=4096, global_batch_size=8, num_samples=800)
-    evaluated = plain.model_copy(update={"eval_samples": 40})
+    evaluated = plain.model_copy(update={"eval": EvalSet(samples=40)})
     liger = predict_memory_in(setting_context(LLAMA3_8B, setting, cluster, evaluated), PRIOR)
     assert liger.peak_phase == "eval forward"
     assert (

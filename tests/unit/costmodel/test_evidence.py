@@ -20,7 +20,8 @@ from autotune.planner.search import search
 from autotune.profiles.catalog import list_gpus, resolve_gpu, resolve_model_profile
 from autotune.profiles.measurements import all_measurements
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 CORE_GPUS = {runs.gpu for runs in evidence_table().core}
 COEFFICIENTS = default_coefficients()

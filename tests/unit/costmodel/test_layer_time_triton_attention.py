@@ -14,7 +14,8 @@ from autotune.costmodel.step_time import predict_time
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.profiles.measurements import list_measurement_sets
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.setting import AttentionImpl, TrainingSetting, Workload, attention_run_error
+from autotune.schemas.setting import AttentionImpl, TrainingSetting, attention_run_error
+from autotune.schemas.workload import Workload
 
 MODEL = resolve_model_profile("llama3-8b")
 CLUSTER = ClusterSpec(gpu=resolve_gpu("h100-80gb")[0], num_gpus_per_node=8)

@@ -19,11 +19,13 @@ from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.dataset_stats import (
     DatasetFingerprint,
     ExampleLengths,
+    dataset_batches,
     packed_batches,
     summarize,
 )
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.setting import AttentionImpl, TrainingSetting, Workload
+from autotune.schemas.setting import AttentionImpl, TrainingSetting
+from autotune.schemas.workload import FilledBatches, PackedBatches, PaddedBatches, PaddedLengths, Workload
 
 LLAMA = resolve_model_profile("llama3-8b")  # 32 query heads, 8 key/value heads: grouped
 H100 = ClusterSpec(gpu=resolve_gpu("h100-80gb")[0], num_gpus_per_node=1)
@@ -32,17 +34,14 @@ SYNTHETIC = Workload(seq_len=SEQ, global_batch_size=8)
 
 
 def _packed(multi_share: float, span: float = 600.0) -> Workload:
-    return Workload(
-        seq_len=SEQ, global_batch_size=8, num_samples=100,
-        packed_attention_span_tokens=span, packed_multi_example_block_share=multi_share,
-    )  # fmt: skip
+    batches = PackedBatches(attention_span_tokens=span, multi_example_block_share=multi_share)
+    return Workload(seq_len=SEQ, global_batch_size=8, num_samples=100, batches=batches)
 
 
 def _padded(quantiles: tuple[int, ...]) -> Workload:
-    return Workload(
-        seq_len=SEQ, global_batch_size=8, num_samples=100, tokens_per_sample=sum(quantiles) / len(quantiles),
-        padded_length_quantiles=quantiles, padded_longest_tokens=quantiles[-1],
-    )  # fmt: skip
+    lengths = PaddedLengths(quantiles=quantiles, longest_tokens=quantiles[-1])
+    batches = PaddedBatches(tokens_per_sample=sum(quantiles) / len(quantiles), lengths=lengths)
+    return Workload(seq_len=SEQ, global_batch_size=8, num_samples=100, batches=batches)
 
 
 def _setting(impl: AttentionImpl = "sdpa", micro_batch: int = 2, grad_ckpt: bool = False) -> TrainingSetting:
@@ -99,9 +98,10 @@ def test_flash_attention_2_on_flattened_packed_rows_costs_the_examples_own_lengt
     stats = summarize(example_lengths, 512, DatasetFingerprint(path="x"), "tok")
     assert stats.blocks == 3 and stats.single_example_blocks == 1
     assert stats.attention_span_tokens == pytest.approx(sum(n * n for n in lengths) / sum(lengths))
-    packed = packed_batches(stats)
-    assert packed.num_samples == 3 and packed.packed_multi_example_block_share == pytest.approx(2 / 3)
-    workload = Workload(seq_len=512, global_batch_size=3, **packed.model_dump())
+    num_samples, packed = dataset_batches(stats, "packed")
+    assert isinstance(packed, PackedBatches)
+    assert num_samples == 3 and packed.multi_example_block_share == pytest.approx(2 / 3)
+    workload = Workload(seq_len=512, global_batch_size=3).with_dataset(num_samples, packed)
     setting = TrainingSetting(method="lora", micro_batch_size=3, grad_accum=1, attention_impl="flash_attention_2")
     context = setting_context(LLAMA, setting, H100, workload)
     assert context.tokens == 3 * 512 and context.masked_attention_share == 0.0
@@ -109,9 +109,7 @@ def test_flash_attention_2_on_flattened_packed_rows_costs_the_examples_own_lengt
     ops = layer_ops(LLAMA, trainable=False)
     forward = attention_term(context, device, ops).forward
     flops = 4 * sum(n * n for n in lengths) / 2 * LLAMA.num_attention_heads * LLAMA.head_dim
-    span = workload.packed_attention_span_tokens
-    assert span is not None
-    expected = attention_time_s(flops, span, device.attention_device(context.dtypes))
+    expected = attention_time_s(flops, packed.attention_span_tokens, device.attention_device(context.dtypes))
     assert forward.gpu_s - ops.forward_attention_kernels * GPU_KERNEL_MIN_S == pytest.approx(expected, rel=1e-12)
     # sdpa on the same blocks: one row per block, attention over the whole block (and masked)
     sdpa = setting_context(LLAMA, setting.model_copy(update={"attention_impl": "sdpa"}), H100, workload)
@@ -136,10 +134,10 @@ def test_memory_gains_the_mask_and_the_repeated_keys_and_values() -> None:
 
 
 def test_the_workload_takes_the_packed_statistics_together_and_within_seq_len() -> None:
-    with pytest.raises(ValidationError, match="go together"):
-        Workload(seq_len=SEQ, packed_attention_span_tokens=100.0)
+    with pytest.raises(ValidationError, match="multi_example_block_share"):
+        Workload.model_validate({"seq_len": SEQ, "batches": {"kind": "packed", "attention_span_tokens": 100.0}})
     with pytest.raises(ValidationError, match="at most seq_len"):
-        Workload(seq_len=SEQ, packed_attention_span_tokens=SEQ + 1.0, packed_multi_example_block_share=0.5)
+        Workload(seq_len=SEQ, batches=PackedBatches(attention_span_tokens=SEQ + 1.0, multi_example_block_share=0.5))
 
 
 def test_statistics_written_before_them_price_packed_blocks_as_before() -> None:
@@ -149,8 +147,8 @@ def test_statistics_written_before_them_price_packed_blocks_as_before() -> None:
     )
     stats = summarize(example_lengths, 512, DatasetFingerprint(path="x"), "tok")
     old = stats.model_copy(update={"attention_span_tokens": 0.0, "single_example_blocks": -1})
-    packed = packed_batches(old)
-    assert packed.packed_attention_span_tokens is None and packed.packed_multi_example_block_share is None
+    assert packed_batches(old) == FilledBatches()  # full blocks of one example each, as before issue 26
+    assert isinstance(packed_batches(stats), PackedBatches)
 
 
 def test_before_ampere_the_mask_costs_the_causal_saving_not_a_flash_kernel() -> None:
@@ -164,7 +162,7 @@ def test_before_ampere_the_mask_costs_the_causal_saving_not_a_flash_kernel() -> 
         method="lora", micro_batch_size=2, grad_accum=1, attention_impl="sdpa", precision="fp16-mixed"
     )
     packed = SYNTHETIC.model_copy(
-        update={"packed_attention_span_tokens": 300.0, "packed_multi_example_block_share": 1.0}
+        update={"batches": PackedBatches(attention_span_tokens=300.0, multi_example_block_share=1.0)}
     )
     device = device_context(t4.gpu, default_coefficients())
     ops = layer_ops(LLAMA, trainable=False)

@@ -17,7 +17,8 @@ from autotune.costmodel.memory import (
 from autotune.costmodel.precision import dtype_bytes
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 WORKLOAD = Workload(seq_len=2048, global_batch_size=8)
 MODEL = resolve_model_profile("llama3-8b")

@@ -10,7 +10,8 @@ from autotune.costmodel.estimate import estimate_setting
 from autotune.costmodel.step_time import TERM_LABELS, predict_time
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 LLAMA = resolve_model_profile("llama3-8b")
 

@@ -175,7 +175,7 @@ def _edited(tmp_path: Path, old: str, new: str) -> Path:
     [
         ("gpu: rtx-4090", "gpu: rtx-9999", "unknown GPU 'rtx-9999'"),
         ("micro_batch_size: 2\n", "micro_batch_size: 4000\n", "× --grad-accum 4 × 1 GPU(s) = 16000 ≠"),
-        ("schema_version: 2", "schema_version: true", "no integer schema_version"),
+        ("schema_version: 3", "schema_version: true", "no integer schema_version"),
         ("sharding: none", "sharding: fsdp", "--sharding fsdp needs more than one GPU"),
     ],
     ids=["unknown-gpu", "absurd-micro-batch", "bool-version", "fsdp-on-one-gpu"],

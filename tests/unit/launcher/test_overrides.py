@@ -15,7 +15,8 @@ from autotune.schemas.estimate import Estimate
 from autotune.schemas.hardware import ClusterSpec, GpuSpec
 from autotune.schemas.model import ModelSpec
 from autotune.schemas.plan import PlanFile
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 GPU = GpuSpec(
     key="fake-gpu",

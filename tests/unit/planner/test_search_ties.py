@@ -9,7 +9,8 @@ from autotune.costmodel.estimate import estimate_setting
 from autotune.planner.search import TIE_TOLERANCE, Scored, choose, without_allocator_retries
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 
 def _scored(run_s: float, peak_gib: float, **setting: object) -> Scored:

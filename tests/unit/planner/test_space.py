@@ -18,7 +18,7 @@ from autotune.planner.space import (
 )
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.setting import Workload
+from autotune.schemas.workload import Workload
 
 
 def _chosen_attention(model_key: str) -> str:

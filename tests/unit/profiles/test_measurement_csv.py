@@ -12,7 +12,8 @@ from model_files import GGUF_LAYERS, config_with_layers, tiny_gguf
 from autotune.errors import ConfigError
 from autotune.profiles.csv_template import column_legend, csv_template
 from autotune.profiles.measurement_csv import CSV_COLUMNS, CSV_REQUIRED, runs_from_csv
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import FilledBatches, PaddedBatches, Workload
 
 """A Llama 3.2 1B config.json (tests/fixtures/configs/README.md)."""
 
@@ -60,7 +61,7 @@ def test_new_columns_reach_the_measurement_setting_and_workload(tmp_path: Path) 
     for name, (_, expected) in values.items():
         assert getattr(setting, name) == expected, name
     assert (setting.method, setting.sharding, setting.micro_batch_size, setting.grad_accum) == ("qlora", "fsdp", 2, 4)
-    assert workload.tokens_per_sample == 700 and workload.tokens_per_sequence == 700
+    assert workload.batches == PaddedBatches(tokens_per_sample=700) and workload.tokens_per_sequence == 700
     assert workload.global_batch_size == 2 * 4 * 2 and run.measurement.num_gpus_per_node == 2
 
 
@@ -70,7 +71,7 @@ def test_columns_left_out_take_the_settings_defaults(tmp_path: Path) -> None:
     for name in TrainingSetting.model_fields:
         if name not in ("method", "sharding", "precision"):  # the row's own, and the two defaults given by the GPUs
             assert getattr(run.measurement.setting, name) == getattr(defaults, name), name
-    assert run.measurement.workload.tokens_per_sample == Workload().tokens_per_sample
+    assert run.measurement.workload.batches == Workload().batches == FilledBatches()
 
 
 BASE, ROW = "model,gpu,method,seq_len", "llama3.1-8b,h100,lora,1024"

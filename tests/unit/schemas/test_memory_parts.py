@@ -20,8 +20,9 @@ from autotune.schemas.memory_parts import (
     TRACE_CATEGORY_PARTS,
     memory_part,
 )
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.trace import CATEGORIES
+from autotune.schemas.workload import Workload
 from autotune.units import GIB
 
 MODEL = resolve_model_profile("llama3-8b")

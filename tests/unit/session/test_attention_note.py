@@ -8,13 +8,16 @@ from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.estimate import estimate_setting
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import PackedBatches, Workload
 from autotune.session.attention_note import NOTED_SPEEDUP, masked_attention_notes
 
 MODEL = resolve_model_profile("llama3-8b")
 COEFFICIENTS = default_coefficients()
 SYNTHETIC = Workload(seq_len=4096, global_batch_size=8)
-PACKED = SYNTHETIC.model_copy(update={"packed_attention_span_tokens": 600.0, "packed_multi_example_block_share": 0.9})
+PACKED = SYNTHETIC.model_copy(
+    update={"batches": PackedBatches(attention_span_tokens=600.0, multi_example_block_share=0.9)}
+)
 
 
 def _notes(setting: TrainingSetting, workload: Workload, gpu: str = "h100") -> list[str]:

@@ -16,7 +16,8 @@ from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 from autotune.trace import build_traced_model, trace_training_step
 
 FIXTURES = Path(__file__).parent.parent.parent / "fixtures" / "configs"

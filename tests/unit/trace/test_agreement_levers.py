@@ -17,7 +17,8 @@ from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 from autotune.trace import trace_training_step
 
 SEQ_LEN = 256
