@@ -44,6 +44,7 @@ def test_rounded_step_is_priced_per_compiled_call_on_a_small_model() -> None:
     cluster, coefficients = _cluster(), CostCoefficients()
     rounded = TrainingSetting(method="full", micro_batch_size=1, bf16_stochastic_rounding=True)
     tensors = trainable_tensors(model, rounded, modules=linear_modules(model), lora=lora_layout(model, rounded))
-    step = optimizer_step_s(model, rounded, cluster.gpu, dtype_bytes(rounded, cluster.gpu), 1e6, coefficients)
+    dtypes = dtype_bytes(rounded, cluster.gpu)
+    step = optimizer_step_s(model, rounded, cluster.gpu, dtypes, 1e6, coefficients, tensors=tensors)
     assert step >= tensors * TORCHAO_STEP_CALL_S
     assert step == pytest.approx(tensors * TORCHAO_STEP_CALL_S, rel=0.05)  # plus clipping's few foreach calls

@@ -128,6 +128,7 @@ def test_the_mixin_builds_the_optimizer_once_with_the_trainers_decay_names(tmp_p
     class FakeTrainer(InBackwardMixin):
         def __init__(self) -> None:
             self.args, self.model, self.optimizer = _args(tmp_path), model, None
+            self.optimizer_cls_and_kwargs = None  # the Trainer's own attribute: None unless an optimizer class is given
 
         def get_decay_parameter_names(self, target: torch.nn.Module) -> list[str]:
             asked.append(target)
