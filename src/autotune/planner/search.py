@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InfeasibleError
+from autotune.planner.batch_choice import plan_smaller_batch
 from autotune.planner.lever_hints import in_backward_hint
 from autotune.planner.request import Objective, Overrides, PlanRequest
 from autotune.planner.space import (
@@ -27,7 +28,7 @@ from autotune.planner.space import (
 )
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.memory_parts import MODEL_STATE_PARTS
-from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.setting import TrainingSetting, Workload
 
 DEFAULT_RUN_STEPS = 1000
 """Optimizer steps assumed for ranking when the dataset size is not given (compile amortization)."""
@@ -53,6 +54,14 @@ class PlanResult:
     alternatives: list[RunnerUp]
     rejected: list[tuple[str, str]]
     searched: int
+    workload: Workload | None = None
+    """The workload planned when the planner chose the global batch (``batch_choice``); None: the request's."""
+    notes: tuple[str, ...] = ()
+    """What the planner chose that the user did not ask for, one line each (``batch_choice.batch_note``)."""
+
+    def planned_workload(self, request: PlanRequest) -> Workload:
+        """The workload this result planned: the request's, or the one with the global batch the planner chose."""
+        return self.workload if self.workload is not None else request.workload
 
 
 def run_time_s(estimate: Estimate) -> float:
@@ -292,8 +301,12 @@ def evaluate_candidates(request: PlanRequest) -> list[Scored]:
     return scored
 
 
-def search(request: PlanRequest, progress: Callable[[int], None] | None = None) -> PlanResult:
+def search(request: PlanRequest, progress: Callable[[int], None] | None = None, *, explain: bool = True) -> PlanResult:
     """Find the best fitting setting for a request.
+
+    Where nothing fits and the user did not state the global batch, the plan at the largest smaller one that fits
+    (:func:`autotune.planner.batch_choice.plan_smaller_batch`), with its note. ``explain`` False: a refusal's message
+    is left empty (the batch choice only asks whether something fits; the message's hints run more searches).
 
     Raises:
         InvalidRequestError: a forced choice the hardware cannot run.
@@ -312,7 +325,12 @@ def search(request: PlanRequest, progress: Callable[[int], None] | None = None) 
     fitting = [s for s in scored if s.estimate.fits]
     rejected = _rejections(request, scored)
     if not fitting:
-        raise InfeasibleError(_infeasible_message(request, scored))
+        closest = min(scored, key=lambda s: overshoot(s, request.cluster.host_memory_gib_per_node)).estimate
+        shortfall = f"the closest setting needs {closest.gpu_memory_need_gib:.1f} GiB of {closest.gpu_memory_gib:.0f}"
+        smaller = plan_smaller_batch(request, lambda r: search(r, explain=False), shortfall)
+        if smaller is not None:
+            return smaller
+        raise InfeasibleError(_infeasible_message(request, scored) if explain else "nothing fits")
     best = choose(fitting, request.objective)
     alternatives = runner_ups(fitting, best, request.objective)
     return PlanResult(best=best, alternatives=alternatives, rejected=rejected, searched=len(scored))

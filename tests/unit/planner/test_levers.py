@@ -41,10 +41,10 @@ def test_without_the_lever_full_8b_does_not_fit_a_4090() -> None:
         _full_4090(global_batch_size=2, optimizer_in_backward=False)
 
 
-def test_the_refusal_at_a_large_global_batch_names_the_batch_that_fits() -> None:
-    """Global batch 32 cannot be one micro batch: the message names the global batch at which the lever fits."""
+def test_the_refusal_at_a_stated_global_batch_names_the_batch_that_fits() -> None:
+    """A stated global batch 32 cannot be one micro batch: the message names the global batch where the lever fits."""
     with pytest.raises(InfeasibleError, match=r"optimizer stepped inside the backward .* --global-batch-size \d+"):
-        _full_4090()
+        _full_4090(global_batch_size=32)
 
 
 def test_the_lever_is_searched_for_full_fine_tuning_only() -> None:
