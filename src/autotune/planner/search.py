@@ -2,7 +2,8 @@
 
 Objectives (``rank_key``): ``quality`` prefers full fine-tuning over LoRA over QLoRA (more trained
 parameters, no quantization error: Hu et al. 2021; Dettmers et al. 2023 report QLoRA matching 16-bit
-LoRA, so the order between them is the conservative one), then the shortest run; ``speed`` takes the
+LoRA, so the order between them is the conservative one), then a full fine-tune's fp32 master weights over pure bf16
+(``planner.precision_choice``), then the shortest run; ``speed`` takes the
 shortest run whatever the method; ``memory`` the lowest peak, then the shortest run. The run length is
 the whole dataset when its size is known, else ``DEFAULT_RUN_STEPS`` optimizer steps, and includes
 torch.compile's one-off compile time, so compile is chosen exactly when its saving over the run outweighs it.
@@ -19,6 +20,7 @@ from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InfeasibleError
 from autotune.planner.batch_choice import plan_smaller_batch
 from autotune.planner.lever_hints import in_backward_hint
+from autotune.planner.precision_choice import precision_note, precision_rank
 from autotune.planner.request import Objective, Overrides, PlanRequest
 from autotune.planner.space import (
     ONE_GPU_OFFLOAD_ACCUMULATION,
@@ -119,7 +121,7 @@ def rank_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
         return (run,)
     if objective == "memory":
         return (scored.estimate.peak_memory_gib, run)
-    return (METHOD_QUALITY_ORDER[scored.setting.method], run)
+    return (METHOD_QUALITY_ORDER[scored.setting.method], precision_rank(scored.setting), run)
 
 
 def without_allocator_retries(estimate: Estimate) -> bool:
@@ -191,6 +193,8 @@ def why_not_chosen(candidate: Scored, chosen: Scored, objective: Objective) -> s
     if rank_key(candidate, objective)[:-1] != rank_key(chosen, objective)[:-1]:
         if objective == "memory":
             return f"objective memory: higher peak ({e.peak_memory_gib:.1f} vs {c.peak_memory_gib:.1f} GiB)"
+        if chosen.setting.method == candidate.setting.method:
+            return "objective quality prefers fp32 master weights to pure bf16"
         return f"objective quality prefers {chosen.setting.method} to {candidate.setting.method}"
     longer = candidate.run_time_s / chosen.run_time_s - 1
     if adjusted_run_time_s(candidate) != adjusted_run_time_s(chosen):
@@ -333,7 +337,10 @@ def search(request: PlanRequest, progress: Callable[[int], None] | None = None, 
         raise InfeasibleError(_infeasible_message(request, scored) if explain else "nothing fits")
     best = choose(fitting, request.objective)
     alternatives = runner_ups(fitting, best, request.objective)
-    return PlanResult(best=best, alternatives=alternatives, rejected=rejected, searched=len(scored))
+    note = precision_note(best, fitting, request.objective, forced=request.overrides.precision is not None)
+    return PlanResult(
+        best=best, alternatives=alternatives, rejected=rejected, searched=len(scored), notes=(note,) if note else ()
+    )
 
 
 def _rejections(request: PlanRequest, scored: list[Scored]) -> list[tuple[str, str]]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from autotune.planner.precision_choice import precision_choices
 from autotune.planner.request import PlanRequest
 from autotune.schemas.lora_targets import effective_lora_dropout
 from autotune.schemas.model import ModelSpec
@@ -318,24 +319,39 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
                                     for in_backward in optimizer_in_backward_choices(
                                         request, method, sharding, per_rank // micro
                                     ):
-                                        yield TrainingSetting(
-                                            method=method,
-                                            micro_batch_size=micro,
-                                            grad_accum=per_rank // micro,
-                                            grad_ckpt=grad_ckpt,
-                                            compile=compile_,
-                                            sharding=sharding,
-                                            optimizer=optimizer,
-                                            precision=precision,
-                                            lora_rank=o.lora_rank or DEFAULT_LORA_RANK,
-                                            lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
-                                            lora_targets=targets,
-                                            lora_dropout=dropout,
-                                            adapter_dtype=adapter_dtype,
-                                            kernels=kernels,
-                                            loss_impl=loss_impl,
-                                            attention_impl=attention_impl,
-                                            grad_sync=grad_sync,
-                                            optimizer_in_backward=in_backward,
-                                            fp8=bool(o.fp8),
+                                        yield from setting_variants(
+                                            request,
+                                            TrainingSetting(
+                                                method=method,
+                                                micro_batch_size=micro,
+                                                grad_accum=per_rank // micro,
+                                                grad_ckpt=grad_ckpt,
+                                                compile=compile_,
+                                                sharding=sharding,
+                                                optimizer=optimizer,
+                                                precision=precision,
+                                                lora_rank=o.lora_rank or DEFAULT_LORA_RANK,
+                                                lora_alpha=o.lora_alpha or DEFAULT_LORA_ALPHA,
+                                                lora_targets=targets,
+                                                lora_dropout=dropout,
+                                                adapter_dtype=adapter_dtype,
+                                                kernels=kernels,
+                                                loss_impl=loss_impl,
+                                                attention_impl=attention_impl,
+                                                grad_sync=grad_sync,
+                                                optimizer_in_backward=in_backward,
+                                                fp8=bool(o.fp8),
+                                            ),
                                         )
+
+
+def setting_variants(request: PlanRequest, setting: TrainingSetting) -> Iterator[TrainingSetting]:
+    """``setting`` and its other precision where the search offers one, unless ``--precision`` is forced.
+
+    ``precision_choice.precision_choices``: bf16 mixed precision beside pure bf16 for full fine-tuning.
+    """
+    yield setting
+    if request.overrides.precision is not None:
+        return
+    for precision in precision_choices(setting.precision, setting.method, setting.sharding)[1:]:
+        yield setting.model_copy(update={"precision": precision})

@@ -27,7 +27,7 @@ def test_the_readme_full_command_fits_a_4090_at_a_batch_the_planner_chose() -> N
     assert estimate.peak_reserved_gib <= 22
     assert abs(estimate.peak_memory_gib / TORCHTUNE_4090_FULL_GIB - 1) <= 0.10
     batch_notes = [note for note in notes if note.startswith("global batch ")]
-    assert len(batch_notes) == 1 and result.notes == (batch_notes[0],)
+    assert len(batch_notes) == 1 and result.notes[0] == batch_notes[0]
     assert f"default {DEFAULT_GLOBAL_BATCH_SIZE}" in batch_notes[0]
     assert f"--global-batch-size {DEFAULT_GLOBAL_BATCH_SIZE} keeps the default" in batch_notes[0]
 
