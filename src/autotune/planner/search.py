@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InfeasibleError
 from autotune.planner.batch_choice import plan_smaller_batch
+from autotune.planner.fp8_choice import where_fp8_pays
 from autotune.planner.lever_hints import in_backward_hint
 from autotune.planner.precision_choice import precision_note, precision_rank
 from autotune.planner.request import Objective, Overrides, PlanRequest
@@ -318,7 +319,7 @@ def search(request: PlanRequest, progress: Callable[[int], None] | None = None, 
             nearest setting that fits without them (if any).
     """
     check_overrides_supported(request)
-    scored = evaluate_candidates(request)
+    scored = where_fp8_pays(evaluate_candidates(request), request)
     if progress is not None:
         progress(len(scored))
     if not scored:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from autotune.planner.fp8_choice import fp8_choices
 from autotune.planner.precision_choice import precision_choices
 from autotune.planner.request import PlanRequest
 from autotune.schemas.lora_targets import effective_lora_dropout
@@ -346,12 +347,15 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
 
 
 def setting_variants(request: PlanRequest, setting: TrainingSetting) -> Iterator[TrainingSetting]:
-    """``setting`` and its other precision where the search offers one, unless ``--precision`` is forced.
+    """``setting`` and its variants: its other precision, each with FP8 linears, where the search offers them.
 
-    ``precision_choice.precision_choices``: bf16 mixed precision beside pure bf16 for full fine-tuning.
+    A forced ``--precision`` or ``--fp8`` / ``--no-fp8`` is kept. ``precision_choice.precision_choices``: bf16 mixed
+    precision beside pure bf16 for full fine-tuning; ``fp8_choice.fp8_choices``: FP8 beside bf16 where public FP8
+    training figures back it.
     """
-    yield setting
-    if request.overrides.precision is not None:
-        return
-    for precision in precision_choices(setting.precision, setting.method, setting.sharding)[1:]:
-        yield setting.model_copy(update={"precision": precision})
+    precisions: tuple[Precision, ...] = (setting.precision,)
+    if request.overrides.precision is None:
+        precisions = precision_choices(setting.precision, setting.method, setting.sharding)
+    for precision in precisions:
+        for fp8 in fp8_choices(request, setting.method):
+            yield setting.model_copy(update={"precision": precision, "fp8": fp8})
