@@ -139,7 +139,8 @@ DESCRIPTIONS: dict[str, str] = {
     "buffer for the whole model; one micro-step per optimizer step, one GPU, no gradient clipping.",
     "fp8": "FP8 linear layers: torchao float8 training (dynamic tensorwise scaling) of the decoder's linears through "
     "accelerate's convert_model_to_fp8_ao (first and last linear kept in bf16); NVIDIA GPUs with FP8 tensor cores "
-    "(Ada, Hopper, Blackwell) and the optional 'fp8' extra; priced at the bf16 rate until the core measures it.",
+    "(Ada, Hopper, Blackwell) and the optional 'fp8' extra; priced from torchao's public float8 figures until the core "
+    "measures it (costmodel.fp8_time).",
     "grad_sync": "When FSDP reduces gradients under accumulation: last-micro-step (HF Trainer / accelerate default: "
     "no_sync on the other micro-steps, so every GPU holds the full unsharded gradients until then) or "
     "every-micro-step (reduce-scatter after each micro-step: accelerate sync_each_batch, Composer's FSDP default).",
