@@ -45,25 +45,29 @@ def without_master_copy(setting: TrainingSetting) -> bool:
 
 
 def precision_rank(setting: TrainingSetting) -> int:
-    """Quality's order of precisions (smaller is better): 1 for an update without an fp32 master copy, else 0."""
-    return int(without_master_copy(setting))
+    """Quality's order of the precisions the search offers (smaller is better): 1 for a full fine-tune's ``bf16``.
+
+    By the precision field, which is what the planner varies (:func:`precision_choices`): a forced ``--precision``
+    ranks every candidate alike, so the rest of the order (sharding, speed) decides as before.
+    """
+    return int(setting.method == "full" and setting.precision == PURE_BF16)
 
 
 def precision_note(chosen: Scored, fitting: list[Scored], objective: str, forced: bool) -> str | None:
     """One note of what the chosen full fine-tune's precision trades, or None (an adapter method, or ``forced``).
 
-    Pure bf16 chosen: what it gives up, and whether fp32 master weights fit. fp32 master weights chosen (bf16-mixed,
-    or DeepSpeed's 16-bit engine) while a pure bf16 setting also fits: the time the better update costs.
+    Pure bf16 chosen: what it gives up, and whether fp32 master weights fit. bf16-mixed chosen while a pure bf16
+    setting also fits: the time the better update costs. None under DeepSpeed (its engine keeps fp32 master weights).
     """
     setting = chosen.setting
-    if forced or setting.method != "full":
+    if forced or setting.method != "full" or setting.sharding in ZERO_SHARDINGS:
         return None
     other = [s for s in fitting if s.setting.method == "full" and precision_rank(s.setting) != precision_rank(setting)]
     if without_master_copy(setting):
         why = (
             f"--objective {objective} chose it over bf16-mixed, which also fits"
             if other
-            else "no full fine-tune with fp32 master weights fits"
+            else "no bf16-mixed full fine-tune (fp32 master weights) fits"
         )
         return (
             "precision: pure bf16 weights and AdamW states, no fp32 master copy — each update is rounded to bf16 "
@@ -75,7 +79,7 @@ def precision_note(chosen: Scored, fitting: list[Scored], objective: str, forced
     pure = min(other, key=lambda s: s.run_time_s)
     ratio = pure.run_time_s / chosen.run_time_s
     return (
-        f"precision: fp32 master weights ({setting.precision}, {setting.sharding}) rank before pure bf16 under "
+        f"precision: fp32 master weights ({setting.precision}) rank before pure bf16 under "
         f"quality: each update keeps fp32's precision; pure bf16 also fits and would take {ratio:.2f}× the "
         f"time ({pure.setting.short()}; --precision bf16 --sharding {pure.setting.sharding}, or --objective speed)"
     )

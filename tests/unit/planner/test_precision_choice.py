@@ -5,7 +5,7 @@ from __future__ import annotations
 from plan_requests import plan_request
 
 from autotune.planner import search
-from autotune.planner.precision_choice import precision_choices, without_master_copy
+from autotune.planner.precision_choice import precision_choices, precision_rank, without_master_copy
 
 
 def _full(gpu: str, **options: object):
@@ -16,7 +16,7 @@ def _full(gpu: str, **options: object):
 def test_quality_ranks_fp32_master_weights_before_pure_bf16_where_both_fit() -> None:
     """On an H200 both fit: quality takes fp32 master weights, speed the faster pure bf16; quality's note says so."""
     quality, speed = _full("h200"), _full("h200", objective="speed")
-    assert not without_master_copy(quality.best.setting)
+    assert quality.best.setting.precision == "bf16-mixed"
     assert without_master_copy(speed.best.setting) and speed.best.run_time_s < quality.best.run_time_s
     (note,) = [note for note in quality.notes if note.startswith("precision: ")]
     assert "pure bf16 also fits" in note and "--precision bf16" in note
@@ -29,14 +29,17 @@ def test_pure_bf16_where_only_it_fits_says_what_it_trades() -> None:
     result = _full("4090")
     assert without_master_copy(result.best.setting)
     (note,) = [note for note in result.notes if note.startswith("precision: ")]
-    assert "no fp32 master copy" in note and "Zamirai" in note and "no full fine-tune with fp32 master weights" in note
+    assert "no fp32 master copy" in note and "Zamirai" in note and "no bf16-mixed full fine-tune" in note
 
 
-def test_a_forced_precision_is_planned_without_the_note() -> None:
-    """--precision bf16 on the H200: pure bf16 although fp32 master weights fit, and no note about it."""
+def test_a_forced_precision_is_planned_without_the_note_or_the_order() -> None:
+    """--precision bf16 on the H200: pure bf16 although fp32 master weights fit, no note, and the order among the
+    forced precision's settings is the speed one (DeepSpeed's master copy is not preferred for it)."""
     result = _full("h200", precision="bf16")
     assert result.best.setting.precision == "bf16"
     assert not [note for note in result.notes if note.startswith("precision: ")]
+    assert precision_rank(result.best.setting) == 1
+    assert all(precision_rank(alt.setting) == 1 for alt in result.alternatives if alt.setting.method == "full")
 
 
 def test_only_full_fine_tuning_outside_deepspeed_has_the_choice() -> None:
