@@ -122,7 +122,7 @@ def request_from_options(options: PlanOptions) -> tuple[PlanRequest, list[str]]:
         host_memory_gib=options.host_memory_gib,
         interconnect=options.interconnect,
         seq_len=options.seq_len,
-        global_batch_size=options.global_batch_size or DEFAULT_GLOBAL_BATCH_SIZE,
+        global_batch_size=DEFAULT_GLOBAL_BATCH_SIZE if options.global_batch_size is None else options.global_batch_size,
         global_batch_stated=options.global_batch_size is not None,
         num_samples=options.num_samples,
         dataset_tokens=options.dataset_tokens,

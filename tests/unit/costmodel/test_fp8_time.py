@@ -53,11 +53,14 @@ def test_an_8b_lora_on_the_h100_gains_what_the_public_figures_report_and_says_so
     assert fp8.time_uncertainty_fraction == pytest.approx(bf16.time_uncertainty_fraction + FP8_BAND_WIDENING)
 
 
-def test_a_small_model_is_slower_in_fp8_and_the_planner_keeps_it_in_bf16() -> None:
-    """Qwen2.5-0.5B at 512 tokens: the casts outweigh the GEMM gain; unasked, the planner does not choose FP8."""
+def test_a_small_model_is_slower_in_fp8_and_the_planner_keeps_it_in_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Qwen2.5-0.5B at 512 tokens: the casts outweigh the GEMM gain; unasked (torchao installed), the planner does not
+    choose FP8."""
     bf16, fp8 = _estimates("qwen2.5-0.5b", "h100", 512, method="full")
     assert fp8.step_time_s > 0.95 * bf16.step_time_s
-    from autotune.planner import search
+    from autotune.planner import fp8_choice, search
+
+    monkeypatch.setattr(fp8_choice, "torchao_installed", lambda: True)
 
     request, _ = plan_request(model="qwen2.5-0.5b", gpu="h100", seq_len=512, objective="speed")
     assert not search(request).best.setting.fp8

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
 from plan_requests import plan_request
 
+from autotune.planner import fp8_choice
 from autotune.planner.fp8_choice import FP8_MIN_GAIN, where_fp8_pays
 from autotune.planner.search import evaluate_candidates, search
 
 
-def test_every_fp8_candidate_kept_beats_its_bf16_twin_by_the_margin() -> None:
-    """Llama-3-8B on an H100: the kept FP8 settings are ≥ 5 % faster; the dropped ones are not; the plan is FP8."""
+def test_every_fp8_candidate_kept_beats_its_bf16_twin_by_the_margin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama-3-8B on an H100 with torchao installed: the kept FP8 settings are ≥ 5 % faster, the dropped ones are not;
+    the plan is FP8."""
+    monkeypatch.setattr(fp8_choice, "torchao_installed", lambda: True)
     request, _ = plan_request(model="llama3-8b", gpu="h100", seq_len=4096, method="lora", objective="speed")
     scored = evaluate_candidates(request)
     kept = where_fp8_pays(scored, request)
@@ -30,3 +34,10 @@ def test_a_forced_choice_keeps_every_candidate() -> None:
     assert search(on).best.setting.fp8
     off, _ = plan_request(model="llama3-8b", gpu="h100", seq_len=4096, fp8=False)
     assert not any(s.setting.fp8 for s in evaluate_candidates(off))
+
+
+def test_without_torchao_fp8_is_not_offered_unasked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The core cannot run FP8 without torchao (launch refuses the plan): unasked, no FP8 candidate is searched."""
+    monkeypatch.setattr(fp8_choice, "torchao_installed", lambda: False)
+    request, _ = plan_request(model="llama3-8b", gpu="h100", seq_len=4096, method="lora", objective="speed")
+    assert not any(s.setting.fp8 for s in evaluate_candidates(request))

@@ -111,8 +111,13 @@ def test_fp8_is_refused_in_one_line_where_it_cannot_run(
 
 
 @pytest.mark.parametrize("gpu", ["4090", "h100", "rtx-pro-6000"])
-def test_fp8_runs_where_the_card_has_fp8_tensor_cores_and_unasked_only_where_public_figures_back_it(gpu: str) -> None:
-    """Ada, Hopper, Blackwell: a forced --fp8 plans (QLoRA left out); unasked, only on Hopper (planner.fp8_choice)."""
+def test_fp8_runs_where_the_card_has_fp8_tensor_cores_and_unasked_only_where_public_figures_back_it(
+    gpu: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ada, Hopper, Blackwell: a forced --fp8 plans (QLoRA left out); unasked (torchao installed), only on Hopper."""
+    from autotune.planner import fp8_choice
+
+    monkeypatch.setattr(fp8_choice, "torchao_installed", lambda: True)
     forced, _ = plan_request(model="llama3-8b", gpu=gpu, seq_len=2048, fp8=True)
     result = search(forced)
     assert result.best.setting.fp8 and result.best.setting.method != "qlora"
