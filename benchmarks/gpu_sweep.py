@@ -218,9 +218,15 @@ def plan_flags(entry: Entry, long_tailed: str) -> list[str]:
     """``entry.plan`` with the long-tailed dataset's path in place of :data:`LONG_TAILED`.
 
     An entry that plans a dataset also names the kit's byte-level tokenizer (the kit model's own, so that a catalog
-    profile plans the same tokens).
+    profile plans the same tokens). An entry that does not name its precision or FP8 plans pure bf16 without FP8 (the
+    settings the entries were written to measure; the planner now also offers bf16-mixed for full fine-tuning and FP8
+    on Hopper, which entries ask for by name).
     """
     flags = [long_tailed if flag == LONG_TAILED else flag for flag in entry.plan]
+    if "--precision" not in flags:
+        flags += ["--precision", "bf16"]
+    if "--fp8" not in flags and "--no-fp8" not in flags:
+        flags += ["--no-fp8"]
     return [*flags, "--tokenizer", str(KIT / "tok")] if "--dataset" in flags else flags
 
 

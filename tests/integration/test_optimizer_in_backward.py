@@ -15,10 +15,23 @@ prints the measured deviations.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
-from trainer_helpers import unclipped_losses
+from trainer_helpers import (
+    core_args,
+    read_report,
+    run_command,
+    text_rows,
+    tiny_model_spec,
+    unclipped_losses,
+    write_jsonl,
+)
+
+from autotune.schemas.plan_io import save_plan
+
+AUTOTUNE = [sys.executable, "-c", "from autotune.cli.app import main; main()"]
 
 STEPS = 20
 TOLERANCE_CASES = [("fp32", "adamw", 1e-5), ("bf16", "adamw", 0.02), ("fp32", "adamw-8bit", 1e-5)]
@@ -51,3 +64,35 @@ def test_paged_optimizer_gives_the_plain_losses(tiny_model_dir: Path, tmp_path: 
         tiny_model_dir, tmp_path, "paged", STEPS, optimizer="paged-adamw-8bit", optimizer_in_backward=True, **shared
     )
     assert paged == pytest.approx(plain, rel=1e-5)
+
+
+@pytest.mark.slow
+def test_the_4090_full_plan_launches_on_the_cpu_with_the_tiny_model(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``plan llama3-8b --gpu 4090 --method full --seq-len 2048`` (the global batch the planner chose, its levers),
+    with the tiny model in place of Llama-3-8B and seq_len 32, runs 4 steps of ``autotune launch --cpu``.
+
+    Every lever of the plan runs on the CPU: pure bf16, paged 8-bit AdamW (plain state buffers there) stepped inside
+    the backward, the chunked loss, checkpointing, torch.compile.
+    """
+    from autotune.session.planning import PlanOptions, plan_from_options
+    from autotune.session.setting_options import SettingOptions
+
+    options = PlanOptions(model="llama3-8b", gpu="4090", seq_len=2048, setting=SettingOptions(method="full"))
+    planned, _, _ = plan_from_options(options)
+    setting = planned.setting
+    assert setting.optimizer_in_backward and setting.optimizer == "paged-adamw-8bit" and setting.precision == "bf16"
+    tiny = planned.model_copy(
+        update={
+            "model": tiny_model_spec(tiny_model_dir),
+            "model_source": str(tiny_model_dir),
+            "workload": planned.workload.model_copy(update={"seq_len": 32}),
+        }
+    )
+    path = save_plan(tiny, tmp_path / "plan.yaml")
+    data = write_jsonl(tmp_path / "text.jsonl", text_rows())
+    out = tmp_path / "run"
+    launched = run_command([*AUTOTUNE, "launch", *core_args(path, data, out, 4)[1:]], timeout_s=600)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    report = read_report(out)
+    assert report.status == "completed" and report.steps == 4
+    assert report.setting == setting

@@ -24,6 +24,14 @@ GpuOpt = Annotated[str, typer.Option("--gpu", help="GPU name or alias (autotune 
 NumGpusOpt = Annotated[int, typer.Option("--num-gpus", help="GPUs per node.")]
 SeqLenOpt = Annotated[int, typer.Option("--seq-len", help=DESCRIPTIONS["seq_len"])]
 GlobalBatchOpt = Annotated[int, typer.Option("--global-batch-size", help=DESCRIPTIONS["global_batch_size"])]
+PlanGlobalBatchOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--global-batch-size",
+        help=DESCRIPTIONS["global_batch_size"] + " Default 32; when it is not given and nothing fits at 32, the "
+        "planner chooses the largest smaller power of two that fits and says so in a note.",
+    ),
+]
 ObjectiveOpt = Annotated[
     str, typer.Option("--objective", help="quality (full > LoRA > QLoRA, then fastest), speed, or memory.")
 ]

@@ -105,7 +105,7 @@ def plan_command(
     num_gpus: NumGpusListOpt = "1",
     nodes: NodeOptions = DEFAULT_NODES,
     seq_len: opt.SeqLenOpt = DEFAULT_SEQ_LEN,
-    global_batch_size: opt.GlobalBatchOpt = 32,
+    global_batch_size: opt.PlanGlobalBatchOpt = None,
     objective: PlanObjectiveOpt = "quality",
     setting: SettingOptions = NOT_GIVEN,
     size: SizeOptions = DEFAULT_SIZE,

@@ -123,7 +123,11 @@ def replan(result: PlanResult, verified: list[VerifiedSetting], objective: Objec
         f"--verify: the trace puts {chosen.scored.setting.short()} at {chosen.traced_gib:.1f} GiB (analytic "
         f"{chosen.scored.estimate.peak_memory_gib:.1f}), which does not fit: re-planned to {best.setting.short()}"
     )
-    return PlanResult(best=best, alternatives=alternatives, rejected=result.rejected, searched=result.searched), note
+    replanned = PlanResult(
+        best=best, alternatives=alternatives, rejected=result.rejected, searched=result.searched,
+        workload=result.workload, notes=result.notes,
+    )  # fmt: skip
+    return replanned, note
 
 
 def verify_plan(

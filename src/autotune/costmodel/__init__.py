@@ -19,6 +19,7 @@ Modules:
   fused_kernels   what kernels: liger changes in memory and time (fused RMSNorm, SwiGLU, RoPE, linear CE)
   memory          model states per rank (sharding, offload), peak phases, the memory breakdown
   gemm            GEMM and attention kernel time from their shapes
+  fp8_time        FP8 linears: the GEMMs at the FP8 rate plus the dynamic-scaling casts (torchao's figures)
   dispatch        kernels dispatched and element-wise bytes per layer (profiles/op_counts.yaml)
   adapter_time    the work LoRA adapters and QLoRA dequantization add to a layer's pass
   collectives     collective communication time (latency plus ring bandwidth, the frameworks' buckets)

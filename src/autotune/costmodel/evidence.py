@@ -25,6 +25,7 @@ import functools
 from dataclasses import dataclass
 from typing import Literal
 
+from autotune.costmodel.fp8_time import FP8_BAND_WIDENING, FP8_PUBLIC_E2E_SPEEDUP, FP8_PUBLIC_GENERATIONS
 from autotune.profiles.shipped_yaml import load_shipped
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.estimate import Estimate
@@ -111,7 +112,29 @@ def mfu_cap(gpu: GpuSpec) -> tuple[float, str] | None:
 
 
 def evidence_for(gpu: GpuSpec, setting: TrainingSetting, coefficients: CostCoefficients) -> Evidence:
-    """The :class:`Evidence` of ``setting`` on ``gpu`` (module docstring)."""
+    """The :class:`Evidence` of ``setting`` on ``gpu`` (module docstring); an FP8 setting's is :func:`fp8_evidence`."""
+    evidence = _evidence_bf16(gpu, setting, coefficients)
+    return fp8_evidence(evidence, gpu) if setting.fp8 else evidence
+
+
+def fp8_evidence(evidence: Evidence, gpu: GpuSpec) -> Evidence:
+    """An FP8 setting's evidence: 'public', its band widened, its MFU cap raised by the public FP8 gain.
+
+    'public': torchao's figures (``costmodel.fp8_time``), our core has not timed FP8 ('extrapolated' on a generation
+    without them, ``FP8_PUBLIC_GENERATIONS``); the band + ``FP8_BAND_WIDENING``; the MFU cap ×
+    ``FP8_PUBLIC_E2E_SPEEDUP``.
+    """
+    cap = evidence.mfu_cap * FP8_PUBLIC_E2E_SPEEDUP if evidence.mfu_cap is not None else None
+    label: Label = "public" if gpu.generation in FP8_PUBLIC_GENERATIONS else "extrapolated"
+    figures = "torchao's float8 figures" if label == "public" else "torchao's H100 float8 figures, extrapolated"
+    note = (
+        f"{LABEL_WORDS[label]}: FP8 linears priced from {figures} to {gpu.generation} (not measured by our core), band "
+        f"+{FP8_BAND_WIDENING:.0%}; the rest: {evidence.note}"
+    )
+    return Evidence(label, note, evidence.band_widening + FP8_BAND_WIDENING, cap, evidence.cap_source)
+
+
+def _evidence_bf16(gpu: GpuSpec, setting: TrainingSetting, coefficients: CostCoefficients) -> Evidence:
     table, kind = evidence_table(), sharding_class(setting)
     what = f"{setting.method} / {kind}"
     cap = mfu_cap(gpu)

@@ -43,6 +43,7 @@ from autotune.costmodel.adapter_time import (
 from autotune.costmodel.context import SettingContext, has_flash_attention_2
 from autotune.costmodel.device import FP32_SIMT, DeviceContext
 from autotune.costmodel.dispatch import LEGACY_CLAMP, LayerOps, eager_attention, layer_ops
+from autotune.costmodel.fp8_time import fp8_layer_gemm_s
 from autotune.costmodel.fused_kernels import eager_replaced_traffic, liger_layer_traffic
 from autotune.costmodel.gemm import GemmDevice, attention_flops_forward, attention_time_s, linear_pass_time_s
 from autotune.costmodel.param_adapters import wrapped_gemm_s
@@ -156,15 +157,21 @@ def layer_gemm_s(
 
 
 def gemm_term(context: SettingContext, device: DeviceContext, ops: LayerOps) -> PassWork:
-    """The layer's ``nn.Linear`` GEMMs in the compute dtype (weight gradients when the weights train)."""
+    """The layer's ``nn.Linear`` GEMMs in the compute dtype (weight gradients when the weights train).
+
+    FP8 linears (``setting.fp8``): at the FP8 rate with their casts (``fp8_time.fp8_layer_gemm_s``).
+    """
     dtypes = context.dtypes
     trained = not context.setting.uses_adapters
     matmul = device.matmul[dtypes.compute_dtype]
     model = context.model
     experts = (model.num_experts_per_token, model.num_experts)
-    fwd, bwd = layer_gemm_s(
-        context.linear_modules, context.layers, experts, context.tokens, dtypes.compute_bytes, matmul, trained
-    )
+    if context.setting.fp8:
+        fwd, bwd = fp8_layer_gemm_s(context.linear_modules, context.layers, experts, context.tokens, matmul, trained)
+    else:
+        fwd, bwd = layer_gemm_s(
+            context.linear_modules, context.layers, experts, context.tokens, dtypes.compute_bytes, matmul, trained
+        )
     fwd_kernels, bwd_kernels = ops.forward_gemm_kernels, ops.backward_gemm_kernels
     return PassWork(
         TermWork(fwd + fwd_kernels * GPU_KERNEL_MIN_S, fwd_kernels),

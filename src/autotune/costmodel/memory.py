@@ -68,6 +68,7 @@ from autotune.costmodel.optimizer_memory import (
     EIGHT_BIT_MOMENTS_BYTES,
     EMBEDDING_32BIT_STATE_BYTES,
     largest_trainable_tensor_params,
+    late_embedding_gradient_bytes,
     paged_optimizer_bytes,
     unpaged_params,
 )
@@ -403,7 +404,9 @@ def memory_phases(
         "late backward": {
             **resident,
             "gathered weights": states.gathered_weights,
-            "gradients": states.gradients + states.unsharded_gradients,
+            "gradients": states.gradients
+            + states.unsharded_gradients
+            - late_embedding_gradient_bytes(model, setting, context.counts, dtypes),
             "ddp buckets": states.ddp_buckets,
             "autocast weight copies": states.autocast_weight_copies,
             "activations": acts.working,

@@ -63,3 +63,26 @@ def unpaged_params(counts: ParamCounts) -> int:
     """
     linear_like = counts.decoder_linear_params + counts.embedding_params + counts.lm_head_params
     return max(0, counts.total_params - linear_like)
+
+
+def late_embedding_gradient_bytes(
+    model: ModelSpec, setting: TrainingSetting, counts: ParamCounts, dtypes: DtypeBytes
+) -> float:
+    """The input embedding's gradient where the backward allocates it last, after the first layer's working set; else 0.
+
+    The embedding lookup is the forward's first op, so autograd runs its backward (``embedding_dense_backward``: a new
+    vocab × hidden gradient) after every decoder layer's, when the first layer's working activations are already
+    freed. So the late-backward phase (every gradient beside one layer's working set, ``memory.memory_phases``) holds
+    all gradients but this one; the moment after, all gradients without the working set, is the optimizer step's
+    phase. A new tensor there only in full fine-tuning with one micro-step per optimizer step (with accumulation the
+    gradient persists from the earlier micro-steps), an untied embedding (a tied one's gradient is created by the
+    output head, at the start of the backward), unsharded gradients on the GPU, and the optimizer stepped after the
+    backward (in the backward, gradients are one tensor at a time already). Measured: Llama-3-8B full, paged 8-bit
+    AdamW, micro batch 2, 2048 tokens, checkpointing: the trace's peak is the optimizer step's (30.20 GiB), 1.0 GiB
+    under the late backward counted with this gradient (``benchmarks/trace_agreement.py --levers``).
+    """
+    if setting.uses_adapters or setting.grad_accum > 1 or setting.optimizer_in_backward or model.tie_word_embeddings:
+        return 0.0
+    if setting.shards_states or setting.offloads_to_cpu:
+        return 0.0
+    return counts.embedding_params * dtypes.grad_bytes

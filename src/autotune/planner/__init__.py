@@ -2,6 +2,9 @@
 
 Modules:
   lever_hints    a refusal's hint that names a lever (the global batch the optimizer in backward fits at)
+  batch_choice   the global batch the planner chooses where none was stated and nothing fits at the default
+  precision_choice  pure bf16 against bf16-mixed for full fine-tuning: the search, quality's order, the note
+  fp8_choice     FP8 linears in the search: offered where public figures back them, kept where ≥ 5 % faster
   request   PlanRequest and the user's fixed choices (Overrides)
   space     the candidate settings of a request and what is refused up front
   search    estimate every candidate, rank, explain each rejected family

@@ -26,7 +26,7 @@ def build_plan_file(request: PlanRequest, result: PlanResult) -> PlanFile:
             intra_node_bus_measured=cluster.intra_node_bus_measured,
             network=cluster.network,
         ),
-        workload=request.workload,
+        workload=result.planned_workload(request),
         setting=result.best.setting,
         prediction=result.best.estimate,
         training=default_recipe(result.best.setting.method),

@@ -112,10 +112,15 @@ class GridRow:
 def plan_row(
     gpu: str, num_gpus: int, num_nodes: int, price: float | None, request: PlanRequest | AutotuneError
 ) -> GridRow:
-    """Plan one cell; a refused request or nothing fitting becomes a row with the one-line reason."""
+    """Plan one cell; a refused request or nothing fitting becomes a row with the one-line reason.
+
+    The rows are compared at one global batch (their run times are of the same steps without a dataset size): the
+    request's is kept even where the user left it unstated (``planner.batch_choice`` applies to one plan only).
+    """
     row = GridRow(gpu=gpu, num_gpus=num_gpus, num_nodes=num_nodes, price_per_gpu_hour=price)
     if isinstance(request, AutotuneError):
         return GridRow(**{**row.__dict__, "error": first_line(request)})
+    request = request.model_copy(update={"global_batch_stated": True})
     try:
         result = search(request)
     except AutotuneError as error:

@@ -138,6 +138,10 @@ class PlanRequest(FrozenModel):
     overrides: Overrides = Overrides()
     coefficients: CostCoefficients | None = None
     calibration_name: str = "seeds"
+    global_batch_stated: bool = True
+    """False when the user left the global batch at its default (``plan`` without ``--global-batch-size``): where
+    nothing fits at it, the planner may choose a smaller one (:mod:`autotune.planner.batch_choice`). A stated global
+    batch is never changed."""
 
     @model_validator(mode="after")
     def _check(self) -> PlanRequest:

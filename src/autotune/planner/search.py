@@ -2,7 +2,8 @@
 
 Objectives (``rank_key``): ``quality`` prefers full fine-tuning over LoRA over QLoRA (more trained
 parameters, no quantization error: Hu et al. 2021; Dettmers et al. 2023 report QLoRA matching 16-bit
-LoRA, so the order between them is the conservative one), then the shortest run; ``speed`` takes the
+LoRA, so the order between them is the conservative one), then a full fine-tune's fp32 master weights over pure bf16
+(``planner.precision_choice``), then the shortest run; ``speed`` takes the
 shortest run whatever the method; ``memory`` the lowest peak, then the shortest run. The run length is
 the whole dataset when its size is known, else ``DEFAULT_RUN_STEPS`` optimizer steps, and includes
 torch.compile's one-off compile time, so compile is chosen exactly when its saving over the run outweighs it.
@@ -17,7 +18,10 @@ from dataclasses import dataclass
 
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InfeasibleError
+from autotune.planner.batch_choice import plan_smaller_batch
+from autotune.planner.fp8_choice import where_fp8_pays
 from autotune.planner.lever_hints import in_backward_hint
+from autotune.planner.precision_choice import precision_note, precision_rank
 from autotune.planner.request import Overrides, PlanRequest
 from autotune.planner.space import (
     ONE_GPU_OFFLOAD_ACCUMULATION,
@@ -29,6 +33,7 @@ from autotune.schemas.estimate import Estimate
 from autotune.schemas.memory_parts import MODEL_STATE_PARTS
 from autotune.schemas.objective import Objective
 from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 DEFAULT_RUN_STEPS = 1000
 """Optimizer steps assumed for ranking when the dataset size is not given (compile amortization)."""
@@ -54,6 +59,14 @@ class PlanResult:
     alternatives: list[RunnerUp]
     rejected: list[tuple[str, str]]
     searched: int
+    workload: Workload | None = None
+    """The workload planned when the planner chose the global batch (``batch_choice``); None: the request's."""
+    notes: tuple[str, ...] = ()
+    """What the planner chose that the user did not ask for, one line each (``batch_choice.batch_note``)."""
+
+    def planned_workload(self, request: PlanRequest) -> Workload:
+        """The workload this result planned: the request's, or the one with the global batch the planner chose."""
+        return self.workload if self.workload is not None else request.workload
 
 
 def run_time_s(estimate: Estimate) -> float:
@@ -111,7 +124,7 @@ def rank_key(scored: Scored, objective: Objective) -> tuple[float, ...]:
         return (run,)
     if objective == "memory":
         return (scored.estimate.peak_memory_gib, run)
-    return (METHOD_QUALITY_ORDER[scored.setting.method], run)
+    return (METHOD_QUALITY_ORDER[scored.setting.method], precision_rank(scored.setting), run)
 
 
 def without_allocator_retries(estimate: Estimate) -> bool:
@@ -183,6 +196,8 @@ def why_not_chosen(candidate: Scored, chosen: Scored, objective: Objective) -> s
     if rank_key(candidate, objective)[:-1] != rank_key(chosen, objective)[:-1]:
         if objective == "memory":
             return f"objective memory: higher peak ({e.peak_memory_gib:.1f} vs {c.peak_memory_gib:.1f} GiB)"
+        if chosen.setting.method == candidate.setting.method:
+            return "objective quality prefers fp32 master weights to pure bf16"
         return f"objective quality prefers {chosen.setting.method} to {candidate.setting.method}"
     longer = candidate.run_time_s / chosen.run_time_s - 1
     if adjusted_run_time_s(candidate) != adjusted_run_time_s(chosen):
@@ -293,8 +308,12 @@ def evaluate_candidates(request: PlanRequest) -> list[Scored]:
     return scored
 
 
-def search(request: PlanRequest, progress: Callable[[int], None] | None = None) -> PlanResult:
+def search(request: PlanRequest, progress: Callable[[int], None] | None = None, *, explain: bool = True) -> PlanResult:
     """Find the best fitting setting for a request.
+
+    Where nothing fits and the user did not state the global batch, the plan at the largest smaller one that fits
+    (:func:`autotune.planner.batch_choice.plan_smaller_batch`), with its note. ``explain`` False: a refusal's message
+    is left empty (the batch choice only asks whether something fits; the message's hints run more searches).
 
     Raises:
         InvalidRequestError: a forced choice the hardware cannot run.
@@ -302,7 +321,7 @@ def search(request: PlanRequest, progress: Callable[[int], None] | None = None) 
             nearest setting that fits without them (if any).
     """
     check_overrides_supported(request)
-    scored = evaluate_candidates(request)
+    scored = where_fp8_pays(evaluate_candidates(request), request)
     if progress is not None:
         progress(len(scored))
     if not scored:
@@ -313,10 +332,18 @@ def search(request: PlanRequest, progress: Callable[[int], None] | None = None) 
     fitting = [s for s in scored if s.estimate.fits]
     rejected = _rejections(request, scored)
     if not fitting:
-        raise InfeasibleError(_infeasible_message(request, scored))
+        closest = min(scored, key=lambda s: overshoot(s, request.cluster.host_memory_gib_per_node)).estimate
+        shortfall = f"the closest setting needs {closest.gpu_memory_need_gib:.1f} GiB of {closest.gpu_memory_gib:.0f}"
+        smaller = plan_smaller_batch(request, lambda r: search(r, explain=False), shortfall)
+        if smaller is not None:
+            return smaller
+        raise InfeasibleError(_infeasible_message(request, scored) if explain else "nothing fits")
     best = choose(fitting, request.objective)
     alternatives = runner_ups(fitting, best, request.objective)
-    return PlanResult(best=best, alternatives=alternatives, rejected=rejected, searched=len(scored))
+    note = precision_note(best, fitting, request.objective, forced=request.overrides.precision is not None)
+    return PlanResult(
+        best=best, alternatives=alternatives, rejected=rejected, searched=len(scored), notes=(note,) if note else ()
+    )
 
 
 def _rejections(request: PlanRequest, scored: list[Scored]) -> list[tuple[str, str]]:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from autotune.planner.fp8_choice import fp8_choices
+from autotune.planner.precision_choice import precision_choices
 from autotune.planner.request import PlanRequest
 from autotune.schemas.lora_targets import effective_lora_dropout
 from autotune.schemas.model import ModelSpec
@@ -354,7 +356,7 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
                                     for in_backward in optimizer_in_backward_choices(
                                         request, method, sharding, per_rank // micro
                                     ):
-                                        yield from lever_choices(
+                                        yield from setting_variants(
                                             request,
                                             TrainingSetting(
                                                 method=method,
@@ -378,3 +380,19 @@ def candidates(request: PlanRequest) -> Iterator[TrainingSetting]:
                                                 fp8=bool(o.fp8),
                                             ),
                                         )
+
+
+def setting_variants(request: PlanRequest, setting: TrainingSetting) -> Iterator[TrainingSetting]:
+    """``setting`` and its variants: precisions, FP8 linears and the memory levers, where the search offers them.
+
+    Each variant comes with the memory levers where they run (:func:`lever_choices`).
+    A forced ``--precision`` or ``--fp8`` / ``--no-fp8`` is kept. ``precision_choice.precision_choices``: bf16 mixed
+    precision beside pure bf16 for full fine-tuning; ``fp8_choice.fp8_choices``: FP8 beside bf16 where public FP8
+    training figures back it.
+    """
+    precisions: tuple[Precision, ...] = (setting.precision,)
+    if request.overrides.precision is None:
+        precisions = precision_choices(setting.precision, setting.method, setting.sharding)
+    for precision in precisions:
+        for fp8 in fp8_choices(request, setting.method):
+            yield from lever_choices(request, setting.model_copy(update={"precision": precision, "fp8": fp8}))

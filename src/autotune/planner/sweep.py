@@ -153,7 +153,12 @@ def short_reason(estimate: Estimate, host_memory_gib: float | None) -> str:
 
 
 def plan_cell(request: PlanRequest, method: str) -> SweepCell:
-    """Run the planner for one request (its method already forced) and turn the answer into a cell."""
+    """Run the planner for one request (its method already forced) and turn the answer into a cell.
+
+    The cells of a sweep are compared at one global batch: the request's is kept even where the user left it unstated
+    (``planner.batch_choice`` applies to one plan, not to a sweep's cells).
+    """
+    request = request.model_copy(update={"global_batch_stated": True})
     seq_len = request.workload.seq_len
     try:
         result = search(request)

@@ -138,7 +138,8 @@ DESCRIPTIONS: dict[str, str] = {
     "buffer for the whole model; one micro-step per optimizer step, one GPU, no gradient clipping.",
     "fp8": "FP8 linear layers: torchao float8 training (dynamic tensorwise scaling) of the decoder's linears through "
     "accelerate's convert_model_to_fp8_ao (first and last linear kept in bf16); NVIDIA GPUs with FP8 tensor cores "
-    "(Ada, Hopper, Blackwell) and the optional 'fp8' extra; priced at the bf16 rate until the core measures it.",
+    "(Ada, Hopper, Blackwell) and the optional 'fp8' extra; priced from torchao's public float8 figures until the core "
+    "measures it (costmodel.fp8_time).",
     "bf16_stochastic_rounding": "Pure bf16 weights updated with stochastic rounding (torchao.optim._AdamW "
     "bf16_stochastic_round=True: the fp32 update rounded up with the probability of its lost low bits, so updates "
     "below bf16's 2^-8 are kept on average); precision bf16, optimizer adamw, no sharding; the optional 'fp8' extra "

@@ -20,7 +20,7 @@ from autotune.schemas.dataset_stats import DEFAULT_MAX_ROWS, DatasetStats
 from autotune.schemas.objective import TABLE_OBJECTIVES
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.setting import DEFAULT_SEQ_LEN
-from autotune.schemas.workload import Batches
+from autotune.schemas.workload import Batches, Workload
 from autotune.session.calibration_choice import coefficients_from_option, stack_note
 from autotune.session.option_groups import (
     DEFAULT_NODES,
@@ -39,6 +39,9 @@ from autotune.session.resolve import (
 )
 from autotune.session.setting_options import SETTING_OPTION_NAMES, SettingOptions
 
+DEFAULT_GLOBAL_BATCH_SIZE: int = Workload.model_fields["global_batch_size"].default
+"""The global batch planned when ``--global-batch-size`` is not given (the workload schema's default)."""
+
 
 @dataclass(frozen=True)
 class PlanOptions:
@@ -54,7 +57,9 @@ class PlanOptions:
     host_memory_gib: float | None = None
     interconnect: str | None = None
     seq_len: int = DEFAULT_SEQ_LEN
-    global_batch_size: int = 32
+    global_batch_size: int | None = None
+    """``--global-batch-size``; None: not given, :data:`DEFAULT_GLOBAL_BATCH_SIZE`, which the planner may lower where
+    nothing fits at it (``PlanRequest.global_batch_stated``)."""
     num_samples: int | None = None
     dataset_tokens: int | None = None
     epochs: float = 1.0
@@ -118,7 +123,8 @@ def request_from_options(options: PlanOptions) -> tuple[PlanRequest, list[str]]:
         host_memory_gib=options.host_memory_gib,
         interconnect=options.interconnect,
         seq_len=options.seq_len,
-        global_batch_size=options.global_batch_size,
+        global_batch_size=DEFAULT_GLOBAL_BATCH_SIZE if options.global_batch_size is None else options.global_batch_size,
+        global_batch_stated=options.global_batch_size is not None,
         num_samples=options.num_samples,
         dataset_tokens=options.dataset_tokens,
         epochs=options.epochs,
@@ -140,6 +146,7 @@ def plan_from_options(options: PlanOptions) -> tuple[PlanFile, PlanResult, list[
     result = search(request)
     evaluation = eval_data(options.eval_dataset, options.eval_fraction, options.eval_steps)
     plan_file = build_plan_file(request, result).model_copy(update={"eval_data": evaluation})
+    notes += result.notes
     settings = [plan_file.setting, *(alt.setting for alt in plan_file.alternatives)]
     coefficients = request.coefficients or default_coefficients()
     notes += setting_notes(

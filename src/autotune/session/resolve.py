@@ -295,6 +295,7 @@ def build_request(
     batches: Batches | None = None,
     coefficients: CostCoefficients | None,
     calibration_name: str,
+    global_batch_stated: bool = True,
     evaluation: EvalData | None = None,
     eval_steps: int | None = None,
     dataset_rows: int | None = None,
@@ -339,6 +340,7 @@ def build_request(
         overrides=overrides,
         coefficients=coefficients,
         calibration_name=calibration_name,
+        global_batch_stated=global_batch_stated,
     )
     return request, notes
 

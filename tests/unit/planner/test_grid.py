@@ -97,7 +97,7 @@ def test_a_row_without_price_has_time_but_no_cost_and_cost_cannot_choose_it() ->
 
 
 def test_a_cell_where_nothing_fits_stays_a_row_with_the_reason() -> None:
-    request, _ = plan_request(model="llama3-8b", gpu="4090", method="full", **{"objective": "speed"})
+    request, _ = plan_request(model="llama3-8b", gpu="4090", method="full", objective="speed")
     failed = plan_row("rtx-4090", 1, 1, 0.54, request)
     assert not failed.fits and failed.error is not None and "nothing fits on 1× rtx-4090" in failed.error
     assert failed.cost is None and failed.gpu_hours is None

@@ -41,10 +41,10 @@ def test_without_the_lever_full_8b_does_not_fit_a_4090() -> None:
         _full_4090(global_batch_size=2, optimizer_in_backward=False)
 
 
-def test_the_refusal_at_a_large_global_batch_names_the_batch_that_fits() -> None:
-    """Global batch 32 cannot be one micro batch: the message names the global batch at which the lever fits."""
+def test_the_refusal_at_a_stated_global_batch_names_the_batch_that_fits() -> None:
+    """A stated global batch 32 cannot be one micro batch: the message names the global batch where the lever fits."""
     with pytest.raises(InfeasibleError, match=r"optimizer stepped inside the backward .* --global-batch-size \d+"):
-        _full_4090()
+        _full_4090(global_batch_size=32)
 
 
 def test_the_lever_is_searched_for_full_fine_tuning_only() -> None:
@@ -111,13 +111,18 @@ def test_fp8_is_refused_in_one_line_where_it_cannot_run(
 
 
 @pytest.mark.parametrize("gpu", ["4090", "h100", "rtx-pro-6000"])
-def test_fp8_runs_where_the_card_has_fp8_tensor_cores_and_is_never_chosen_unasked(gpu: str) -> None:
-    """Ada, Hopper, Blackwell: a forced --fp8 plans (QLoRA left out); unasked, the planner never picks it."""
+def test_fp8_runs_where_the_card_has_fp8_tensor_cores_and_unasked_only_where_public_figures_back_it(
+    gpu: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ada, Hopper, Blackwell: a forced --fp8 plans (QLoRA left out); unasked (torchao installed), only on Hopper."""
+    from autotune.planner import fp8_choice
+
+    monkeypatch.setattr(fp8_choice, "torchao_installed", lambda: True)
     forced, _ = plan_request(model="llama3-8b", gpu=gpu, seq_len=2048, fp8=True)
     result = search(forced)
     assert result.best.setting.fp8 and result.best.setting.method != "qlora"
-    unasked, _ = plan_request(model="llama3-8b", gpu=gpu, seq_len=2048)
-    assert not search(unasked).best.setting.fp8
+    unasked, _ = plan_request(model="llama3-8b", gpu=gpu, seq_len=2048, objective="speed")
+    assert search(unasked).best.setting.fp8 == (gpu == "h100")
 
 
 def test_rounding_and_offloading_are_enumerated_where_they_run() -> None:

@@ -62,7 +62,7 @@ def test_forced_choices_are_kept_and_rest_optimised():
 
 def test_forced_full_on_4090_is_infeasible_with_numbers_and_nearest():
     with pytest.raises(InfeasibleError) as error:
-        plan(model="llama3-8b", gpu="4090", method="full", sharding="none")
+        plan(model="llama3-8b", gpu="4090", method="full", sharding="none", global_batch_size=32)
     message = str(error.value)
     assert "method=full" in message and "GiB" in message and "Nearest that fits" in message
 

@@ -20,8 +20,9 @@ METHODS = ["full", "lora", "qlora"]
 
 
 def factory(model: str, gpu: str, num_gpus: int = 1, **options: object):
-    def make(method: str, seq_len: int) -> PlanRequest:
-        request, _ = plan_request(model=model, gpu=gpu, num_gpus=num_gpus, seq_len=seq_len, method=method, **options)
+    def make(method: str, seq_len: int) -> PlanRequest:  # the global batch stated, as ``autotune sweep`` does
+        values = {"global_batch_size": 32, **options}
+        request, _ = plan_request(model=model, gpu=gpu, num_gpus=num_gpus, seq_len=seq_len, method=method, **values)
         return request
 
     return make
