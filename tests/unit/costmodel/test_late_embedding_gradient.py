@@ -9,7 +9,8 @@ from autotune.costmodel.params import count_params
 from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
-from autotune.schemas.setting import TrainingSetting, Workload
+from autotune.schemas.setting import TrainingSetting
+from autotune.schemas.workload import Workload
 
 
 def _late_backward_gradients(model: str, **fields: object) -> tuple[float, float, float]:
