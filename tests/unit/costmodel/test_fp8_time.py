@@ -8,7 +8,7 @@ from plan_requests import plan_request
 from autotune.costmodel.calibration import default_coefficients
 from autotune.costmodel.device import device_context
 from autotune.costmodel.estimate import estimate_setting
-from autotune.costmodel.fp8_time import FP8_BAND_WIDENING, fp8_linear_s
+from autotune.costmodel.fp8_time import FP8_BAND_WIDENING, FP8_GEMM_SPEEDUP, FP8_TENSOR_RATE_RATIO, fp8_linear_s
 from autotune.costmodel.gemm import linear_pass_time_s
 from autotune.profiles.catalog import resolve_gpu
 
@@ -70,3 +70,8 @@ def test_on_ada_the_fp8_time_is_labelled_extrapolated() -> None:
     """The public FP8 figures are H100's: on a 4090 the same term is labelled 'extrapolated'."""
     _, fp8 = _estimates("llama3-8b", "4090", 2048, method="lora")
     assert fp8.evidence == "extrapolated" and "extrapolated to ada" in fp8.evidence_note
+
+
+def test_the_fitted_speedup_stays_inside_the_datasheets_bound() -> None:
+    """FP8_GEMM_SPEEDUP is a fitted debt bounded by the dense FP8 / bf16 tensor-core ratio of the datasheets."""
+    assert 1.0 < FP8_GEMM_SPEEDUP <= FP8_TENSOR_RATE_RATIO
