@@ -24,7 +24,7 @@ AT=(python3 -c "import sys; from autotune.cli.app import main; sys.argv[0] = 'au
 cat "$OUT/env.txt"; echo "setup done at $SECONDS s"
 
 timeout $((TOTAL - SECONDS - 260)) python3 benchmarks/gpu_sweep.py --results "$R/sweep" --work "$W" \
-  --budget-s $((TOTAL - SECONDS - 270)) --no-baselines --only lora-m2-noc,qlora-m2-noc,lora-m2-noc-liger,levers-full-8b \
+  --budget-s $((TOTAL - SECONDS - 270)) --no-baselines --only lora-m2-noc,qlora-m2-noc,lora-m2-noc-liger,levers-full-8b,levers-fp8-lora-8b,levers-offload-lora-1b,levers-rounding-full-8b,levers-fp8-full-8b \
   > "$OUT/sweep.log" 2>&1
 tail -8 "$OUT/sweep.log"; tar -czf "$OUT/sweep.tgz" -C "$R" sweep; echo "sweep done at $SECONDS s"
 
