@@ -72,7 +72,8 @@ def test_the_4090_full_plan_launches_on_the_cpu_with_the_tiny_model(tiny_model_d
     with the tiny model in place of Llama-3-8B and seq_len 32, runs 4 steps of ``autotune launch --cpu``.
 
     Every lever of the plan runs on the CPU: pure bf16, paged 8-bit AdamW (plain state buffers there) stepped inside
-    the backward, the chunked loss, checkpointing, torch.compile.
+    the backward, the chunked loss, checkpointing. torch.compile, which the plan also chooses, is turned off here:
+    inductor's CPU compile of the model costs minutes of the suite and is not one of issue 44's levers.
     """
     from autotune.session.planning import PlanOptions, plan_from_options
     from autotune.session.setting_options import SettingOptions
@@ -86,6 +87,7 @@ def test_the_4090_full_plan_launches_on_the_cpu_with_the_tiny_model(tiny_model_d
             "model": tiny_model_spec(tiny_model_dir),
             "model_source": str(tiny_model_dir),
             "workload": planned.workload.model_copy(update={"seq_len": 32}),
+            "setting": setting.model_copy(update={"compile": False}),
         }
     )
     path = save_plan(tiny, tmp_path / "plan.yaml")
@@ -95,4 +97,4 @@ def test_the_4090_full_plan_launches_on_the_cpu_with_the_tiny_model(tiny_model_d
     assert launched.returncode == 0, launched.stderr[-3000:]
     report = read_report(out)
     assert report.status == "completed" and report.steps == 4
-    assert report.setting == setting
+    assert report.setting == setting.model_copy(update={"compile": False})
