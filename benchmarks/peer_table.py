@@ -118,6 +118,11 @@ PEERS: tuple[PeerRow, ...] = (
 needs parameter-sharded QLoRA, which the core does not run)."""
 
 
+UNSTATED_LEVERS_OFF: dict[str, Any] = {"activation_offloading": False, "bf16_stochastic_rounding": False, "fp8": False}
+"""The peer's own setting runs none of the levers its source does not state (the planner would otherwise take
+activation offloading where nothing else fits the peer's shape, a setting the peer did not run)."""
+
+
 def _options(row: PeerRow, setting: dict[str, Any]) -> PlanOptions:
     return PlanOptions(
         model=row.model,
@@ -136,7 +141,7 @@ def same_setting(row: PeerRow) -> tuple[TrainingSetting, Estimate] | str:
     fitting (its estimate is still our prediction of the peer's time and memory).
     """
     try:
-        request, _ = request_from_options(_options(row, row.setting))
+        request, _ = request_from_options(_options(row, {**UNSTATED_LEVERS_OFF, **row.setting}))
         scored = evaluate_candidates(request)
     except AutotuneError as error:
         return str(error)
