@@ -144,6 +144,14 @@ FAST = ("adapter_dtype=compute", "lora_dropout=0")
 """The LoRA fast path of issue 21 (adapters in the compute dtype, no dropout op), stated so that the sweep measures
 it whatever the schema's defaults are."""
 
+TORCHTUNE_FULL_8B = (
+    *_setting_plan("full", 2, 2, True)[:-3],
+    *("--optimizer", "paged-adamw-8bit", "--optimizer-in-backward", "--loss-impl", "chunked", "--no-compile"),
+)
+"""torchtune's single-device full fine-tune of the 8B model as plan flags (``recipes/configs/llama3_1/
+8B_full_single_device.yaml``: batch 2, no accumulation, pure bf16, PagedAdamW8bit in the backward, chunked loss,
+checkpointing), compile off to measure the levers alone."""
+
 SETTINGS: tuple[Entry, ...] = (
     Entry("lora-m2-noc", _setting_plan("lora", 2, 8, False), FAST, baseline=("lora", 2, 4, False)),
     Entry("qlora-m2-noc", _setting_plan("qlora", 2, 8, False), FAST, baseline=("qlora", 2, 4, False)),
@@ -175,15 +183,7 @@ SETTINGS: tuple[Entry, ...] = (
     # accumulation) with pure bf16, paged 8-bit AdamW stepped inside the backward and the chunked loss
     Entry(
         "levers-full-8b",
-        (
-            *_setting_plan("full", 2, 2, True)[:-3],
-            "--optimizer",
-            "paged-adamw-8bit",
-            "--optimizer-in-backward",
-            "--loss-impl",
-            "chunked",
-            "--no-compile",
-        ),
+        TORCHTUNE_FULL_8B,
         steps=6,
         timeout_s=300,
         model="llama3-8b",
@@ -199,16 +199,7 @@ SETTINGS: tuple[Entry, ...] = (
     ),
     Entry(
         "levers-fp8-full-8b",
-        (
-            *_setting_plan("full", 2, 2, True)[:-3],
-            "--optimizer",
-            "paged-adamw-8bit",
-            "--optimizer-in-backward",
-            "--loss-impl",
-            "chunked",
-            "--no-compile",
-            "--fp8",
-        ),
+        (*TORCHTUNE_FULL_8B, "--fp8"),
         steps=6,
         timeout_s=300,
         needs=("torchao",),
