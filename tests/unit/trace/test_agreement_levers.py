@@ -13,7 +13,7 @@ pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from autotune.costmodel.memory import predict_memory
-from autotune.profiles.catalog import resolve_gpu, resolve_model_profile
+from autotune.profiles.catalog import resolve_gpu
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.hardware import ClusterSpec
 from autotune.schemas.model import ModelSpec
@@ -21,20 +21,11 @@ from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.workload import Workload
 from autotune.trace import trace_training_step
 
-SEQ_LEN = 256
-WIDTHS = {
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 64,
-    "vocab_size": 32064,
-}
+from .test_agreement import SEQ_LEN, tiny
 
 
 def _spec() -> ModelSpec:
-    return resolve_model_profile("llama3-8b").model_copy(update=WIDTHS)
+    return tiny("llama3-8b")
 
 
 def _cluster() -> ClusterSpec:
