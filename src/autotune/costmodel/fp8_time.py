@@ -23,7 +23,7 @@ import functools
 from dataclasses import replace
 
 from autotune.costmodel.gemm import GemmDevice, linear_pass_time_s
-from autotune.costmodel.params import LinearModule
+from autotune.costmodel.params import LinearModule, layer_linear_tokens
 
 FP8_TENSOR_RATE_RATIO = 2.0
 """Dense FP8 over dense bf16 tensor-core FLOP/s on the cards with FP8 (``schemas.setting.FP8_GENERATIONS``): H100 SXM
@@ -95,11 +95,7 @@ def fp8_layer_gemm_s(
 ) -> tuple[float, float]:
     """(forward, backward) seconds of one decoder layer's linears in FP8 (``layer_time.layer_gemm_s``'s arguments)."""
     forward = backward = 0.0
-    experts_per_token, num_experts = experts
-    for m in modules:
-        per_layer = m.count // layers
-        expert = m.group == "mlp" and m.name != "router" and num_experts > 1
-        m_tokens = tokens * (experts_per_token / num_experts if expert else 1)
+    for m, per_layer, m_tokens in layer_linear_tokens(modules, layers, experts, tokens):
         fwd, bwd = fp8_linear_s(m_tokens, m.in_features, m.out_features, device, trainable)
         forward += per_layer * fwd
         backward += per_layer * bwd

@@ -47,7 +47,7 @@ from autotune.costmodel.fp8_time import fp8_layer_gemm_s
 from autotune.costmodel.fused_kernels import eager_replaced_traffic, liger_layer_traffic
 from autotune.costmodel.gemm import GemmDevice, attention_flops_forward, attention_time_s, linear_pass_time_s
 from autotune.costmodel.param_adapters import wrapped_gemm_s
-from autotune.costmodel.params import LinearModule
+from autotune.costmodel.params import LinearModule, layer_linear_tokens
 from autotune.costmodel.precision import DtypeBytes
 from autotune.costmodel.priors import (
     FLASH_BACKWARD_FLOPS_RATIO,
@@ -142,12 +142,7 @@ def layer_gemm_s(
     the tokens. Cached (on plain values: candidates repeat the same shapes).
     """
     forward = backward = 0.0
-    experts_per_token, num_experts = experts
-    experts_share = experts_per_token / num_experts
-    for m in modules:
-        per_layer = m.count // layers
-        expert = m.group == "mlp" and m.name != "router" and num_experts > 1
-        m_tokens = tokens * (experts_share if expert else 1)
+    for m, per_layer, m_tokens in layer_linear_tokens(modules, layers, experts, tokens):
         shape = (m_tokens, m.in_features, m.out_features, element_bytes, device)
         forward += per_layer * linear_pass_time_s(*shape, "forward")
         backward += per_layer * linear_pass_time_s(*shape, "input-grad")

@@ -28,6 +28,7 @@ with other extras (e.g. Phi-2's lm_head bias) record them in ``ModelSpec.approxi
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -66,6 +67,14 @@ class LinearModule:
     @functools.cached_property
     def _hash(self) -> int:
         return hash((self.name, self.in_features, self.out_features, self.count, self.bias, self.group))
+
+    @property
+    def routed(self) -> bool:
+        """An MLP projection other than the router: in an MoE, an expert's, seeing its share of the tokens.
+
+        The share is ``num_experts_per_token / num_experts`` (1 for a dense MLP).
+        """
+        return self.group == "mlp" and self.name != "router"
 
     @property
     def weight_params(self) -> int:
@@ -127,6 +136,20 @@ class ParamCounts:
     def root_share(self) -> float:
         """The root FSDP / ZeRO-3 unit's share of every parameter, ``1 − L × layer_share`` (at least 0)."""
         return max(0.0, 1 - self.num_layers * self.layer_share)
+
+
+def layer_linear_tokens(
+    modules: tuple[LinearModule, ...], layers: int, experts: tuple[int, int], tokens: float
+) -> Iterator[tuple[LinearModule, int, float]]:
+    """(module, instances in one decoder layer, tokens each instance multiplies) for every kind in ``modules``.
+
+    ``experts``: (experts per token, experts); an MoE's expert projections (:attr:`LinearModule.routed`) see
+    ``tokens × experts per token / experts``, every other linear all ``tokens``.
+    """
+    experts_per_token, num_experts = experts
+    for m in modules:
+        share = experts_per_token / num_experts if m.routed and num_experts > 1 else 1
+        yield m, m.count // layers, tokens * share
 
 
 @functools.lru_cache(maxsize=512)
@@ -202,9 +225,7 @@ def count_params(model: ModelSpec) -> ParamCounts:
     stored = parameter_targets(model.model_type)
     decoder_linear = sum(m.weight_params for m in mods if stored is None or m.name not in stored.peft_names)
     active_linear = sum(
-        m.weight_params * model.num_experts_per_token // model.num_experts
-        if m.group == "mlp" and m.name != "router"
-        else m.weight_params
+        m.weight_params * model.num_experts_per_token // model.num_experts if m.routed else m.weight_params
         for m in mods
     )
     return ParamCounts(
