@@ -51,10 +51,8 @@ def write_atomic(path: str | Path, content: str | bytes, *, overwrite: bool = Fa
     directory = path.parent
     if not directory.is_dir():
         raise ConfigError(f"cannot write {what} {path}: directory {directory} does not exist")
-    if not overwrite and (path.exists() or path.is_symlink()):
-        raise InvalidRequestError(
-            f"{path} already exists; refusing to overwrite it (choose another path or remove it first)"
-        )
+    if not overwrite:
+        refuse_existing(path)
     kept = "the previous file is unchanged" if path.exists() else "nothing was written"
     temp: str | None = None
     try:
@@ -82,6 +80,22 @@ def write_atomic(path: str | Path, content: str | bytes, *, overwrite: bool = Fa
             with contextlib.suppress(OSError):
                 os.unlink(temp)
     return path
+
+
+def refuse_existing(*paths: str | Path) -> None:
+    """Refuse a destination that exists (a file, a directory or a dangling link), the way :func:`write_atomic` does.
+
+    A command calls it on its outputs before it starts work whose result it would write there, so that the refusal
+    comes first, not after the work.
+
+    Raises:
+        InvalidRequestError: one of ``paths`` exists (nothing was written).
+    """
+    for path in map(Path, paths):
+        if path.exists() or path.is_symlink():
+            raise InvalidRequestError(
+                f"{path} already exists; refusing to overwrite it (choose another path or remove it first)"
+            )
 
 
 _NO_HARD_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS, errno.EMLINK)

@@ -9,7 +9,8 @@
   whose arguments hold the word ``autotune.trainer`` or one of its modules (the dataset scan ``autotune plan
   --dataset`` starts, the export child), and :func:`pytest_runtest_call` fails an unmarked test that made one; such
   a test is marked by hand, with the process it starts. (A few tests are marked ``slow`` by hand for another reason,
-  e.g. torch traces in-process, or a script under test that starts those processes itself.)
+  e.g. torch traces in-process, a time fit over every seed row (``calibrate --with-seeds``, 20–30 s), or a script under
+  test that starts those processes itself.)
 - **Shared runs.** Tests that request a session- or module-scoped fixture that starts the core get one
   ``xdist_group``, and ``-n`` distributes by ``loadgroup``: one worker runs the core once for all of them.
 - **The inner loop.** ``pytest`` alone leaves the ``slow`` tests out (the summary says how many); ``--all`` (README's
@@ -213,7 +214,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     left_out = config.stash.get(_LEFT_OUT, 0)
     if left_out:
         terminalreporter.write_line(
-            f"left out {left_out} tests that start the training core (slow): `pytest --all` runs every test"
+            f"left out {left_out} slow tests (they start the training core, trace torch or refit every seed row): "
+            "`pytest --all` runs every test"
         )
 
 

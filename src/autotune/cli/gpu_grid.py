@@ -58,13 +58,11 @@ def write_grid(report: GridReport, plan_file: PlanFile, output: Path) -> Path:
         InvalidRequestError: either file exists.
         ConfigError: the directory is missing or a write failed.
     """
-    from autotune.fileio import write_atomic
+    from autotune.fileio import refuse_existing, write_atomic
     from autotune.schemas.plan_io import save_plan
 
     table = table_path(output)
-    for path in (output, table):
-        if path.exists():
-            raise InvalidRequestError(f"{path} exists: choose another -o or remove it (nothing was written)")
+    refuse_existing(output, table)
     save_plan(plan_file, output)
     write_atomic(table, report.model_dump_json(indent=2, exclude={"plan_file"}) + "\n", what="GPU table")
     return table

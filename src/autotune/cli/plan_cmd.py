@@ -131,6 +131,12 @@ def plan_command(
         from autotune.cli.plots import check_plot_path
 
         check_plot_path(plot)  # before anything is written
+    grid = wants_grid(gpu, num_gpus, objective, table.deadline, table.budget, table.price)
+    if output is not None:  # refused before the search, not after it
+        from autotune.cli.gpu_grid import table_path
+        from autotune.fileio import refuse_existing
+
+        refuse_existing(output, *([table_path(output)] if grid else []))
     warn_eval_is_training_data(data.dataset, evaluation.eval_dataset)
     options = PlanOptions.from_groups(
         model=model, gpu=gpu, num_gpus=1, nodes=nodes, size=size, data=data, evaluation=evaluation, setting=setting,
@@ -138,7 +144,7 @@ def plan_command(
     )  # fmt: skip
     options, dataset_stats, dataset_notes = prepare(options)
     started = time.perf_counter()  # the search's time, not the tokenizing's (which prints its own)
-    if wants_grid(gpu, num_gpus, objective, table.deadline, table.budget, table.price):
+    if grid:
         plan_grid_command(options, num_gpus, table, output, json_, started, one_plan_only=plot is not None or verify)
         return
     options = replace(options, num_gpus=single_count(num_gpus))

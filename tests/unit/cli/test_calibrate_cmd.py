@@ -326,6 +326,7 @@ def test_calibrate_says_when_it_fits_reserved_memory(tmp_path: Path, capsys: pyt
     assert "fitted: time from 0 timed row(s); no time coefficient moved" in text
 
 
+@pytest.mark.slow  # refits the time coefficients over every seed row (--with-seeds): 20-30 s on the 2-core machine
 def test_a_refit_that_fits_your_runs_worse_is_refused_in_one_line_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

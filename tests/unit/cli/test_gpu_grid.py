@@ -98,6 +98,30 @@ def test_output_writes_the_chosen_plan_and_the_table_beside_it(
     assert code == 2 and "exists" in err
 
 
+@pytest.mark.parametrize("grid", [True, False], ids=["table", "one-plan"])
+def test_an_existing_output_is_refused_before_any_search(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grid: bool
+) -> None:
+    """``-o`` naming an existing file (or, for a table, its table file beside it) is refused in one line before the
+    planner runs: the user does not wait for a search whose result could not be written."""
+    import autotune.session.gpu_grid as grid_session
+    import autotune.session.plan_one as plan_one
+
+    def no_search(*_: object, **__: object) -> None:
+        raise AssertionError("the planner ran before the refusal")
+
+    monkeypatch.setattr(grid_session, "plan_table", no_search)
+    monkeypatch.setattr(plan_one, "plan_prepared", no_search)
+    monkeypatch.setattr("autotune.cli.plan_cmd.plan_prepared", no_search)
+    output = tmp_path / "plan.yaml"
+    existing = table_path(output) if grid else output
+    existing.write_text("mine\n")
+    question = QUESTION if grid else ("plan", "llama3-8b", "--gpu", "4090")
+    code, _, err = run(capsys, *question, "-o", str(output))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"{existing} already exists" in err, err
+    assert existing.read_text() == "mine\n" and (grid or not table_path(output).exists())
+
+
 def test_a_single_gpu_without_table_options_is_todays_plan(capsys: pytest.CaptureFixture[str]) -> None:
     single = grid_json(capsys, "plan", "llama3-8b", "--gpu", "h100", "--num-gpus", "2")
     assert "rows" not in single and single["plan_file"]["cluster"]["num_gpus_per_node"] == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -88,6 +89,7 @@ def test_missing_training_stack_refuses_a_launch_and_warns_a_dry_run(
     assert code == 0 and "warning:" in err and "missing peft" in err
 
 
+@functools.cache  # one torch start per worker, not one per test
 def _torch_sees_a_gpu() -> bool:
     script = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)"
     return subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300).returncode == 0

@@ -28,6 +28,10 @@ def factory(model: str, gpu: str, num_gpus: int = 1, **options: object):
     return make
 
 
+ON_ONE_WORKER = pytest.mark.xdist_group("test_sweep::llama_on_4090")
+"""The tests of :func:`llama_on_4090` run on one pytest-xdist worker: its sweep (~10 s) is built once per session."""
+
+
 @pytest.fixture(scope="module")
 def llama_on_4090() -> SweepResult:
     """llama3-8b on one RTX 4090: full fine-tuning never fits, LoRA and QLoRA do at short lengths."""
@@ -55,6 +59,7 @@ def test_lowest_memory_grows_with_seq_len_and_feasibility_only_shrinks(model: st
         assert all(s == "infeasible" for s in statuses[first_infeasible:])
 
 
+@ON_ONE_WORKER
 def test_each_cell_is_the_planner_answer_with_the_method_forced(llama_on_4090: SweepResult) -> None:
     make = factory("llama3-8b", "4090")
     for cell in llama_on_4090.cells:
@@ -69,6 +74,7 @@ def test_each_cell_is_the_planner_answer_with_the_method_forced(llama_on_4090: S
             assert cell.reason == str(error.value)
 
 
+@ON_ONE_WORKER
 def test_infeasible_cells_say_what_is_short(llama_on_4090: SweepResult) -> None:
     full = llama_on_4090.for_method("full")
     assert [c.status for c in full] == ["infeasible"] * len(SEQ_LENS)  # 8B × 16 bytes/param ≫ 24 GiB
@@ -103,6 +109,7 @@ def test_sweep_orders_lengths_and_drops_repeats() -> None:
         sweep(factory("qwen2.5-0.5b", "4090"), [], [512])
 
 
+@ON_ONE_WORKER
 def test_plot_series_follow_the_cells(llama_on_4090: SweepResult, tmp_path: Path) -> None:
     series = {s.method: s for s in plot_data.sweep_series(llama_on_4090)}
     for method in METHODS:
@@ -198,6 +205,7 @@ def test_parse_int_list_keeps_the_values() -> None:
     assert sweep_cmd.parse_methods("qlora, full,qlora") == ["qlora", "full"]
 
 
+@ON_ONE_WORKER
 def test_gpu_memory_need_is_what_fits_compares(llama_on_4090: SweepResult) -> None:
     for cell in llama_on_4090.cells:
         if cell.estimate is not None:
