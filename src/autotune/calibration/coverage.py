@@ -20,11 +20,11 @@ discrepancy a Gaussian process over the setting (Rasmussen & Williams, *GPML* 20
 
 s² (:func:`local_log_variance`) is the start's own error: its 'default' time band read as the 90th percentile of
 |log error| (``fit.BAND_QUANTILE``), so s = log(1 + band) / 1.645 — the prior of the stack factor's test and of the
-correction's mean. The band's amplitude is instead chosen among the setting errors of the stacks the start was fitted
-on (:func:`source_log_variances`: each source's scatter once its own factor is known), weighed by how well each explains
-the rows (:func:`scale_weights`): the start's band mixes the stacks' factors into s², which the stack factor already
-carries, and a stack's setting error ranges ~30× between the stacks measured. n² is the rows' scatter
-(``stack_fit.row_log_sigma``, the scaled inverse-χ² posterior).
+correction's mean. The band's amplitude instead has a prior fitted to the setting errors of the stacks the start was
+fitted on (:func:`source_log_variances`: each source's scatter once its own factor is known; :func:`amplitude_prior`),
+weighed by how well each value explains the rows (:func:`scale_weights`): the start's band mixes the stacks' factors
+into s², which the stack factor already carries, and a stack's setting error ranges ~30× between the stacks measured.
+n² is the rows' scatter (``stack_fit.row_log_sigma``, the scaled inverse-χ² posterior).
 """
 
 from __future__ import annotations
@@ -192,7 +192,8 @@ def source_log_variances(rows: Sequence[TimeRow], start: CostCoefficients) -> li
     sample variance of log(measured / predicted) about the source's mean — what is left of that stack's error once its
     own factor is known, i.e. the s² of its discrepancy h (Kennedy & O'Hagan 2001). The stacks differ by a factor of
     ~30 in it (the core's runs ~0.01, llm-foundry ~0.09, seed 001 ~0.2, seed 003 ~0.34 in log sd at the shipped fit),
-    so the band takes a posterior over them (:func:`scale_weights`) rather than one pooled value. In-sample errors of
+    so the band takes a posterior over a prior fitted to them (:func:`amplitude_prior`, :func:`scale_weights`) rather
+    than one pooled value. In-sample errors of
     the start's fit: ~15 coefficients over ~190 rows make them slightly optimistic.
     """
     by_source: dict[str, list[float]] = {}
@@ -213,14 +214,15 @@ def scale_weights(
     variances: tuple[float, float],
     counts: Sequence[int],
     population: Sequence[float],
+    prior: Sequence[float] | None = None,
 ) -> list[float]:
-    """P(s² = s²ⱼ | rows) for each s²ⱼ of ``population``, equal prior weight each (one per stack the start knows).
+    """P(s² = s²ⱼ | rows) for each s²ⱼ of ``population`` (``prior``: its prior weights, default equal).
 
     ``variances``: (g², n²), the stack factor's prior variance (0 where it was kept) and the rows' noise. The rows'
     ``residuals`` are N(0, g² 11ᵀ + s²ⱼ K + n² D) under s²ⱼ (the model of the module docstring with the factor
     integrated out where it was fitted, so that its rows then only speak through their differences); the weights
-    are the normalised marginal likelihoods (R&W eq. 2.30; the hyperparameter posterior of R&W §5.2 over a discrete
-    prior on the amplitude — the stacks the start was fitted on, each a draw from the population of stacks).
+    are the prior times the marginal likelihoods (R&W eq. 2.30), normalised: the hyperparameter posterior of R&W §5.2
+    eq. 5.5 over a discrete prior on the amplitude (:func:`amplitude_prior`).
     """
     stack, noise = variances
     logs = [
@@ -228,9 +230,37 @@ def scale_weights(
         for s2 in population
     ]
     top = max(logs)
-    likelihoods = [math.exp(x - top) for x in logs]
-    total = sum(likelihoods)
-    return [x / total for x in likelihoods]
+    posterior = [math.exp(x - top) * p for x, p in zip(logs, prior or [1.0] * len(logs), strict=True)]
+    total = sum(posterior)
+    return [x / total for x in posterior]
+
+
+AMPLITUDE_GRID_POINTS = 25
+"""Points of the quadrature over log s² in :func:`amplitude_prior` (±3 standard deviations, 0.25 apart)."""
+
+
+def amplitude_prior(population: Sequence[float]) -> tuple[list[float], list[float]]:
+    """(grid of s², prior weights): a log-normal over the stacks' setting-error variances, fitted to ``population``.
+
+    The stacks the start was fitted on (:func:`source_log_variances`) are draws from the population of stacks; a new
+    stack's log s² is modelled as normal with their mean and sample standard deviation (the hierarchical model's
+    hyperparameters estimated from the groups seen, Gelman et al., *BDA3* §5.3 — empirical Bayes), so it may lie
+    between or beyond them, as llm-foundry's lies between the core's and seed 001's. Evaluated on
+    :data:`AMPLITUDE_GRID_POINTS` points within ±3 sd (the normal's density as weights); one stack (or stacks that
+    agree exactly) gives its own value alone.
+    """
+    logs = [math.log(max(v, MIN_AMPLITUDE)) for v in population]
+    centre = sum(logs) / len(logs)
+    spread = math.sqrt(sum((x - centre) ** 2 for x in logs) / (len(logs) - 1)) if len(logs) > 1 else 0.0
+    if spread == 0:
+        return [math.exp(centre)], [1.0]
+    steps = AMPLITUDE_GRID_POINTS - 1
+    grid = [centre + spread * (-3 + 6 * i / steps) for i in range(AMPLITUDE_GRID_POINTS)]
+    return [math.exp(x) for x in grid], [math.exp(-0.5 * ((x - centre) / spread) ** 2) for x in grid]
+
+
+MIN_AMPLITUDE = 1e-6
+"""Smallest s² :func:`amplitude_prior` takes the log of (a stack fitted exactly by its own rows: 0.1 % in log sd)."""
 
 
 def local_correction(
@@ -251,10 +281,11 @@ def local_correction(
     favour: averaging would carry a few rows' noise to their neighbours).
 
     **Band.** The posterior predictive variance at a setting x (R&W eq. 2.26, Kennedy & O'Hagan 2001): the joint
-    posterior of g + h(x) plus a row's noise, with h's amplitude the posterior mean of s² over ``population``
-    (:func:`source_log_variances`, weights :func:`scale_weights`; the start's s² alone when empty). The rows narrow it
-    near them; far from them it returns to the stack factor's posterior variance plus that amplitude — rows in one
-    corner say which kind of stack they are (their agreement), never that h is 0 elsewhere.
+    posterior of g + h(x) plus a row's noise, with h's amplitude s² weighed by the rows (:func:`scale_weights`) under
+    a prior fitted to ``population`` (:func:`amplitude_prior` of :func:`source_log_variances`; the start's s² alone
+    when empty), written as the amplitude whose far band matches that mixture's (:func:`_matched_amplitude`). The
+    rows narrow it near them; far from them it returns to the stack factor's posterior variance plus that amplitude —
+    rows in one corner say which kind of stack they are (their agreement), never that h is 0 elsewhere.
     """
     local, noise, stack_variance = variances
     points = [row_point(g.row) for g in groups]
@@ -262,8 +293,8 @@ def local_correction(
     slab = setting_error_probability(residuals, points, (local, noise), counts, other_stack)
     mean_local = local * slab  # the spike-and-slab prior's moment-matched variance
     mean_weights = _times(inverse_spd(covariance(points, mean_local, noise, counts)), residuals)
-    population = list(population) or [local]
-    weights = scale_weights(residuals, points, (stack_variance, noise), counts, population)
+    amplitudes, prior = amplitude_prior(list(population) or [local])
+    weights = scale_weights(residuals, points, (stack_variance, noise), counts, amplitudes, prior)
 
     def band_at(s2: float) -> LocalTimeCorrection:
         joint = [[stack_variance + v for v in line] for line in covariance(points, s2, noise, counts)]
@@ -278,7 +309,7 @@ def local_correction(
             stack_log_variance=stack_variance,
         )
 
-    return band_at(_matched_amplitude(weights, population, band_at))
+    return band_at(_matched_amplitude(weights, amplitudes, band_at))
 
 
 def _mixture_quantile(weights: Sequence[float], variances: Sequence[float], share: float) -> float:

@@ -9,6 +9,8 @@ from time_rows import START, row
 
 from autotune.calibration.cases import Case
 from autotune.calibration.coverage import (
+    AMPLITUDE_GRID_POINTS,
+    amplitude_prior,
     gls_mean,
     inverse_spd,
     log_normal_density,
@@ -164,3 +166,26 @@ def test_the_band_far_from_corner_rows_returns_to_the_stacks_setting_error() -> 
     # far away: between the tight stack's setting error and the loose one's, never the rows' noise alone
     assert correction.noise_log_variance < far_variance(correction)
     assert min(population) < correction.local_log_variance < max(population)
+
+
+def test_the_amplitude_prior_is_a_log_normal_fitted_to_the_stacks_and_reaches_between_and_beyond_them() -> None:
+    population = [0.01**2, 0.2**2, 0.34**2]
+    grid, prior = amplitude_prior(population)
+    logs = [math.log(v) for v in population]
+    centre = sum(logs) / 3
+    spread = math.sqrt(sum((x - centre) ** 2 for x in logs) / 2)
+    assert len(grid) == len(prior) == AMPLITUDE_GRID_POINTS
+    assert math.log(grid[0]) == pytest.approx(centre - 3 * spread)
+    assert math.log(grid[-1]) == pytest.approx(centre + 3 * spread)
+    assert prior.index(max(prior)) == AMPLITUDE_GRID_POINTS // 2  # the density peaks at the stacks' log mean
+    assert grid[-1] > max(population) and grid[0] < min(population)
+    assert amplitude_prior([0.04]) == ([pytest.approx(0.04)], [1.0])  # one stack: its own value
+
+
+def test_the_amplitude_posterior_is_the_prior_times_the_rows_likelihood() -> None:
+    points = [row_point(r) for r in (row(1.0, seq_len=256), row(1.0, seq_len=8192, method="full"), row(1.0))]
+    residuals, variances, counts = [0.3, -0.25, 0.05], (0.0, 0.02**2), [1, 1, 1]
+    even = scale_weights(residuals, points, variances, counts, [0.01**2, 0.3**2])
+    tilted = scale_weights(residuals, points, variances, counts, [0.01**2, 0.3**2], [3.0, 1.0])
+    odds = (tilted[0] / tilted[1]) / (even[0] / even[1])
+    assert odds == pytest.approx(3.0)
