@@ -36,7 +36,9 @@ per combination, the pooled change and the most draws any one source got worse i
 
 Usage:  python benchmarks/calibration_trials.py [--k 3] [--draws 5] [--modes without,with] [--seed 0]
                                                [--start blind|shipped] [--sensitivity] [--kinds random,corner]
-                                               [--cache DIR]
+                                               [--cache DIR] [--rows]
+        (``--rows`` also prints each held-out row: its distance to the nearest calibration row in the correction's
+        kernel metric, the printed band and the log error, before and after: where the band misses)
         (``--cache DIR`` keeps the blind starts as calibration YAML files in DIR and reads them back on the next run)
         (the blind starts: ~3 min; without: seconds; with: ~1 min per trial, the pooled fit runs on ~190 rows;
         --sensitivity: ~18 × 20 s after the starts)
@@ -59,9 +61,12 @@ from trial_groups import Group, blind_start, group_draws, groups, suggested_draw
 
 from autotune.calibration import stack_fit
 from autotune.calibration.cases import Case
+from autotune.calibration.coverage import row_point
 from autotune.calibration.recalibrate import RefitRefused, recalibrate
 from autotune.calibration.results import CaseResult, evaluate
+from autotune.calibration.time_fit import TimeRow
 from autotune.costmodel.calibration import default_coefficients
+from autotune.costmodel.time_correction import scaled_distance_sq
 from autotune.schemas.calibration import CostCoefficients
 
 WORSE_TOLERANCE = 0.01
@@ -216,6 +221,31 @@ def trial(group: Group, rows: list[Case], start: CostCoefficients, with_seeds: b
     tally.worse_draws += mean(errors_after) > mean(errors_before) + 1e-9
     tally.worse_by_a_point += mean(errors_after) > mean(errors_before) + WORSE_TOLERANCE
     tally.draws += 1
+    if SHOW_ROWS:
+        print_rows(before, after, fitted)
+
+
+SHOW_ROWS = False
+"""``--rows``: :func:`trial` prints each held-out row (:func:`print_rows`)."""
+
+
+def print_rows(before: Sequence[CaseResult], after: Sequence[CaseResult], fitted: CostCoefficients) -> None:
+    """Print each held-out row: where it lies from the calibration's rows, its band and its error (``--rows``).
+
+    The distance is √``time_correction.scaled_distance_sq`` to the nearest calibration row (∞ without a correction);
+    the band and log(measured / predicted) are before → after; 'OUTSIDE' where the band after misses the row.
+    """
+    correction = fitted.local_time_correction
+    for old, new in zip(before, after, strict=True):
+        point = row_point(TimeRow(new.case, new.time_kind or "micro-step", new.measured_time_s or 0.0))
+        anchors = correction.anchors if correction is not None else []
+        distance = min((math.sqrt(scaled_distance_sq(point, a)) for a in anchors), default=math.inf)
+        logs = [math.log((r.measured_time_s or 1) / (r.predicted_time_s or 1)) for r in (old, new)]
+        bands = [r.estimate.time_uncertainty_fraction for r in (old, new)]
+        print(
+            f"    {new.case.measurement.id[:40]:40s} distance {distance:5.2f}  band ±{bands[0]:.0%} → ±{bands[1]:.0%}  "
+            f"log error {logs[0]:+.3f} → {logs[1]:+.3f}  {'inside' if covered(new) else 'OUTSIDE'}"
+        )
 
 
 def sensitivity(
@@ -305,6 +335,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--sensitivity", action="store_true", help="rerun the default mode for each combination of the prior constants"
     )
+    parser.add_argument("--rows", action="store_true", help="print each held-out row's distance, band and error")
     args = parser.parse_args(argv)
     args.mode_list = [m.strip() for m in args.modes.split(",") if m.strip()]
     args.kind_list = [m.strip() for m in args.kinds.split(",") if m.strip()]
@@ -322,6 +353,8 @@ DRAW_KINDS = ("random", "corner", "suggest")
 def main(argv: list[str] | None = None) -> int:
     """Run the trials and print the table; returns the exit code."""
     args = parse_args(argv)
+    global SHOW_ROWS
+    SHOW_ROWS = args.rows
     shipped = default_coefficients()
     blind = args.start == "blind"
     starts: dict[str, CostCoefficients] = {}

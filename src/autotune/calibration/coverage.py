@@ -15,24 +15,30 @@ discrepancy a Gaussian process over the setting (Rasmussen & Williams, *GPML* 20
   test, exactly, for rows far apart (K = I), a weaker one for rows in one corner (se → s).
 * **A correction learned in a corner stays there.** After the stack factor, the rows' residuals give h's posterior
   (:func:`local_correction`), which applies in full at the rows and fades to 0 (the stack factor alone) away from
-  them; its variance, hence the printed band, grows with the distance.
+  them; its variance, hence the printed band, grows with the distance and far from the rows returns to the stack
+  factor's posterior variance plus h's amplitude.
 
-s² (:func:`local_log_variance`) is the start's own setting-dependent error: its 'default' time band read as the 90th
-percentile of |log error| (``fit.BAND_QUANTILE``), so s = log(1 + band) / 1.645. n² is the rows' scatter
-(``stack_fit.row_log_sigma``, the scaled inverse-χ² posterior).
+s² (:func:`local_log_variance`) is the start's own error: its 'default' time band read as the 90th percentile of
+|log error| (``fit.BAND_QUANTILE``), so s = log(1 + band) / 1.645 — the prior of the stack factor's test and of the
+correction's mean. The band's amplitude instead has a prior fitted to the setting errors of the stacks the start was
+fitted on (:func:`source_log_variances`: each source's scatter once its own factor is known; :func:`amplitude_prior`),
+weighed by how well each value explains the rows (:func:`scale_weights`): the start's band mixes the stacks' factors
+into s², which the stack factor already carries, and a stack's setting error ranges ~30× between the stacks measured.
+n² is the rows' scatter (``stack_fit.row_log_sigma``, the scaled inverse-χ² posterior).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from autotune.calibration.fit import BAND_MIN_ROWS
 from autotune.calibration.replicates import Replicates
-from autotune.calibration.time_fit import TimeRow
+from autotune.calibration.time_fit import TimeRow, predicted_time_s
 from autotune.costmodel.params import count_params
-from autotune.costmodel.time_correction import kernel, setting_point
-from autotune.schemas.calibration import CostCoefficients
+from autotune.costmodel.time_correction import BAND_Z, far_variance, kernel, setting_point
+from autotune.schemas.calibration import CostCoefficients, source_table
 from autotune.schemas.time_correction import LocalTimeCorrection, SettingPoint
 
 BAND_QUANTILE_Z = 1.6449
@@ -178,62 +184,168 @@ def gls_mean(
     return GlsMean(sum(w * r for w, r in zip(weights, ratios, strict=True)) / total, 1 / math.sqrt(total))
 
 
-def scale_posterior(
-    residuals: Sequence[float],
-    precision: Sequence[Sequence[float]],
-    prior_dof: int,
-    within: tuple[float, int] = (0.0, 0),
-) -> float:
-    """τ², the common scale of Σ₀ the rows support: (ν₀ + rᵀΣ₀⁻¹r) / (ν₀ + k).
+def source_log_variances(rows: Sequence[TimeRow], start: CostCoefficients) -> list[float]:
+    """Each stack's setting-dependent log error at ``start``: one variance per source the start was fitted on.
 
-    The posterior mean of a scaled inverse-χ² prior on τ² (centred on 1, worth ``prior_dof`` rows) after k residuals
-    r ~ N(0, τ² Σ₀) (BDA3 §3.3, the conjugate update of a normal's variance, with Σ₀'s correlation): rows closer to
-    their prediction than Σ₀ expects narrow the band, rows further off widen it. ``within``: for residuals that are
-    settings' means (``replicates``), the rows' scatter about them already divided by n², and the rows beyond one per
-    setting — their part of the quadratic form and of k.
+    ``rows``: the start's own timed rows (the seed rows; in ``calibration_trials.py`` the blind start's). Per source
+    table (``schemas.calibration.source_table``: one training stack) with at least ``fit.BAND_MIN_ROWS`` rows, the
+    sample variance of log(measured / predicted) about the source's mean — what is left of that stack's error once its
+    own factor is known, i.e. the s² of its discrepancy h (Kennedy & O'Hagan 2001). The stacks differ by a factor of
+    ~30 in it (the core's runs ~0.01, llm-foundry ~0.09, seed 001 ~0.2, seed 003 ~0.34 in log sd at the shipped fit),
+    so the band takes a posterior over a prior fitted to them (:func:`amplitude_prior`, :func:`scale_weights`) rather
+    than one pooled value. In-sample errors of
+    the start's fit: ~15 coefficients over ~190 rows make them slightly optimistic.
     """
-    quadratic = sum(r * w for r, w in zip(residuals, _times(precision, residuals), strict=True)) + within[0]
-    return (prior_dof + quadratic) / (prior_dof + len(residuals) + within[1])
+    by_source: dict[str, list[float]] = {}
+    for row in rows:
+        ratio = math.log(row.measured_s / predicted_time_s(row, start))
+        by_source.setdefault(source_table(row.case.measurement.source), []).append(ratio)
+    variances = []
+    for ratios in by_source.values():
+        if len(ratios) >= BAND_MIN_ROWS:
+            mean = sum(ratios) / len(ratios)
+            variances.append(sum((x - mean) ** 2 for x in ratios) / (len(ratios) - 1))
+    return variances
+
+
+def scale_weights(
+    residuals: Sequence[float],
+    points: Sequence[SettingPoint],
+    variances: tuple[float, float],
+    counts: Sequence[int],
+    population: Sequence[float],
+    prior: Sequence[float] | None = None,
+) -> list[float]:
+    """P(s² = s²ⱼ | rows) for each s²ⱼ of ``population`` (``prior``: its prior weights, default equal).
+
+    ``variances``: (g², n²), the stack factor's prior variance (0 where it was kept) and the rows' noise. The rows'
+    ``residuals`` are N(0, g² 11ᵀ + s²ⱼ K + n² D) under s²ⱼ (the model of the module docstring with the factor
+    integrated out where it was fitted, so that its rows then only speak through their differences); the weights
+    are the prior times the marginal likelihoods (R&W eq. 2.30), normalised: the hyperparameter posterior of R&W §5.2
+    eq. 5.5 over a discrete prior on the amplitude (:func:`amplitude_prior`).
+    """
+    stack, noise = variances
+    logs = [
+        log_normal_density(residuals, [[stack + v for v in line] for line in covariance(points, s2, noise, counts)])
+        for s2 in population
+    ]
+    top = max(logs)
+    posterior = [math.exp(x - top) * p for x, p in zip(logs, prior or [1.0] * len(logs), strict=True)]
+    total = sum(posterior)
+    return [x / total for x in posterior]
+
+
+AMPLITUDE_GRID_POINTS = 25
+"""Points of the quadrature over log s² in :func:`amplitude_prior` (±3 standard deviations, 0.25 apart)."""
+
+
+def amplitude_prior(population: Sequence[float]) -> tuple[list[float], list[float]]:
+    """(grid of s², prior weights): a log-normal over the stacks' setting-error variances, fitted to ``population``.
+
+    The stacks the start was fitted on (:func:`source_log_variances`) are draws from the population of stacks; a new
+    stack's log s² is modelled as normal with their mean and sample standard deviation (the hierarchical model's
+    hyperparameters estimated from the groups seen, Gelman et al., *BDA3* §5.3 — empirical Bayes), so it may lie
+    between or beyond them, as llm-foundry's lies between the core's and seed 001's. Evaluated on
+    :data:`AMPLITUDE_GRID_POINTS` points within ±3 sd (the normal's density as weights); one stack (or stacks that
+    agree exactly) gives its own value alone.
+    """
+    logs = [math.log(max(v, MIN_AMPLITUDE)) for v in population]
+    centre = sum(logs) / len(logs)
+    spread = math.sqrt(sum((x - centre) ** 2 for x in logs) / (len(logs) - 1)) if len(logs) > 1 else 0.0
+    if spread == 0:
+        return [math.exp(centre)], [1.0]
+    steps = AMPLITUDE_GRID_POINTS - 1
+    grid = [centre + spread * (-3 + 6 * i / steps) for i in range(AMPLITUDE_GRID_POINTS)]
+    return [math.exp(x) for x in grid], [math.exp(-0.5 * ((x - centre) / spread) ** 2) for x in grid]
+
+
+MIN_AMPLITUDE = 1e-6
+"""Smallest s² :func:`amplitude_prior` takes the log of (a stack fitted exactly by its own rows: 0.1 % in log sd)."""
 
 
 def local_correction(
     groups: Sequence[Replicates],
     residuals: Sequence[float],
-    local: float,
-    noise: float,
-    stack_variance: float,
-    prior_dof: int,
+    variances: tuple[float, float, float],
     other_stack: float = 1.0,
+    population: Sequence[float] = (),
 ) -> LocalTimeCorrection:
     """The posterior of h from the settings' mean ``residuals`` (log(measured / predicted) after the stack factor).
 
-    h's prior variance is ``local`` × :func:`setting_error_probability` (the rows' evidence for h at all, from the
-    prior ``other_stack``, the probability that the rows are another stack than the start's). Σ₀ = s² K +
-    ``noise`` diag(1 / count) over the settings (``replicates``) is scaled by
-    :func:`scale_posterior` (``prior_dof`` its prior's weight): the mean correction does not change with the scale, its
-    variance (the printed band) does. The variance is the joint posterior of g + h (``stack_variance`` the prior
-    variance of log ``time_scale`` where the factor was fitted, 0 where it was kept), so it is small at the rows and the
-    stack factor's uncertainty plus s² far from them.
+    ``variances``: (s², n², g²) — the start's setting error (:func:`local_log_variance`), the rows' noise and the
+    stack factor's prior variance where it was fitted (0 where kept).
+
+    **Mean.** h's prior variance for the mean is s² × :func:`setting_error_probability` (the rows' evidence for h at
+    all, from the prior ``other_stack``, the probability that the rows are another stack than the start's), and the
+    correction is on only where that probability is at least ½ (as the stack factor keeps the hypothesis the rows
+    favour: averaging would carry a few rows' noise to their neighbours).
+
+    **Band.** The posterior predictive variance at a setting x (R&W eq. 2.26, Kennedy & O'Hagan 2001): the joint
+    posterior of g + h(x) plus a row's noise, with h's amplitude s² weighed by the rows (:func:`scale_weights`) under
+    a prior fitted to ``population`` (:func:`amplitude_prior` of :func:`source_log_variances`; the start's s² alone
+    when empty), written as the amplitude whose far band matches that mixture's (:func:`_matched_amplitude`). The
+    rows narrow it near them; far from them it returns to the stack factor's posterior variance plus that amplitude —
+    rows in one corner say which kind of stack they are (their agreement), never that h is 0 elsewhere.
     """
+    local, noise, stack_variance = variances
     points = [row_point(g.row) for g in groups]
     counts = [g.count for g in groups]
     slab = setting_error_probability(residuals, points, (local, noise), counts, other_stack)
-    local *= slab  # the spike-and-slab prior's moment-matched variance: the band keeps the hypothesis not chosen
-    local_precision = inverse_spd(covariance(points, local, noise, counts))
-    within = (sum(g.within_log_ss for g in groups) / noise, sum(counts) - len(groups))
-    scale = scale_posterior(residuals, local_precision, prior_dof, within)
-    joint = [[stack_variance + v * scale for v in line] for line in covariance(points, local, noise, counts)]
-    return LocalTimeCorrection(
-        anchors=points,
-        row_ids=[_label(g) for g in groups],
-        # (τ² Σ₀)⁻¹ r: the mean keeps its scale; none where the rows favour "no setting error" (as the stack factor
-        # keeps the hypothesis the rows favour: averaging would carry a few rows' noise to their neighbours)
-        weights=[w / scale if slab >= 0.5 else 0.0 for w in _times(local_precision, residuals)],
-        precision=inverse_spd(joint),
-        local_log_variance=local * scale,
-        noise_log_variance=noise * scale,
-        stack_log_variance=stack_variance,
-    )
+    mean_local = local * slab  # the spike-and-slab prior's moment-matched variance
+    mean_weights = _times(inverse_spd(covariance(points, mean_local, noise, counts)), residuals)
+    amplitudes, prior = amplitude_prior(list(population) or [local])
+    weights = scale_weights(residuals, points, (stack_variance, noise), counts, amplitudes, prior)
+
+    def band_at(s2: float) -> LocalTimeCorrection:
+        joint = [[stack_variance + v for v in line] for line in covariance(points, s2, noise, counts)]
+        ratio = mean_local / s2 if s2 > 0 else 0.0  # s²_band k(x)ᵀ w' = s² P k(x)ᵀ Σ⁻¹ r: the same mean
+        return LocalTimeCorrection(
+            anchors=points,
+            row_ids=[_label(g) for g in groups],
+            weights=[w * ratio if slab >= 0.5 else 0.0 for w in mean_weights],
+            precision=inverse_spd(joint),
+            local_log_variance=s2,
+            noise_log_variance=noise,
+            stack_log_variance=stack_variance,
+        )
+
+    return band_at(_matched_amplitude(weights, amplitudes, band_at))
+
+
+def _mixture_quantile(weights: Sequence[float], variances: Sequence[float], share: float) -> float:
+    """The q with Σ wⱼ P(|N(0, vⱼ)| ≤ q) = ``share``: the central interval of a scale mixture of normals (bisection)."""
+
+    def covered(q: float) -> float:
+        return sum(w * math.erf(q / math.sqrt(2 * v)) for w, v in zip(weights, variances, strict=True))
+
+    low, high = 0.0, 10 * math.sqrt(max(variances))
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if covered(middle) < share else (low, middle)
+    return (low + high) / 2
+
+
+BAND_SHARE = 0.8
+"""The printed band's central share (``costmodel.time_correction.BAND_Z`` is its normal quantile)."""
+
+
+def _matched_amplitude(
+    weights: Sequence[float], population: Sequence[float], band_at: Callable[[float], LocalTimeCorrection]
+) -> float:
+    """The amplitude s² whose far-from-the-rows 80 % band is the posterior mixture's over ``population`` (bisection).
+
+    Far from the rows the posterior predictive is a scale mixture of normals, N(0, vⱼ) with weight wⱼ (vⱼ the far
+    variance under s²ⱼ, ``time_correction.far_variance``): heavier-tailed than one normal, so its central 80 % interval
+    is narrower than that of a normal of the mixture's variance. The stored amplitude is the one whose normal band
+    equals the mixture's there (the file holds one GP; near the rows every s²ⱼ gives about the same, small, band).
+    """
+    far = [far_variance(band_at(s2)) for s2 in population]
+    target = (_mixture_quantile(weights, far, BAND_SHARE) / BAND_Z) ** 2
+    low, high = min(population), max(population)
+    for _ in range(50):
+        middle = (low + high) / 2
+        low, high = (middle, high) if far_variance(band_at(middle)) < target else (low, middle)
+    return (low + high) / 2
 
 
 def _label(group: Replicates) -> str:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.calibration.cases import RESERVED_KINDS, Case, cases_from_csv, prepare_cases
+from autotune.calibration.coverage import source_log_variances
 from autotune.calibration.fit import (
     BAND_DECIMALS,
     BAND_MIN_ROWS,
@@ -349,7 +350,8 @@ def recalibrate(
         # the coefficients now describe the user's stack (time_scale included): its factor over them is 1
         update: dict[str, object] = {"name": name, "source": source, "stack_time_factor": {USER_STACK: 1.0}}
         if kept_rows:
-            update["local_time_correction"] = fitted_correction(kept_rows, allocated, stack.coefficients)
+            population = source_log_variances(time_rows(seeds), start)
+            update["local_time_correction"] = fitted_correction(kept_rows, allocated, stack.coefficients, population)
         fitted = stack.coefficients.model_copy(update=update)
         fitted_terms = tuple(field if key is None else f"{field}[{key}]" for field, key in stack.fitted)
         evidence = stack.evidence

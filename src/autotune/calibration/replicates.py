@@ -10,9 +10,7 @@ refit therefore runs over G settings instead of N rows, with the same result:
 
 * the stack fit's loss Σ_rows (log(predicted / mᵢ) / σ)² equals Σ_settings c (log(predicted / m̃) / σ)² plus a constant,
   m̃ the geometric mean of the setting's times (:attr:`Replicates.row`);
-* the generalized-least-squares mean and the local correction's posterior: one anchor per setting, noise n² / c;
-* the scale posterior's quadratic form over the rows: r̄ᵀ Σ̄⁻¹ r̄ plus the rows' scatter about their settings' means
-  over n² (:attr:`Replicates.within_log_ss`).
+* the generalized-least-squares mean and the local correction's posterior: one anchor per setting, noise n² / c.
 
 A setting measured once is its own row, unchanged, so a file of distinct settings computes exactly what it did row by
 row. Rows are the same setting when they share the model, cluster, setting and workload objects' values and the kind
@@ -53,14 +51,6 @@ class Replicates:
     def count(self) -> int:
         """How many rows measured this setting."""
         return len(self.members)
-
-    @property
-    def within_log_ss(self) -> float:
-        """Σ (log mᵢ − log m̃)² over the members (natural log): what only the rows' own noise explains."""
-        if self.count == 1:
-            return 0.0
-        centre = math.log(self.row.measured_s)
-        return sum((math.log(r.measured_s) - centre) ** 2 for r in self.members)
 
 
 def _value_key(row: TimeRow) -> Hashable:

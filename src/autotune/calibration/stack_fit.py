@@ -339,20 +339,23 @@ def log_ratio(row: TimeRow, coefficients: CostCoefficients) -> float:
 
 
 def fitted_correction(
-    rows: Sequence[TimeRow], start: CostCoefficients, fitted: CostCoefficients
+    rows: Sequence[TimeRow],
+    start: CostCoefficients,
+    fitted: CostCoefficients,
+    population: Sequence[float] = (),
 ) -> LocalTimeCorrection:
     """The local correction (``coverage.local_correction``) of ``fitted``, :func:`fit_stack` on ``rows`` from ``start``.
 
     Residuals: each row's log ratio at ``fitted``; priors: the start's setting error (``coverage.local_log_variance``),
     present with the probability that the rows are another stack (:func:`stack_evidence`), and the rows' scatter at
-    ``start`` (:func:`row_log_sigma`); the stack factor's prior variance
-    ``STACK_LOG_SIGMA``² where it moved (the band's joint posterior of factor and correction), else 0.
+    ``start`` (:func:`row_log_sigma`); the stack factor's prior variance ``STACK_LOG_SIGMA``² where it moved (the
+    band's joint posterior of factor and correction), else 0. ``population``: the stacks' setting errors the band's
+    amplitude is chosen among (``coverage.source_log_variances`` of the start's own rows).
     """
     groups = fitted_settings(replicate_groups(rows))
     noise = row_log_sigma(row_log_ratios(groups, start)) ** 2
     stack_variance = STACK_LOG_SIGMA**2 if fitted.time_scale != start.time_scale else 0.0
     residuals = [log_ratio(g.row, fitted) for g in groups]  # each setting's mean residual
     other_stack = 1 - stack_evidence(member_rows(groups), start).same_stack_probability
-    return local_correction(
-        groups, residuals, local_log_variance(start), noise, stack_variance, ROW_SIGMA_PRIOR_DOF, other_stack
-    )
+    variances = (local_log_variance(start), noise, stack_variance)
+    return local_correction(groups, residuals, variances, other_stack, population)

@@ -7,16 +7,21 @@ import math
 import pytest
 from time_rows import START, row
 
+from autotune.calibration.cases import Case
 from autotune.calibration.coverage import (
+    AMPLITUDE_GRID_POINTS,
+    amplitude_prior,
     gls_mean,
     inverse_spd,
     log_normal_density,
     row_point,
+    scale_weights,
     setting_error_probability,
+    source_log_variances,
 )
 from autotune.calibration.recalibrate import recalibrate
-from autotune.calibration.time_fit import predicted_time_s
-from autotune.costmodel.time_correction import kernel, log_correction, time_band
+from autotune.calibration.time_fit import TimeRow, predicted_time_s
+from autotune.costmodel.time_correction import far_variance, kernel, log_correction, time_band
 
 
 def test_inverse_spd_inverts() -> None:
@@ -93,3 +98,94 @@ def test_a_setting_error_needs_residuals_beyond_the_noise_and_a_stack_the_start_
     # a stack the start describes (the rows favour it) keeps its in-sample error: the same residuals say less
     assert setting_error_probability([0.4, -0.35, 0.05], points, (local, noise), [1, 1, 1], 1e-6) < loud
     assert setting_error_probability([0.01, -0.02, 0.01], points, (local, noise), [1, 1, 1], 0.0) < 1e-6
+
+
+def from_source(timed: TimeRow, source: str) -> TimeRow:
+    """``timed`` as a row of the measurement set ``source`` (one stack)."""
+    case = timed.case
+    measurement = case.measurement.model_copy(update={"source": source, "id": f"{source}-{case.measurement.id}"})
+    return TimeRow(Case(measurement, case.model, case.cluster), timed.kind, timed.measured_s)
+
+
+def test_each_source_gives_the_scatter_of_its_rows_about_its_own_factor() -> None:
+    """Two stacks, one 2× slow and tight, one on the start and scattered: the factor is not part of either variance."""
+    slow = [from_source(row(2.0 * f, seq_len=s), "tight") for f, s in ((0.95, 256), (1.0, 1024), (1.05, 4096))]
+    loose = [from_source(row(f, seq_len=s), "loose") for f, s in ((0.7, 256), (1.0, 1024), (1.4, 4096))]
+    lone = [from_source(row(3.0), "single")]  # too few rows for a variance of its own
+    variances = source_log_variances([*slow, *loose, *lone], START)
+
+    def sample_variance(factors: tuple[float, ...]) -> float:
+        logs = [math.log(f) for f in factors]
+        mean = sum(logs) / len(logs)
+        return sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)
+
+    assert variances == pytest.approx([sample_variance((0.95, 1.0, 1.05)), sample_variance((0.7, 1.0, 1.4))])
+
+
+def test_rows_that_agree_across_the_space_favour_a_small_setting_error_and_scattered_rows_a_large_one() -> None:
+    points = [row_point(r) for r in (row(1.0, seq_len=256), row(1.0, seq_len=8192, method="full"), row(1.0))]
+    population = [0.01**2, 0.3**2]
+    agree = scale_weights([0.01, -0.02, 0.01], points, (0.0, 0.02**2), [1, 1, 1], population)
+    scatter = scale_weights([0.4, -0.35, 0.05], points, (0.0, 0.02**2), [1, 1, 1], population)
+    assert sum(agree) == pytest.approx(1.0) and sum(scatter) == pytest.approx(1.0)
+    assert agree[0] > 0.9 and scatter[1] > 0.9
+
+
+def test_the_band_far_from_corner_rows_returns_to_the_stacks_setting_error() -> None:
+    """Three rows of one corner agreeing with the start: the factor is kept and the correction is off, yet far from
+    the corner the band is that of a setting error the rows cannot rule out (issue 43: it was their noise alone)."""
+    corner = [row(1.0, seq_len=512), row(1.02, seq_len=1024), row(0.98, seq_len=768, micro_batch_size=2)]
+    stacks = [
+        from_source(row(f, seq_len=s, method=m), name)
+        for name, m, f, s in (
+            ("tight", "lora", 1.0, 256),
+            ("tight", "full", 1.02, 8192),
+            ("tight", "qlora", 0.98, 2048),
+            ("loose", "lora", 0.7, 256),
+            ("loose", "full", 1.5, 8192),
+            ("loose", "qlora", 1.0, 2048),
+        )
+    ]
+    result = recalibrate(
+        [r.case for r in corner],
+        START,
+        start_name="s",
+        sources=[],
+        with_seeds=False,
+        name="x",
+        seed_cases=[r.case for r in stacks],
+    )
+    correction = result.coefficients.local_time_correction
+    assert correction is not None and result.coefficients.time_scale == START.time_scale
+    assert correction.weights == [0.0, 0.0, 0.0]  # the mean: no correction, the start's predictions
+    population = source_log_variances(stacks, START)
+    far = row(1.0, seq_len=8192, method="full", micro_batch_size=4)
+    near_band = time_band(log_correction(row_point(corner[0]), correction)[1])
+    far_band = time_band(log_correction(row_point(far), correction)[1])
+    assert near_band < far_band
+    # far away: between the tight stack's setting error and the loose one's, never the rows' noise alone
+    assert correction.noise_log_variance < far_variance(correction)
+    assert min(population) < correction.local_log_variance < max(population)
+
+
+def test_the_amplitude_prior_is_a_log_normal_fitted_to_the_stacks_and_reaches_between_and_beyond_them() -> None:
+    population = [0.01**2, 0.2**2, 0.34**2]
+    grid, prior = amplitude_prior(population)
+    logs = [math.log(v) for v in population]
+    centre = sum(logs) / 3
+    spread = math.sqrt(sum((x - centre) ** 2 for x in logs) / 2)
+    assert len(grid) == len(prior) == AMPLITUDE_GRID_POINTS
+    assert math.log(grid[0]) == pytest.approx(centre - 3 * spread)
+    assert math.log(grid[-1]) == pytest.approx(centre + 3 * spread)
+    assert prior.index(max(prior)) == AMPLITUDE_GRID_POINTS // 2  # the density peaks at the stacks' log mean
+    assert grid[-1] > max(population) and grid[0] < min(population)
+    assert amplitude_prior([0.04]) == ([pytest.approx(0.04)], [1.0])  # one stack: its own value
+
+
+def test_the_amplitude_posterior_is_the_prior_times_the_rows_likelihood() -> None:
+    points = [row_point(r) for r in (row(1.0, seq_len=256), row(1.0, seq_len=8192, method="full"), row(1.0))]
+    residuals, variances, counts = [0.3, -0.25, 0.05], (0.0, 0.02**2), [1, 1, 1]
+    even = scale_weights(residuals, points, variances, counts, [0.01**2, 0.3**2])
+    tilted = scale_weights(residuals, points, variances, counts, [0.01**2, 0.3**2], [3.0, 1.0])
+    odds = (tilted[0] / tilted[1]) / (even[0] / even[1])
+    assert odds == pytest.approx(3.0)
