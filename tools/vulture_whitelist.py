@@ -130,3 +130,4 @@ _.create_optimizer  # unused method (src/autotune/trainer/in_backward.py: overri
 pytestmark  # unused variable (tests/robustness/test_special_files.py: read by pytest)
 _.pcie_activation_offload_s  # unused variable (src/autotune/costmodel/step_time.py: a TimeTerms field, read by fields())
 _no_accelerate_launch  # unused function (tests/unit/trainer/test_hf_args.py: autouse fixture)
+_.dont_write_bytecode  # unused attribute (tests/conftest.py: sys.dont_write_bytecode, read by pytest's assertion rewriter)
