@@ -14,8 +14,10 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import core_fork
 import pytest
 from trainer_helpers import PlanWriter, core_args, read_report, run_trainer, text_rows, trainer_env, write_jsonl
 
@@ -40,27 +42,24 @@ def _final_weights(run_dir: Path) -> dict[str, bytes]:
 
 
 def _stop_at(argv: list[str], sig: signal.Signals, after_step: int) -> dict[int, str]:
-    """Run the core, send ``sig`` once it logged ``after_step`` (the log line is the marker); return logged losses."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "autotune.trainer", *argv],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=trainer_env(),
-    )
-    assert proc.stderr is not None
+    """Run the core, send ``sig`` once it logged ``after_step`` (the log line is the marker); return logged losses.
+
+    The run is forked from the worker's server that imported the training stack (``core_fork``): the stops and the
+    resumes compute what fresh interpreters compute (the losses are compared with a fresh-interpreter run's).
+    """
     logged: dict[int, str] = {}
     seen: list[str] = []
-    for line in proc.stderr:
-        seen.append(line)
-        match = STEP_LINE.match(line)
-        if match:
-            logged[int(match.group(1))] = match.group(2)
-            if int(match.group(1)) >= after_step:
-                proc.send_signal(sig)
-                break
-    rest = proc.stderr.read()
-    code = proc.wait(timeout=120)
+    with tempfile.TemporaryFile("w+") as stdout, core_fork.stderr_lines(argv, trainer_env(), stdout) as (run, lines):
+        for line in lines:
+            seen.append(line)
+            match = STEP_LINE.match(line)
+            if match:
+                logged[int(match.group(1))] = match.group(2)
+                if int(match.group(1)) >= after_step:
+                    run.send_signal(sig)
+                    break
+        rest = lines.read()
+        code = run.wait(timeout=120)
     expected = -signal.SIGKILL if sig == signal.SIGKILL else 128 + sig
     assert code == expected, f"rc {code}\n{''.join(seen)}{rest}"
     return logged
@@ -87,7 +86,7 @@ def test_resumed_run_is_the_uninterrupted_run(
         return [*core_args(plan, data, out, MAX_STEPS), "--save-steps", str(SAVE_STEPS), "--learning-rate", "1e-2"]
 
     whole = tmp_path / "whole"
-    done = run_trainer(*argv(whole))
+    done = run_trainer(*argv(whole), fresh_interpreter=True)  # the reference: what a new process computes
     assert done.returncode == 0, done.stderr
     reference = read_report(whole)
     assert reference.loss_steps == list(range(1, MAX_STEPS + 1))

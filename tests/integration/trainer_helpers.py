@@ -214,9 +214,38 @@ def core_args(plan: Path, data: Path, out: Path, max_steps: int) -> list[str]:
     ]
 
 
-def run_trainer(*argv: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m autotune.trainer ARGV`` and return the completed process (text output)."""
-    return run_command([sys.executable, "-m", "autotune.trainer", *argv], timeout_s)
+def run_trainer(
+    *argv: str, timeout_s: float = 300, fresh_interpreter: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run the core's entry point with ``ARGV`` and return the completed process (text output).
+
+    Forked from the worker's server that imported the training stack once (``core_fork``: a run costs its work, not
+    an interpreter start and ~6 s of imports); ``fresh_interpreter``: ``python -m autotune.trainer ARGV`` in a new
+    process, for what concerns the process itself.
+    """
+    command = [sys.executable, "-m", "autotune.trainer", *argv]
+    if fresh_interpreter:
+        return run_command(command, timeout_s)
+    from core_fork import ForkedCore
+
+    with tempfile.TemporaryFile("w+") as stdout_file, tempfile.TemporaryFile("w+") as stderr_file:
+        run = ForkedCore(list(argv), trainer_env(), stdout_file, stderr_file)
+        try:
+            code = run.wait(timeout_s)
+        except TimeoutError:
+            run.kill()
+            run.wait()
+            stderr_file.seek(0)
+            raise AssertionError(
+                f"timed out after {timeout_s} s: {' '.join(command)}\n{stderr_file.read()[-3000:]}"
+            ) from None
+        except BaseException:
+            run.kill()
+            run.wait()
+            raise
+        stdout_file.seek(0)
+        stderr_file.seek(0)
+        return subprocess.CompletedProcess(command, code, stdout_file.read(), stderr_file.read())
 
 
 def run_torchrun(*argv: str, nproc: int = 2, timeout_s: float = 420) -> subprocess.CompletedProcess[str]:
