@@ -123,19 +123,37 @@ class ParamCounts:
     """Decoder layers L (``ModelSpec.num_hidden_layers``): the FSDP / ZeRO-3 units besides the root."""
 
     @property
+    def layer_params(self) -> int:
+        """Parameters of one decoder layer: its attention, MLP and norms, ``attention + mlp + norm_params_per_layer``.
+
+        What one FSDP / ZeRO-3 unit of a decoder layer holds: FSDP's transformer auto-wrap policy wraps the decoder
+        layer class (transformers' ``model.layers[i]``, with its norms) and ZeRO-3 gathers a module's parameters;
+        tests/unit/costmodel/test_params.py counts ``model.layers[0]`` on the meta device for each family.
+        """
+        return self.attention_params_per_layer + self.mlp_params_per_layer + self.norm_params_per_layer
+
+    @property
+    def root_params(self) -> int:
+        """Parameters outside the decoder layers, the root FSDP / ZeRO-3 unit's: embeddings, output head, final norm."""
+        return self.embedding_params + self.lm_head_params + self.final_norm_params
+
+    @property
     def layer_share(self) -> float:
-        """One decoder layer's share of every parameter (its attention + MLP; norms neglected), 0..1.
+        """One decoder layer's share of every parameter, :attr:`layer_params` / ``total_params``, 0..1.
 
         The fraction of the weights (and gradients) one FSDP / ZeRO-3 unit gathers, offloads or reduces; the rest,
-        :attr:`root_share`, is the root unit's (embeddings, output projection, norms). The one home of this split:
-        the step time's gathers and reduce-scatters, the offload's copies and the gathered weights' memory use it.
+        :attr:`root_share`, is the root unit's. The one home of this split: the step time's gathers and
+        reduce-scatters, the offload's copies and the gathered weights' memory use it.
         """
-        return (self.attention_params_per_layer + self.mlp_params_per_layer) / max(1, self.total_params)
+        return self.layer_params / max(1, self.total_params)
 
     @property
     def root_share(self) -> float:
-        """The root FSDP / ZeRO-3 unit's share of every parameter, ``1 − L × layer_share`` (at least 0)."""
-        return max(0.0, 1 - self.num_layers * self.layer_share)
+        """The root FSDP / ZeRO-3 unit's share of every parameter, :attr:`root_params` / ``total_params``.
+
+        Equal to ``1 − L × layer_share`` by the identity of the class docstring.
+        """
+        return self.root_params / max(1, self.total_params)
 
 
 def layer_linear_tokens(
