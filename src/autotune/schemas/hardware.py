@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from autotune.schemas._base import FrozenModel
 
@@ -43,15 +43,10 @@ class SkyPilotOffer(FrozenModel):
     )
     instance_types: tuple[tuple[int, str], ...] = Field(
         default=(),
-        description="GPUs per node -> the provider's instance type, where the name alone is ambiguous (empty: any "
-        "node size under the name); a node size not listed is not rented.",
+        description="(GPUs per node, the provider's instance type) pairs, where the name alone is ambiguous (empty: "
+        "any node size under the name); a node size not listed is not rented. A list of pairs, not a mapping: the "
+        "catalog's JSON cache keeps only data JSON holds exactly (no integer keys).",
     )
-
-    @field_validator("instance_types", mode="before")
-    @classmethod
-    def _pairs_of_mapping(cls, value: object) -> object:
-        """A YAML mapping ``{1: gpu_1x_a100_sxm4}`` as (GPUs per node, instance type) pairs, by node size."""
-        return sorted(value.items()) if isinstance(value, dict) else value
 
 
 class GpuSpec(FrozenModel):

@@ -52,11 +52,6 @@ def test_the_rented_cards_include_every_priced_one() -> None:
     assert set(shipped_price_table().gpus) <= set(OFFERS)  # a card with a price can be rented through SkyPilot
 
 
-def test_an_offer_in_yaml_reads_its_instance_types_by_node_size() -> None:
-    offer = SkyPilotOffer.model_validate({"accelerator": "H100", "cloud": "lambda", "instance_types": {8: "b", 1: "a"}})
-    assert offer.instance_types == ((1, "a"), (8, "b"))
-
-
 @pytest.mark.parametrize("gpu", sorted(OFFERS))
 def test_each_pinned_offer_is_that_card_in_the_providers_catalog(gpu: str, catalog: dict[str, Any]) -> None:
     for offer in OFFERS[gpu]:
