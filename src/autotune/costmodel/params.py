@@ -124,35 +124,27 @@ class ParamCounts:
 
     @property
     def layer_params(self) -> int:
-        """Parameters of one decoder layer: its attention, MLP and norms, ``attention + mlp + norm_params_per_layer``.
+        """One decoder layer's parameters (attention + MLP + norms): one FSDP / ZeRO-3 unit, the split's one home.
 
-        What one FSDP / ZeRO-3 unit of a decoder layer holds: FSDP's transformer auto-wrap policy wraps the decoder
-        layer class (transformers' ``model.layers[i]``, with its norms) and ZeRO-3 gathers a module's parameters;
-        tests/unit/costmodel/test_params.py counts ``model.layers[0]`` on the meta device for each family.
+        FSDP's auto-wrap wraps the decoder layer class (transformers' ``model.layers[i]``, norms included) and ZeRO-3
+        gathers a module's parameters (test_params counts ``model.layers[0]`` on the meta device). The step time's
+        gathers and reduce-scatters, the offload's copies and the gathered weights' memory use this split.
         """
         return self.attention_params_per_layer + self.mlp_params_per_layer + self.norm_params_per_layer
 
     @property
     def root_params(self) -> int:
-        """Parameters outside the decoder layers, the root FSDP / ZeRO-3 unit's: embeddings, output head, final norm."""
+        """The root unit's parameters, outside the decoder layers: embeddings, output head, final norm."""
         return self.embedding_params + self.lm_head_params + self.final_norm_params
 
     @property
     def layer_share(self) -> float:
-        """One decoder layer's share of every parameter, :attr:`layer_params` / ``total_params``, 0..1.
-
-        The fraction of the weights (and gradients) one FSDP / ZeRO-3 unit gathers, offloads or reduces; the rest,
-        :attr:`root_share`, is the root unit's. The one home of this split: the step time's gathers and
-        reduce-scatters, the offload's copies and the gathered weights' memory use it.
-        """
+        """:attr:`layer_params` over every parameter, 0..1: the share of the weights one layer's unit moves."""
         return self.layer_params / max(1, self.total_params)
 
     @property
     def root_share(self) -> float:
-        """The root FSDP / ZeRO-3 unit's share of every parameter, :attr:`root_params` / ``total_params``.
-
-        Equal to ``1 − L × layer_share`` by the identity of the class docstring.
-        """
+        """:attr:`root_params` over every parameter (``1 − L × layer_share``: the class docstring's identity)."""
         return self.root_params / max(1, self.total_params)
 
 
