@@ -25,6 +25,7 @@ from autotune.launcher import LaunchOptions, build_launch_spec
 from autotune.launcher.command import node_command
 from autotune.launcher.options import ACCELERATE_CONFIG_FILE, SLURM_SCRIPT_FILE
 from autotune.launcher.slurm import with_interpreter
+from autotune.profiles.catalog import resolve_gpu
 
 HOSTILE = [
     "$(touch PWNED)",
@@ -198,7 +199,7 @@ def test_hostile_path_in_skypilot_task(tmp_path: Path, value: str, field: str) -
     path = str(tmp_path / value)
     options = _options(tmp_path, slurm=False, skypilot=True, project_dir=str(tmp_path), **{field: path})
     try:
-        spec = build_launch_spec(plan, options)
+        spec = build_launch_spec(plan, options, resolve_gpu("h100-80gb")[0])
     except InvalidRequestError as error:
         assert "\n" not in str(error)
         return

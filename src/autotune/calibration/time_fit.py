@@ -113,7 +113,10 @@ class TimeRow:
 
 
 def predicted_time_s(row: TimeRow, coefficients: CostCoefficients) -> float:
-    """The predicted time of the row's kind (a run: whole optimizer steps plus the one-off compile)."""
+    """The predicted time of the row's kind (a run: its optimizer steps plus the one-off compile).
+
+    A run's steps are ``Workload.optimizer_steps``: the one count of the run's length, the cost model's too.
+    """
     case = row.case
     m = case.measurement
     device = device_context(case.cluster.gpu, coefficients)  # built once per coefficients (cached), not per row
@@ -122,10 +125,8 @@ def predicted_time_s(row: TimeRow, coefficients: CostCoefficients) -> float:
         return timing.micro_step_time_s
     if row.kind == "step":
         return timing.step_time_s
-    samples = m.workload.total_samples
-    assert samples is not None  # a 'run' row states its dataset size (cases.comparable_time)
-    sequences_per_step = m.setting.sequences_per_step(case.cluster.world_size)
-    steps = max(1, math.ceil(samples / sequences_per_step))
+    steps = m.workload.optimizer_steps(m.setting, case.cluster.world_size)
+    assert steps is not None  # a 'run' row states its dataset size (cases.comparable_time)
     return steps * timing.step_time_s + (compile_time_s(case.model) if m.setting.compile else 0.0)
 
 

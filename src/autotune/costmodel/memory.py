@@ -195,23 +195,18 @@ def base_weight_bytes(model: ModelSpec, counts: ParamCounts, setting: TrainingSe
     return counts.total_params * dtypes.weight_bytes
 
 
-def _gathered_weight_bytes(
-    model: ModelSpec, counts: ParamCounts, weights: float, dtypes: DtypeBytes, ranks: int, offload: bool
-) -> float:
+def _gathered_weight_bytes(counts: ParamCounts, weights: float, dtypes: DtypeBytes, ranks: int, offload: bool) -> float:
     """Bytes of the units FSDP / ZeRO-3 gathers at once: ``FSDP_LIVE_UNITS`` decoder layers and the root's parameters.
 
     Gathered in the compute dtype under autocast (FSDP MixedPrecision), else as stored (``weights`` / parameters:
     the NF4-aware average). The rank's own shard is resident (counted in ``weights``) unless offloaded to the host,
-    in which case whole units are copied in. A layer's unit counts its norms here (exact), where
-    :attr:`ParamCounts.layer_share` (the time terms' split) neglects them; the two differ by ``(L − 2)`` layers'
-    norms, 0.001–0.002 GiB of peak memory on README's commands, and stay apart until that figure may move.
+    in which case whole units are copied in. A unit's parameters: :attr:`ParamCounts.layer_params` (a decoder layer,
+    its norms included) and :attr:`ParamCounts.root_params`, the split the time terms use too.
     """
-    root_params = counts.embedding_params + counts.lm_head_params + counts.final_norm_params
-    layer_params = (counts.total_params - root_params) / model.num_hidden_layers
     unit_bytes = weights / counts.total_params
     gather_bytes = min(unit_bytes, dtypes.compute_bytes) if dtypes.autocast else unit_bytes
     not_resident = 1.0 if offload else 1 - 1 / ranks
-    return (FSDP_LIVE_UNITS * layer_params + root_params) * gather_bytes * not_resident
+    return (FSDP_LIVE_UNITS * counts.layer_params + counts.root_params) * gather_bytes * not_resident
 
 
 def model_state_bytes(
@@ -252,7 +247,7 @@ def model_state_bytes(
     held = weights if holds_forward_weight_copies(setting, ranks, dtypes) else 0.0
     gathered = 0.0
     if shard_params:
-        gathered = _gathered_weight_bytes(model, counts, weights, dtypes, ranks, offload)
+        gathered = _gathered_weight_bytes(counts, weights, dtypes, ranks, offload)
         weights /= ranks
         adapter_weights /= ranks
     if setting.shards_states:

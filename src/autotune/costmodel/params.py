@@ -123,19 +123,29 @@ class ParamCounts:
     """Decoder layers L (``ModelSpec.num_hidden_layers``): the FSDP / ZeRO-3 units besides the root."""
 
     @property
-    def layer_share(self) -> float:
-        """One decoder layer's share of every parameter (its attention + MLP; norms neglected), 0..1.
+    def layer_params(self) -> int:
+        """One decoder layer's parameters (attention + MLP + norms): one FSDP / ZeRO-3 unit, the split's one home.
 
-        The fraction of the weights (and gradients) one FSDP / ZeRO-3 unit gathers, offloads or reduces; the rest,
-        :attr:`root_share`, is the root unit's (embeddings, output projection, norms). The one home of this split:
-        the step time's gathers and reduce-scatters, the offload's copies and the gathered weights' memory use it.
+        FSDP's auto-wrap wraps the decoder layer class (transformers' ``model.layers[i]``, norms included) and ZeRO-3
+        gathers a module's parameters (test_params counts ``model.layers[0]`` on the meta device). The step time's
+        gathers and reduce-scatters, the offload's copies and the gathered weights' memory use this split.
         """
-        return (self.attention_params_per_layer + self.mlp_params_per_layer) / max(1, self.total_params)
+        return self.attention_params_per_layer + self.mlp_params_per_layer + self.norm_params_per_layer
+
+    @property
+    def root_params(self) -> int:
+        """The root unit's parameters, outside the decoder layers: embeddings, output head, final norm."""
+        return self.embedding_params + self.lm_head_params + self.final_norm_params
+
+    @property
+    def layer_share(self) -> float:
+        """:attr:`layer_params` over every parameter, 0..1: the share of the weights one layer's unit moves."""
+        return self.layer_params / max(1, self.total_params)
 
     @property
     def root_share(self) -> float:
-        """The root FSDP / ZeRO-3 unit's share of every parameter, ``1 − L × layer_share`` (at least 0)."""
-        return max(0.0, 1 - self.num_layers * self.layer_share)
+        """:attr:`root_params` over every parameter (``1 − L × layer_share``: the class docstring's identity)."""
+        return self.root_params / max(1, self.total_params)
 
 
 def layer_linear_tokens(

@@ -175,8 +175,9 @@ def gathered_weight_bytes(context: SettingContext) -> float:
 def parameter_gathers_s(context: SettingContext, coefficients: CostCoefficients) -> tuple[float, float]:
     """(root unit's, one decoder layer's) all-gather seconds when parameters are sharded (FSDP / ZeRO-3).
 
-    A layer's share of the weights is its attention + MLP parameters over all; the root unit (embedding, final
-    norm, output projection) holds the rest.
+    A layer's share of the weights is its parameters (attention, MLP, norms) over all
+    (:attr:`~autotune.costmodel.params.ParamCounts.layer_share`); the root unit (embedding, final norm, output
+    projection) holds the rest.
     """
     counts, cluster = context.counts, context.cluster
     gathered_bytes = gathered_weight_bytes(context)

@@ -14,7 +14,7 @@ Modules:
   backend_configs  accelerate (FSDP) YAML and DeepSpeed JSON
   slurm            the SLURM batch script
   skypilot         the SkyPilot task (OUT/sky.yaml) for the plan's GPU type, count and nodes
-  skypilot_offers  SkyPilot accelerator names per provider that rent exactly the planned card (any_of)
+  skypilot_offers  the task's resources from the plan GPU's SkyPilot offers (its catalog entry; any_of)
   relaunch         on a SkyPilot node: a relaunch resumes a run that trained, restarts one that did not
   runner           write the run directory, run the command
   gpus             this machine's GPUs (nvidia-smi / rocm-smi)

@@ -74,7 +74,12 @@ def _check_plan(context: LaunchContext) -> None:
 
 
 def _check_plan_and_options(context: LaunchContext) -> None:
-    context.spec = build_launch_spec(context.plan, context.options)  # refuses what it cannot build
+    context.spec = _build_spec(context)  # refuses what it cannot build
+
+
+def _build_spec(context: LaunchContext) -> LaunchSpec:
+    """The launch spec of the context's plan and options, with the plan GPU's catalog entry (its SkyPilot offers)."""
+    return build_launch_spec(context.plan, context.options, context.resolve_gpu(context.plan.cluster.gpu))
 
 
 def _check_output_dir(context: LaunchContext) -> None:
@@ -83,7 +88,7 @@ def _check_output_dir(context: LaunchContext) -> None:
         return
     if context.options.resume:  # nothing to resume from: the core starts at step 0
         context.options = context.options.model_copy(update={"resume": False})
-        context.spec = build_launch_spec(context.plan, context.options)
+        context.spec = _build_spec(context)
     assert context.spec is not None
     differing = differing_files(context.spec, context.out)
     if differing:

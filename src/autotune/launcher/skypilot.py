@@ -3,8 +3,9 @@
 The task (``OUT/sky.yaml``) is built from the plan and the launch options; nothing here runs ``sky``. Its fields are
 SkyPilot's task YAML (skypilot-org/skypilot ``docs/source/reference/yaml-spec.rst``):
 
-- ``resources.accelerators``: the plan's GPU under SkyPilot's name (:data:`SKYPILOT_ACCELERATORS`) and its GPUs per
-  node, e.g. ``H100:8``; ``num_nodes``: the plan's nodes.
+- ``resources.accelerators``: the plan's GPU under SkyPilot's name (its catalog entry's ``skypilot_offers``:
+  :mod:`autotune.launcher.skypilot_offers`) and its GPUs per node, e.g. ``H100-SXM:8``; ``num_nodes``: the plan's
+  nodes.
 - ``workdir``: the autotune source checkout this autotune was installed from (``options.project_dir``); SkyPilot
   syncs it to ``~/sky_workdir`` on every node (leaving out what its ``.gitignore`` lists) and runs ``setup`` and
   ``run`` there.
@@ -49,6 +50,7 @@ from autotune.launcher.options import DEFAULT_MASTER_PORT, SKYPILOT_TASK_FILE, L
 from autotune.launcher.skypilot_offers import skypilot_resources
 from autotune.launcher.slurm import with_interpreter
 from autotune.run_lock import LOCK_FILE
+from autotune.schemas.hardware import GpuSpec
 from autotune.schemas.plan import PlanFile
 
 OUTPUT_MOUNT_MODE: Final[str] = "MOUNT_CACHED"
@@ -86,18 +88,20 @@ RELAUNCH_MODULE: Final[str] = "autotune.launcher.relaunch"
 """Decides on the node whether a relaunch resumes (:mod:`autotune.launcher.relaunch`)."""
 
 
-def skypilot_task(plan: PlanFile, options: LaunchOptions) -> dict[str, Any]:
+def skypilot_task(plan: PlanFile, options: LaunchOptions, gpu: GpuSpec | None) -> dict[str, Any]:
     """The SkyPilot task (a YAML mapping) that runs ``plan`` with ``options`` on the plan's GPUs and nodes.
 
     Pure: no disk, no ``sky``. Field by field: see the module's docstring. ``options`` are ones
-    :func:`skypilot_option_error` accepts (:func:`autotune.launcher.spec.build_launch_spec` refuses the others first).
+    :func:`skypilot_option_error` accepts (:func:`autotune.launcher.spec.build_launch_spec` refuses the others first);
+    ``gpu`` is the catalog entry of the plan's GPU (None: not in the catalog), whose SkyPilot offers rent it.
 
     Raises:
-        InvalidRequestError: a GPU SkyPilot has no name for (:func:`skypilot_accelerators`).
+        InvalidRequestError: a GPU SkyPilot has no name for, or no node of the plan's count
+            (:func:`autotune.launcher.skypilot_offers.skypilot_resources`).
     """
     assert options.project_dir is not None, "options skypilot_option_error refuses"
     cluster = plan.cluster
-    resources = {**skypilot_resources(cluster.gpu, cluster.num_gpus_per_node), **node_resources(options)}
+    resources = {**skypilot_resources(cluster.gpu, gpu, cluster.num_gpus_per_node), **node_resources(options)}
     mounts = mounted_paths(plan, options)
     check_mount_paths(mounts)
     command = with_interpreter(

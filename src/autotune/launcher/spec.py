@@ -51,13 +51,17 @@ from autotune.launcher.skypilot import (
     task_yaml,
 )
 from autotune.launcher.slurm import slurm_script
+from autotune.schemas.hardware import GpuSpec
 from autotune.schemas.plan import PlanFile
 from autotune.schemas.plan_io import plan_to_yaml
 from autotune.schemas.setting import FSDP_SHARDINGS, ZERO_SHARDINGS
 
 
-def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
+def build_launch_spec(plan: PlanFile, options: LaunchOptions, gpu: GpuSpec | None = None) -> LaunchSpec:
     """The command, environment and files that run ``plan`` with ``options``.
+
+    ``gpu`` is the catalog entry of the plan's GPU (the launch checks pass it in: ``LaunchContext.resolve_gpu``); only
+    ``--skypilot`` reads it (its SkyPilot offers), and refuses a GPU without one.
 
     Files always include ``plan.yaml`` (the exact plan run); plus ``accelerate_config.yaml`` (FSDP
     on GPUs), ``deepspeed_config.json`` (ZeRO), ``launch.sbatch`` (``options.slurm``, whose
@@ -97,7 +101,7 @@ def build_launch_spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
     cluster = plan.cluster
     if options.skypilot:
         argv = sky_launch_command(options)
-        files[SKYPILOT_TASK_FILE] = task_yaml(skypilot_task(plan, options), argv)
+        files[SKYPILOT_TASK_FILE] = task_yaml(skypilot_task(plan, options, gpu), argv)
         if plan.model_source not in mounted_paths(plan, options):
             notes.append(
                 f"the nodes download {plan.model_source} from the Hugging Face hub: for a gated model add --secret "

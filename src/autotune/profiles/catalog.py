@@ -62,23 +62,6 @@ AMBIGUOUS_GPU_NAMES: dict[str, tuple[str, str]] = {
 a100 and h100 default to the 80 GB SXM parts; v100 defaults to the smaller card, the safe side.
 """
 
-CURRENT_GPUS: tuple[str, ...] = (
-    "h200",
-    "h100-80gb",
-    "h100-pcie",
-    "l40s",
-    "l4",
-    "rtx-pro-6000",
-    "rtx-6000-ada",
-    "mi300x",
-)
-"""What ``autotune plan --gpu any`` plans: the catalog's current datacenter and workstation cards.
-
-"Current" means of an architecture its vendor still sells as its latest or previous datacenter / workstation line:
-NVIDIA Hopper, Ada Lovelace and Blackwell, AMD CDNA 3 (the ``architecture`` of each profile). Consumer cards
-(GeForce, Radeon) and the older generations (Volta, Turing, Ampere: V100, T4, A100, A10G, A6000) are left out; name
-them to plan them."""
-
 MODEL_ALIASES: dict[str, tuple[str, ...]] = {
     "llama-7b": ("decapoda-research/llama-7b-hf", "llama1-7b"),
     "llama-13b": ("decapoda-research/llama-13b-hf", "llama1-13b"),
@@ -205,16 +188,8 @@ def list_gpus() -> list[GpuSpec]:
 
 
 def current_gpus() -> list[GpuSpec]:
-    """The profiles of :data:`CURRENT_GPUS`, in that order.
-
-    Raises:
-        ValueError: a key of :data:`CURRENT_GPUS` is missing from the catalog (a packaging bug).
-    """
-    by_key = _gpu_catalog()[0]
-    missing = [key for key in CURRENT_GPUS if key not in by_key]
-    if missing:
-        raise ValueError(f"GPU catalog: CURRENT_GPUS names missing keys {missing}")
-    return [by_key[key] for key in CURRENT_GPUS]
+    """What ``autotune plan --gpu any`` plans: the profiles marked ``current`` (:attr:`GpuSpec.current`), by key."""
+    return [spec for spec in list_gpus() if spec.current]
 
 
 def list_models() -> list[ModelSpec]:

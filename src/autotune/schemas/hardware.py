@@ -16,6 +16,39 @@ from pydantic import Field
 from autotune.schemas._base import FrozenModel
 
 
+class SkyPilotOffer(FrozenModel):
+    """One way to rent a card through SkyPilot: its accelerator name, pinned where the name alone is another card.
+
+    One SkyPilot name can be two cards: RunPod's ``H100`` and ``A100-80GB`` are the PCIe cards (its SXM ones are
+    ``H100-SXM`` and ``A100-80GB-SXM``, its H200 ``H200-SXM``), and Lambda names its PCIe and SXM H100 both ``H100``
+    (only the instance type, ``gpu_1x_h100_pcie`` vs ``gpu_N x_h100_sxm5``, tells them apart). An SXM plan run on a
+    PCIe card is slower than planned, so a name that is ambiguous somewhere is offered only where SkyPilot's catalog
+    shows it to be that card: pinned to the provider (``cloud``), and on Lambda to the instance type. A name that is
+    the same card everywhere SkyPilot lists it leaves the provider open.
+
+    Sources (transcribed with their commits in ``tests/fixtures/skypilot/catalog.yaml``, which the tests check every
+    catalog GPU's offers against): skypilot-org/skypilot ``sky/catalog/data_fetchers/fetch_runpod.py`` (RunPod's
+    names and overrides) and ``fetch_lambda_cloud.py``; skypilot-org/skypilot-catalog ``catalogs/v7/lambda/vms.csv``
+    and ``runpod/vms.csv``.
+    """
+
+    accelerator: str = Field(
+        min_length=1, description="SkyPilot's accelerator name, e.g. 'H100-SXM' (sky show-gpus -a)."
+    )
+    cloud: str | None = Field(
+        default=None,
+        min_length=1,
+        description="SkyPilot's cloud name the offer is pinned to, e.g. 'runpod'; None: any provider (the name is "
+        "this card wherever SkyPilot lists it).",
+    )
+    instance_types: tuple[tuple[int, str], ...] = Field(
+        default=(),
+        description="(GPUs per node, the provider's instance type) pairs, where the name alone is ambiguous (empty: "
+        "any node size under the name); a node size not listed is not rented. A list of pairs, not a mapping: the "
+        "catalog's JSON cache keeps only data JSON holds exactly (no integer keys).",
+    )
+
+
 class GpuSpec(FrozenModel):
     """One accelerator model, as sold (one card / one module)."""
 
@@ -55,6 +88,18 @@ class GpuSpec(FrozenModel):
         default=None, gt=0, description="GPU-GPU bandwidth per direction per GPU, GB/s (None = host link)."
     )
     tdp_w: float | None = Field(default=None, gt=0)
+    current: bool = Field(
+        default=False,
+        description="One of the current datacenter / workstation cards that `autotune plan --gpu any` plans: of an "
+        "architecture its vendor still sells as its latest or previous datacenter / workstation line (NVIDIA Hopper, "
+        "Ada Lovelace and Blackwell, AMD CDNA 3); consumer cards (GeForce, Radeon) and older generations are named to "
+        "be planned.",
+    )
+    skypilot_offers: tuple[SkyPilotOffer, ...] = Field(
+        default=(),
+        description="The ways to rent exactly this card through SkyPilot (`launch --skypilot`: one is the task's "
+        "accelerators, several its any_of); empty: SkyPilot has no name for it, and --skypilot refuses it.",
+    )
     source: str = Field(description="Where the values come from (URLs, repo:path@commit).")
     notes: str = Field(default="", description="Disagreements, preferences and unconfirmed values.")
     unconfirmed: tuple[str, ...] = Field(default=(), description="Field names whose value no primary source confirms.")

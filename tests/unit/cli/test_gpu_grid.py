@@ -10,7 +10,7 @@ from cli_runner import run
 
 from autotune.cli.gpu_grid import single_count, table_path, wants_grid
 from autotune.errors import InvalidRequestError
-from autotune.profiles.catalog import CURRENT_GPUS
+from autotune.profiles.catalog import current_gpus
 from autotune.schemas.plan_io import load_plan
 
 QUESTION = ("plan", "llama3-8b", "--gpu", "4090,a100-80gb,h100", "--num-gpus", "1,2,8", "--num-samples", "50000")
@@ -79,7 +79,7 @@ def test_a_cell_where_nothing_fits_is_a_row_saying_why(capsys: pytest.CaptureFix
 
 def test_any_plans_the_current_cards(capsys: pytest.CaptureFixture[str]) -> None:
     report = grid_json(capsys, "plan", "llama3-8b", "--gpu", "any", "--objective", "time")
-    assert [row["gpu"] for row in report["rows"]] == list(CURRENT_GPUS)
+    assert [row["gpu"] for row in report["rows"]] == [spec.key for spec in current_gpus()]
 
 
 def test_output_writes_the_chosen_plan_and_the_table_beside_it(

@@ -374,3 +374,24 @@ def test_lora_params_match_peft_on_meta_device(fixture: str, targets: tuple[str,
     wrapped = peft.get_peft_model(model, peft.LoraConfig(r=16, target_modules=target_modules))
     theirs = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
     assert lora_params(model_spec_from_config(FIXTURES / fixture), 16, targets) == theirs
+
+
+@pytest.mark.parametrize(
+    "fixture", ["llama3.2-1b", "qwen2.5-0.5b", "phi3-mini-4k", "gemma-7b", "gemma2-9b", "mixtral-8x7b"]
+)
+def test_a_layer_unit_holds_what_the_decoder_layer_module_holds_on_meta_device(fixture: str) -> None:
+    """FSDP's transformer auto-wrap and ZeRO-3 gather a decoder layer (``model.layers[i]``) as one unit: attention,
+    MLP and norms; the root unit holds the rest (embeddings, final norm, output head)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from autotune.profiles.hf_config import model_spec_from_config
+
+    config = transformers.AutoConfig.from_pretrained(FIXTURES / fixture)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    layer = sum(p.numel() for p in model.model.layers[0].parameters())
+    total = sum(p.numel() for p in model.parameters())
+    counts = count_params(model_spec_from_config(FIXTURES / fixture))
+    assert (counts.layer_params, counts.root_params) == (layer, total - config.num_hidden_layers * layer)
+    assert counts.layer_share == pytest.approx(layer / total, rel=1e-12)
+    assert counts.root_share == pytest.approx(1 - config.num_hidden_layers * layer / total, rel=1e-12)

@@ -59,9 +59,9 @@ def _launched_plan(monkeypatch: pytest.MonkeyPatch, *argv: str) -> PlanFile:
     seen: list[PlanFile] = []
     real = launch_checks.build_launch_spec
 
-    def capture(plan: PlanFile, options: Any) -> Any:
+    def capture(plan: PlanFile, options: Any, gpu: Any = None) -> Any:
         seen.append(plan)
-        return real(plan, options)
+        return real(plan, options, gpu)
 
     monkeypatch.setattr(launch_checks, "build_launch_spec", capture)
     try:

@@ -18,10 +18,12 @@ from plans import make_plan
 
 from autotune.cli import launch_cmd
 from autotune.errors import InvalidRequestError
-from autotune.launcher import LaunchOptions, build_launch_spec, skypilot
+from autotune.launcher import LaunchOptions, LaunchSpec, build_launch_spec, skypilot
 from autotune.launcher.command import node_command
 from autotune.launcher.options import SKYPILOT_TASK_FILE
 from autotune.launcher.slurm import with_interpreter
+from autotune.schemas.plan import PlanFile
+from autotune.session.resolve import catalog_gpu
 
 STUB_RECORD = '#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done > "$RECORD"\n'
 STUB_PYTHON = (
@@ -41,9 +43,14 @@ def _options(tmp_path: Path, **values: Any) -> LaunchOptions:
     return LaunchOptions(**{**defaults, **values})
 
 
+def _spec(plan: PlanFile, options: LaunchOptions) -> LaunchSpec:
+    """The launch spec with the plan GPU's catalog entry, as the launch checks build it."""
+    return build_launch_spec(plan, options, catalog_gpu(plan.cluster.gpu))
+
+
 def _task(plan: Any, options: LaunchOptions) -> dict[str, Any]:
     """The task as written to OUT/sky.yaml and read back."""
-    spec = build_launch_spec(plan, options)
+    spec = _spec(plan, options)
     return yaml.safe_load(spec.files[SKYPILOT_TASK_FILE])
 
 
@@ -91,7 +98,7 @@ def test_task_follows_the_plan(tmp_path: Path) -> None:
 
 def test_spec_prints_sky_launch_and_writes_the_task(tmp_path: Path) -> None:
     options = _options(tmp_path, output_dir=str(tmp_path / "My.Run_2"))
-    spec = build_launch_spec(make_plan(sharding="ddp", gpus=2, gpu="a100-80gb"), options)
+    spec = _spec(make_plan(sharding="ddp", gpus=2, gpu="a100-80gb"), options)
     task_file = str(Path(options.output_dir) / SKYPILOT_TASK_FILE)
     assert spec.argv == ["sky", "launch", "-c", "autotune-my-run-2", task_file]
     assert spec.files[SKYPILOT_TASK_FILE].startswith("# Written by `autotune launch --skypilot`. Start it with: sky ")
@@ -172,13 +179,13 @@ def test_setup_installs_the_extras_the_run_needs(tmp_path: Path) -> None:
 )
 def test_options_skypilot_cannot_go_with_are_refused(tmp_path: Path, values: dict[str, Any], words: str) -> None:
     with pytest.raises(InvalidRequestError, match=words) as error:
-        build_launch_spec(make_plan(sharding="fsdp", gpus=2, gpu="h100-80gb"), _options(tmp_path, **values))
+        _spec(make_plan(sharding="fsdp", gpus=2, gpu="h100-80gb"), _options(tmp_path, **values))
     assert "\n" not in str(error.value)
 
 
 def test_a_card_skypilot_cannot_name_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequestError, match="no accelerator name for rx-7900-xtx"):
-        build_launch_spec(make_plan(sharding="none", gpu="rx-7900-xtx"), _options(tmp_path))
+        _spec(make_plan(sharding="none", gpu="rx-7900-xtx"), _options(tmp_path))
 
 
 class _Distribution:
@@ -218,7 +225,7 @@ def test_installed_checkout(
 
 
 def test_schema_error_is_skypilots_first_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    task = skypilot.skypilot_task(make_plan(sharding="none", gpu="l4"), _options(tmp_path))
+    task = skypilot.skypilot_task(make_plan(sharding="none", gpu="l4"), _options(tmp_path), catalog_gpu("l4"))
     seen = install_fake_sky(monkeypatch, ValueError("Found unsupported field 'x'.\nsee the docs"))
     assert skypilot.skypilot_installed()
     assert skypilot.skypilot_schema_error(task) == "Found unsupported field 'x'."
@@ -305,7 +312,7 @@ def test_the_default_bucket_is_one_per_output_directory(tmp_path: Path) -> None:
 
 def test_spot_runs_as_a_managed_job_that_resumes_from_the_bucket(tmp_path: Path) -> None:
     options = _options(tmp_path, spot=True)
-    spec = build_launch_spec(make_plan(sharding="none", gpu="l4"), options)
+    spec = _spec(make_plan(sharding="none", gpu="l4"), options)
     assert spec.argv[:3] == ["sky", "jobs", "launch"] and spec.argv[-1].endswith(SKYPILOT_TASK_FILE)
     task = yaml.safe_load(spec.files[SKYPILOT_TASK_FILE])
     assert task["resources"]["use_spot"] is True
@@ -323,7 +330,7 @@ def test_spot_runs_as_a_managed_job_that_resumes_from_the_bucket(tmp_path: Path)
 )
 def test_bad_cloud_options_are_one_line(tmp_path: Path, values: dict[str, Any], words: str) -> None:
     with pytest.raises(InvalidRequestError, match=words) as error:
-        build_launch_spec(make_plan(sharding="none", gpu="l4"), _options(tmp_path, **values))
+        _spec(make_plan(sharding="none", gpu="l4"), _options(tmp_path, **values))
     assert "\n" not in str(error.value)
 
 
@@ -335,7 +342,7 @@ HOSTILE = ["runs/x;touch pwned", "runs/a b", "runs/$(id)", "runs/`id`", "runs/x'
 def test_no_shell_metacharacter_reaches_a_file_mounts_destination(tmp_path: Path, name: str, field: str) -> None:
     options = _options(tmp_path, **{field: str(tmp_path / name)})
     with pytest.raises(InvalidRequestError, match="SkyPilot writes mounted paths unquoted") as error:
-        build_launch_spec(make_plan(sharding="none", gpu="l4"), options)
+        _spec(make_plan(sharding="none", gpu="l4"), options)
     assert "\n" not in str(error.value)
 
 
@@ -350,7 +357,7 @@ def test_every_written_destination_is_a_plain_path(tmp_path: Path) -> None:
 def test_a_line_break_in_the_dataset_or_eval_dataset_is_refused(tmp_path: Path, field: str, char: str) -> None:
     options = _options(tmp_path, skypilot=False, project_dir=None, **{field: f"data{char}set.jsonl"})
     with pytest.raises(InvalidRequestError, match="control character") as error:
-        build_launch_spec(make_plan(sharding="none", gpu="l4"), options)
+        _spec(make_plan(sharding="none", gpu="l4"), options)
     assert f"--{field.replace('_', '-')}" in str(error.value)
 
 

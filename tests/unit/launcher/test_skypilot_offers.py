@@ -1,7 +1,7 @@
 """SkyPilot accelerator names per provider: each offer rents exactly the planned card (SXM vs PCIe).
 
-Checked against a fixture transcribed from SkyPilot's public catalog (tests/fixtures/skypilot/catalog.yaml, with its
-sources and commits)."""
+The offers are the catalog GPUs' ``skypilot_offers``, checked against a fixture transcribed from SkyPilot's public
+catalog (tests/fixtures/skypilot/catalog.yaml, with its sources and commits)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,21 @@ import pytest
 import yaml
 
 from autotune.errors import InvalidRequestError
-from autotune.launcher.skypilot_offers import SKYPILOT_OFFERS, skypilot_resources
+from autotune.launcher.skypilot_offers import skypilot_resources
 from autotune.profiles.catalog import list_gpus, resolve_gpu
+from autotune.profiles.prices import shipped_price_table
+from autotune.schemas.hardware import SkyPilotOffer
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "skypilot" / "catalog.yaml"
+OFFERS: dict[str, tuple[SkyPilotOffer, ...]] = {
+    gpu.key: gpu.skypilot_offers for gpu in list_gpus() if gpu.skypilot_offers
+}
+"""Catalog GPU key -> its SkyPilot offers (the GPUs SkyPilot rents)."""
+
+
+def resources(gpu: str, count: int) -> dict[str, Any]:
+    """The task's accelerator ``resources`` for ``count`` of the catalog GPU ``gpu``."""
+    return skypilot_resources(gpu, resolve_gpu(gpu)[0], count)
 
 
 @pytest.fixture(scope="module")
@@ -36,15 +47,14 @@ def form_factor(gpu: str) -> str:
     return "sxm" if "SXM" in text or spec.key == "b200" else "pcie"
 
 
-def test_every_offered_card_is_a_catalog_gpu() -> None:
-    keys = {gpu.key for gpu in list_gpus()}
-    assert set(SKYPILOT_OFFERS) <= keys
-    assert {"h100-80gb", "h100-pcie", "h200", "a100-80gb", "rtx-4090", "l4", "b200", "gh200"} <= set(SKYPILOT_OFFERS)
+def test_the_rented_cards_include_every_priced_one() -> None:
+    assert {"h100-80gb", "h100-pcie", "h200", "a100-80gb", "rtx-4090", "l4", "b200", "gh200"} <= set(OFFERS)
+    assert set(shipped_price_table().gpus) <= set(OFFERS)  # a card with a price can be rented through SkyPilot
 
 
-@pytest.mark.parametrize("gpu", sorted(SKYPILOT_OFFERS))
+@pytest.mark.parametrize("gpu", sorted(OFFERS))
 def test_each_pinned_offer_is_that_card_in_the_providers_catalog(gpu: str, catalog: dict[str, Any]) -> None:
-    for offer in SKYPILOT_OFFERS[gpu]:
+    for offer in OFFERS[gpu]:
         if offer.cloud == "runpod":
             assert catalog["runpod"].get(offer.accelerator) == form_factor(gpu), (gpu, offer)
         elif offer.cloud == "lambda":
@@ -68,11 +78,11 @@ def test_each_pinned_offer_is_that_card_in_the_providers_catalog(gpu: str, catal
 
 
 def test_runpod_h100_and_a100_names_are_pcie_and_never_rent_an_sxm_plan() -> None:
-    sxm = skypilot_resources("h100-80gb", 8)["any_of"]
+    sxm = resources("h100-80gb", 8)["any_of"]
     assert {"cloud": "runpod", "accelerators": "H100-SXM:8"} in sxm
     assert all(entry["accelerators"] != "H100:8" or entry.get("instance_type") == "gpu_8x_h100_sxm5" for entry in sxm)
-    assert skypilot_resources("a100-80gb", 2) == {"cloud": "runpod", "accelerators": "A100-80GB-SXM:2"}
-    pcie = skypilot_resources("h100-pcie", 1)["any_of"]
+    assert resources("a100-80gb", 2) == {"cloud": "runpod", "accelerators": "A100-80GB-SXM:2"}
+    pcie = resources("h100-pcie", 1)["any_of"]
     assert pcie == [
         {"cloud": "runpod", "accelerators": "H100:1"},
         {"cloud": "lambda", "accelerators": "H100:1", "instance_type": "gpu_1x_h100_pcie"},
@@ -80,15 +90,17 @@ def test_runpod_h100_and_a100_names_are_pcie_and_never_rent_an_sxm_plan() -> Non
 
 
 def test_h200_on_runpod_is_h200_sxm_and_lambdas_one_h100_is_pinned_to_sxm() -> None:
-    h200 = skypilot_resources("h200", 8)["any_of"]
+    h200 = resources("h200", 8)["any_of"]
     assert h200 == [{"cloud": "runpod", "accelerators": "H200-SXM:8"}, {"accelerators": "H200:8"}]
-    one = skypilot_resources("h100-80gb", 1)["any_of"]
+    one = resources("h100-80gb", 1)["any_of"]
     assert {"cloud": "lambda", "accelerators": "H100:1", "instance_type": "gpu_1x_h100_sxm5"} in one
 
 
 def test_a_node_size_no_provider_rents_is_refused_in_one_line() -> None:
     with pytest.raises(InvalidRequestError, match=r"no provider .* rents 2× a100-40gb on one node") as error:
-        skypilot_resources("a100-40gb", 2)
+        resources("a100-40gb", 2)
     assert "\n" not in str(error.value)
     with pytest.raises(InvalidRequestError, match="no accelerator name for rx-7900-xtx"):
-        skypilot_resources("rx-7900-xtx", 1)
+        resources("rx-7900-xtx", 1)
+    with pytest.raises(InvalidRequestError, match="no accelerator name for my-card"):
+        skypilot_resources("my-card", None, 1)  # not in the catalog

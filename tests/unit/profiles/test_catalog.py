@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from importlib import resources
 from pathlib import Path
@@ -464,3 +465,37 @@ def test_every_name_resolves_to_its_own_entry() -> None:
             assert resolve_model_profile(name) == model
         if model.hf_repo_id:
             assert resolve_model_profile(model.hf_repo_id) == model
+
+
+# ---- one home per GPU fact -----------------------------------------------------------------------
+
+SRC = Path(__file__).parents[3] / "src" / "autotune"
+CATALOG_MODULE = SRC / "profiles" / "catalog.py"
+
+
+def gpu_key_literals(path: Path, keys: set[str]) -> list[tuple[int, str]]:
+    """(line, key) of each string literal in a Python file that is exactly a GPU catalog key."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in keys
+    ]
+
+
+def test_gpu_key_literal_finder_finds_one(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('"""Doc naming h100-80gb in words."""\nCARDS = ("h100-80gb", f"{x}")\nNOTE = "l4 is small"\n')
+    assert gpu_key_literals(module, {"h100-80gb", "l4"}) == [(2, "h100-80gb")]
+
+
+def test_no_module_but_the_catalog_names_a_gpu_key() -> None:
+    """A GPU's facts (current, SkyPilot names, ...) live in its profile: code reads them, never lists GPU keys."""
+    keys = {gpu.key for gpu in list_gpus()}
+    found = {
+        f"{path.relative_to(SRC)}:{line} {key}"
+        for path in sorted(SRC.rglob("*.py"))
+        if path != CATALOG_MODULE
+        for line, key in gpu_key_literals(path, keys)
+    }
+    assert not found
