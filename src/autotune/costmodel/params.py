@@ -119,8 +119,6 @@ class ParamCounts:
     matmul_params_per_token: int
     """Weights one token's forward multiplies by: block linears with k of E experts, plus the V·h
     output projection even when tied; the embedding lookup is excluded. Forward FLOPs ≈ 2× this."""
-    num_layers: int
-    """Decoder layers L (``ModelSpec.num_hidden_layers``): the FSDP / ZeRO-3 units besides the root."""
 
     @property
     def layer_params(self) -> int:
@@ -249,7 +247,6 @@ def count_params(model: ModelSpec) -> ParamCounts:
         decoder_linear_params=decoder_linear,
         non_linear_params=total - decoder_linear,
         matmul_params_per_token=active_linear + vocab * h,
-        num_layers=layers,
     )
 
 
