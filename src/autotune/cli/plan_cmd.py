@@ -127,16 +127,8 @@ def plan_command(
     table: GridOptions = NO_GRID,
 ) -> None:
     """Find the best setting that fits MODEL on your GPUs; every option fixes one choice."""
-    if plot is not None:
-        from autotune.cli.plots import check_plot_path
-
-        check_plot_path(plot)  # before anything is written
     grid = wants_grid(gpu, num_gpus, objective, table.deadline, table.budget, table.price)
-    if output is not None:  # refused before the search, not after it
-        from autotune.cli.gpu_grid import table_path
-        from autotune.fileio import refuse_existing
-
-        refuse_existing(output, *([table_path(output)] if grid else []))
+    check_outputs(output, plot, grid)
     warn_eval_is_training_data(data.dataset, evaluation.eval_dataset)
     options = PlanOptions.from_groups(
         model=model, gpu=gpu, num_gpus=1, nodes=nodes, size=size, data=data, evaluation=evaluation, setting=setting,
@@ -165,6 +157,26 @@ def plan_command(
         print_launch_hint(plan_file, output)
     if plot is not None:
         console().print(f"[green]wrote[/] {plot}")
+
+
+def check_outputs(output: Path | None, plot: Path | None, grid: bool) -> None:
+    """Refuse, before any work, what could not be written.
+
+    A ``--plot`` path ``check_plot_path`` refuses; an existing ``-o`` file (and for a table, the table file beside it:
+    ``table_path``).
+
+    Raises:
+        InvalidRequestError: one of them.
+    """
+    if plot is not None:
+        from autotune.cli.plots import check_plot_path
+
+        check_plot_path(plot)
+    if output is not None:
+        from autotune.cli.gpu_grid import table_path
+        from autotune.fileio import refuse_existing
+
+        refuse_existing(output, *([table_path(output)] if grid else []))
 
 
 def verified(options: PlanOptions, outcome: PlanOutcome) -> tuple[PlanFile, PlanResult, list[str]]:
