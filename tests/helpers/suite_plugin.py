@@ -72,14 +72,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_cmdline_main(config: pytest.Config) -> None:
-    """With ``-n`` (pyproject's addopts), distribute by ``loadgroup``: the tests of a shared run (:func:`shared_run`)
-    go to one worker."""
-    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
-        config.option.dist = "loadgroup"
-
-
 # --- marking by what a test calls ------------------------------------------------------------------------------------
 
 

@@ -112,3 +112,33 @@ def test_stale_extension_build_locks_are_removed_only_when_no_other_session_runs
     for handle in (other_session, this_session):
         fcntl.flock(handle, fcntl.LOCK_UN)
         handle.close()
+
+
+GROUPED = """
+import os
+import pytest
+
+def _worker(name):
+    with open(os.path.join(os.path.dirname(__file__), name), "w") as f:
+        f.write(os.environ["PYTEST_XDIST_WORKER"])
+
+@pytest.mark.xdist_group("shared")
+@pytest.mark.parametrize("i", range(4))
+def test_grouped(i):
+    _worker(f"grouped-{i}")
+
+@pytest.mark.parametrize("i", range(8))
+def test_free(i):
+    pass
+"""
+
+
+def test_the_tests_of_one_xdist_group_run_on_one_worker(tmp_path: Path) -> None:
+    """pyproject's ``--dist loadgroup`` holds: a shared fixture is built once (pytest 9.2 broke it silently,
+    pytest-dev/pytest-xdist#1386)."""
+    (tmp_path / "test_inner.py").write_text(GROUPED)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"]
+    done = subprocess.run([*command, str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    workers = {(tmp_path / f"grouped-{i}").read_text() for i in range(4)}
+    assert len(workers) == 1, workers
