@@ -4,6 +4,7 @@ that starts it fails, and a SIGINT swallowed by the code under test still ends t
 from __future__ import annotations
 
 import fcntl
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,11 +43,17 @@ def test_a_test_reaches_the_core_through_helpers_and_local_imports() -> None:
     assert not reaches(namespace["plans_only"], targets, set())
 
 
+INNER_ENV = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+"""The inner sessions load only the plugins they name (not hypothesis, anyio, pytest-timeout: ~5 s of imports each)."""
+
+
 def _pytest(tmp_path: Path, source: str, *args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_inner.py").write_text(source)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *args, str(tmp_path)]
-    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, str(tmp_path)]
+    return subprocess.run(
+        command, capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False, env=INNER_ENV
+    )
 
 
 SWALLOWED_SIGINT = """
@@ -137,8 +144,9 @@ def test_the_tests_of_one_xdist_group_run_on_one_worker(tmp_path: Path) -> None:
     """pyproject's ``--dist loadgroup`` holds: a shared fixture is built once (pytest 9.2 broke it silently,
     pytest-dev/pytest-xdist#1386)."""
     (tmp_path / "test_inner.py").write_text(GROUPED)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"]
-    done = subprocess.run([*command, str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "xdist.plugin", "-n", "2"]
+    command += ["--dist", "loadgroup", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=120, env=INNER_ENV)
     assert done.returncode == 0, done.stdout + done.stderr
     workers = {(tmp_path / f"grouped-{i}").read_text() for i in range(4)}
     assert len(workers) == 1, workers
