@@ -24,6 +24,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 import traceback
 from collections.abc import Iterator
@@ -104,12 +105,12 @@ class ForkedCore:
         """The exit code (``-N`` for a death by signal N).
 
         Raises:
-            TimeoutError: the run outlasts ``timeout`` seconds (it goes on).
+            subprocess.TimeoutExpired: the run outlasts ``timeout`` seconds (it goes on), as ``Popen.wait`` raises.
         """
         self._process.join(timeout)
         code = self._process.exitcode
         if code is None:
-            raise TimeoutError(f"the forked core {self.pid} still runs after {timeout} s")
+            raise subprocess.TimeoutExpired(f"forked core {self.pid}", timeout or 0.0)
         return code
 
     def ended(self) -> bool:

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.model import ModelSpec
@@ -228,24 +228,7 @@ def run_trainer(
         return run_command(command, timeout_s)
     from core_fork import ForkedCore
 
-    with tempfile.TemporaryFile("w+") as stdout_file, tempfile.TemporaryFile("w+") as stderr_file:
-        run = ForkedCore(list(argv), trainer_env(), stdout_file, stderr_file)
-        try:
-            code = run.wait(timeout_s)
-        except TimeoutError:
-            run.kill()
-            run.wait()
-            stderr_file.seek(0)
-            raise AssertionError(
-                f"timed out after {timeout_s} s: {' '.join(command)}\n{stderr_file.read()[-3000:]}"
-            ) from None
-        except BaseException:
-            run.kill()
-            run.wait()
-            raise
-        stdout_file.seek(0)
-        stderr_file.seek(0)
-        return subprocess.CompletedProcess(command, code, stdout_file.read(), stderr_file.read())
+    return run_command(command, timeout_s, start=lambda out, err: ForkedCore(list(argv), trainer_env(), out, err))
 
 
 def run_torchrun(*argv: str, nproc: int = 2, timeout_s: float = 420) -> subprocess.CompletedProcess[str]:
@@ -254,9 +237,15 @@ def run_torchrun(*argv: str, nproc: int = 2, timeout_s: float = 420) -> subproce
     return run_command([*command, "-m", "autotune.trainer", *argv], timeout_s)
 
 
-def run_command(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+def run_command(
+    command: list[str], timeout_s: float, start: Callable[[IO[str], IO[str]], Any] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run ``command`` with its output in files; on a timeout (or any interruption, e.g. pytest-timeout) kill it
     and every process under it.
+
+    ``start``: how the process is started with its stdout and stderr files (default: ``subprocess.Popen`` of
+    ``command`` with :func:`trainer_env`, in a session of its own); what it returns has ``pid`` and ``wait`` as
+    ``Popen`` has them (``core_fork.ForkedCore``).
 
     torchrun starts each worker in a session of its own (``start_new_session=True`` in torch's
     ``SubprocessHandler``), so killing torchrun's process group would leave hung workers running; and a worker
@@ -264,11 +253,14 @@ def run_command(command: list[str], timeout_s: float) -> subprocess.CompletedPro
     whole tree (psutil, found by parent pid) avoid both.
     """
     with tempfile.TemporaryFile("w+") as stdout_file, tempfile.TemporaryFile("w+") as stderr_file:
-        proc = subprocess.Popen(
-            command, stdout=stdout_file, stderr=stderr_file, text=True, env=trainer_env(), start_new_session=True
-        )
+        if start is None:
+            proc = subprocess.Popen(
+                command, stdout=stdout_file, stderr=stderr_file, text=True, env=trainer_env(), start_new_session=True
+            )
+        else:
+            proc = start(stdout_file, stderr_file)
         try:
-            proc.wait(timeout=timeout_s)
+            code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_tree(proc.pid)
             proc.wait()
@@ -281,7 +273,7 @@ def run_command(command: list[str], timeout_s: float) -> subprocess.CompletedPro
             raise
         stdout_file.seek(0)
         stderr_file.seek(0)
-        return subprocess.CompletedProcess(command, proc.returncode, stdout_file.read(), stderr_file.read())
+        return subprocess.CompletedProcess(command, code, stdout_file.read(), stderr_file.read())
 
 
 def _kill_tree(pid: int) -> None:
