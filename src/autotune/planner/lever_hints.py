@@ -26,7 +26,8 @@ def in_backward_hint(
     backward only with one micro-step per optimizer step (``optimizer_in_backward_error``), so at this global batch
     it was tried with the whole batch as one micro batch. The global batch is the user's choice: the planner names
     the one that fits instead of changing it. Tries the powers of two below the global batch; ``searched``: the
-    settings the search evaluated, ``best``: the planner's best for a request (raises when nothing fits).
+    settings the search evaluated, ``best``: the planner's best for a request (raises when nothing fits; the search
+    behind it builds no refusal message: each message's own hint would search again, ~64 searches for one refusal).
     """
     o = request.overrides
     full_searched = any(setting.method == "full" for setting in searched)

@@ -385,7 +385,7 @@ def _infeasible_message(request: PlanRequest, scored: list[Scored]) -> str:
     )
     if request.overrides.sharding == "fsdp-offload":
         head += _one_micro_step_clause(request)
-    head += in_backward_hint(request, [scored_.setting for scored_ in scored], lambda r: search(r).best)
+    head += in_backward_hint(request, [s.setting for s in scored], lambda r: search(r, explain=False).best)
     if not forced:
         return head + "; try more GPUs, a shorter --seq-len or a larger GPU"
     relaxed = request.model_copy(update={"overrides": Overrides()})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from cli_runner import run
 from plan_requests import plan_request
@@ -11,6 +13,8 @@ from autotune.errors import InfeasibleError
 from autotune.planner import search
 from autotune.planner.request import PlanRequest
 from autotune.planner.search import PlanResult
+
+search_module = importlib.import_module("autotune.planner.search")  # the package exports the function as search
 
 TORCHTUNE_4090_FULL_GIB = 18.9
 """torchtune README, "Memory and training speed": Llama 3.1 8B full fine-tune on 1× 4090, batch 2, packed 2048
@@ -45,6 +49,21 @@ def test_the_refusal_at_a_stated_global_batch_names_the_batch_that_fits() -> Non
     """A stated global batch 32 cannot be one micro batch: the message names the global batch where the lever fits."""
     with pytest.raises(InfeasibleError, match=r"optimizer stepped inside the backward .* --global-batch-size \d+"):
         _full_4090(global_batch_size=32)
+
+
+def test_a_refusal_searches_each_hinted_batch_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hint's searches only ask whether something fits: none builds a refusal of its own (which would hint again).
+
+    Full fine-tuning of 8B at 16384 tokens fits no global batch on a 4090: the refusal is the forced search, one
+    search per halved global batch (16 … 1) and the search without the forced method (its nearest setting).
+    """
+    calls: list[int] = []
+    evaluate = search_module.evaluate_candidates
+    monkeypatch.setattr(search_module, "evaluate_candidates", lambda r: calls.append(1) or evaluate(r))
+    request, _ = plan_request(model="llama3-8b", gpu="4090", seq_len=16384, method="full", global_batch_size=32)
+    with pytest.raises(InfeasibleError, match="Nearest that fits"):
+        search(request)
+    assert len(calls) == 1 + 5 + 1
 
 
 def test_the_lever_is_searched_for_full_fine_tuning_only() -> None:
