@@ -373,8 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     for kind in args.kind_list:
         for group in found:
             start = blind_start(group, starts, args.cache) if blind else shipped
-            seeds = group.start_cases(blind)
-            chosen = suggested_draw(group, args.k, start, seeds) if kind == "suggest" else group_draws(group, args, kind)
+            if kind == "suggest":
+                chosen = suggested_draw(group, args.k, start, group.start_cases(blind))
+            else:
+                chosen = group_draws(group, args, kind)
             if not chosen:
                 continue
             for mode in args.mode_list:

@@ -7,7 +7,6 @@ import math
 import pytest
 from time_rows import START, from_source, row
 
-from autotune.calibration.cases import Case
 from autotune.calibration.coverage import (
     AMPLITUDE_GRID_POINTS,
     amplitude_prior,
@@ -20,7 +19,7 @@ from autotune.calibration.coverage import (
     source_log_variances,
 )
 from autotune.calibration.recalibrate import recalibrate
-from autotune.calibration.time_fit import TimeRow, predicted_time_s
+from autotune.calibration.time_fit import predicted_time_s
 from autotune.costmodel.time_correction import far_variance, kernel, log_correction, time_band
 
 
