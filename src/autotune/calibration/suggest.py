@@ -1,10 +1,14 @@
 """Which settings to measure first: the K whose times most narrow the predictions you will choose among (issue 43).
 
 Under the model of ``calibration/coverage.py`` the log time error of a setting x is g + h(x) + ε: a stack factor
-every setting shares (variance σ_g² = ``stack_fit.STACK_LOG_SIGMA``²), the start's setting-dependent error
-(s² k(x, x'), ``coverage.local_log_variance`` and ``costmodel.time_correction.kernel``) and a row's own noise
-(n² = ``stack_fit.ROW_LOG_SIGMA``²). Measuring x conditions the Gaussian on it; the predicted variance of every other
-setting c falls by cov(c, x)² / (var(x) + n²).
+every setting shares (variance σ_g² = ``stack_fit.STACK_LOG_SIGMA``²), the setting-dependent error (s² k(x, x'),
+``costmodel.time_correction.kernel``) and a row's own noise (n² = ``stack_fit.ROW_LOG_SIGMA``²) — the priors of the
+band ``calibrate`` prints once these rows are measured (``stack_fit.fitted_correction``). s² is that band's amplitude
+before any row: the prior over the stacks' setting errors (``coverage.amplitude_prior`` of
+``coverage.source_log_variances`` of the start's own rows), as the one amplitude whose 80 % band matches the
+mixture's (``coverage.matched_amplitude``), so "±A % before any row, ±B % after these K" describes the band
+``calibrate`` prints. Measuring x conditions the Gaussian on it; the predicted variance of every other setting c falls
+by cov(c, x)² / (var(x) + n²).
 
 :func:`greedy_variance_reduction` picks, K times, the candidate whose measurement lowers the summed predicted
 variance over the plan space most, then conditions on it (the "active learning Cohn" criterion, Cohn, Ghahramani &
@@ -20,11 +24,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autotune.calibration import stack_fit
-from autotune.calibration.coverage import local_log_variance
+from autotune.calibration.cases import prepare_cases
+from autotune.calibration.coverage import amplitude_prior, local_log_variance, matched_amplitude, source_log_variances
+from autotune.calibration.time_fit import TimeRow, time_rows
 from autotune.costmodel.params import count_params
 from autotune.costmodel.time_correction import kernel, setting_point, time_band
 from autotune.planner.request import PlanRequest
 from autotune.planner.search import evaluate_candidates
+from autotune.profiles.measurements import all_measurements
 from autotune.schemas.calibration import CostCoefficients
 from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.time_correction import SettingPoint
@@ -74,9 +81,20 @@ class Variances:
     noise: float
 
     @classmethod
-    def of(cls, coefficients: CostCoefficients) -> Variances:
-        """The priors of a refit from ``coefficients`` (module docstring)."""
-        return cls(stack_fit.STACK_LOG_SIGMA**2, local_log_variance(coefficients), stack_fit.ROW_LOG_SIGMA**2)
+    def of(cls, coefficients: CostCoefficients, start_rows: Sequence[TimeRow]) -> Variances:
+        """The priors of a refit from ``coefficients`` before any row (module docstring).
+
+        ``start_rows``: the start's own timed rows (the shipped seed rows, as ``recalibrate`` takes them); s² is the
+        amplitude :func:`coverage.matched_amplitude` matches to the prior mixture over
+        ``amplitude_prior(source_log_variances(start_rows, coefficients))``, far from every row (no row yet) its
+        variance g² + s² + n²; the start's own s² (``coverage.local_log_variance``) where no source has enough rows,
+        as the band takes it.
+        """
+        stack, noise = stack_fit.STACK_LOG_SIGMA**2, stack_fit.ROW_LOG_SIGMA**2
+        population = source_log_variances(start_rows, coefficients) or [local_log_variance(coefficients)]
+        amplitudes, prior = amplitude_prior(population)
+        weights = [p / sum(prior) for p in prior]
+        return cls(stack, matched_amplitude(weights, amplitudes, lambda s2: stack + s2 + noise), noise)
 
 
 @dataclass(frozen=True)
@@ -126,15 +144,19 @@ def _mean_variance(cov: Sequence[Sequence[float]], noise: float) -> float:
 
 
 def suggest(
-    requests: Sequence[PlanRequest], k: int, coefficients: CostCoefficients
+    requests: Sequence[PlanRequest], k: int, coefficients: CostCoefficients, start_rows: Sequence[TimeRow] | None = None
 ) -> tuple[list[Candidate], Selection]:
     """The plan space of ``requests`` and the ``k`` settings to measure first (:func:`greedy_variance_reduction`).
+
+    ``start_rows``: the start's own timed rows (:meth:`Variances.of`); default the shipped measurements, the seed rows
+    ``calibrate`` weighs the band's amplitude with.
 
     Raises:
         ValueError: ``k`` < 1.
     """
     space = plan_space(requests)
-    selection = greedy_variance_reduction([c.point for c in space], k, Variances.of(coefficients))
+    rows = time_rows(prepare_cases(all_measurements())) if start_rows is None else start_rows
+    selection = greedy_variance_reduction([c.point for c in space], k, Variances.of(coefficients, rows))
     return space, selection
 
 

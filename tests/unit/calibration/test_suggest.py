@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+import math
 
+import pytest
+from time_rows import START, from_source, row
+
+from autotune.calibration import stack_fit
+from autotune.calibration.coverage import amplitude_prior, local_log_variance, source_log_variances
 from autotune.calibration.suggest import Variances, greedy_variance_reduction
+from autotune.calibration.time_fit import TimeRow
+from autotune.costmodel.time_correction import BAND_Z
 from autotune.schemas.time_correction import SettingPoint
 
 
@@ -36,3 +43,33 @@ def test_picks_never_repeat_and_stop_at_the_space() -> None:
     assert sorted(selection.chosen) == [0, 1]
     with pytest.raises(ValueError, match="k ≥ 1"):
         greedy_variance_reduction(space, 0, VARIANCES)
+
+
+def stack(name: str, factors: tuple[float, ...]) -> list[TimeRow]:
+    """One stack's rows of the start: ``factors`` × the start's prediction at three sequence lengths."""
+    return [from_source(row(f, seq_len=s), name) for f, s in zip(factors, (256, 1024, 4096), strict=True)]
+
+
+def test_the_prior_setting_error_is_the_band_calibrate_prints_before_any_row() -> None:
+    """s² is the amplitude whose normal 80 % band holds 80 % of the prior mixture over the stacks' setting errors
+    (what calibrate's band is before rows weigh it), not the start's 'default' time band."""
+    rows = [*stack("tight", (0.95, 1.0, 1.05)), *stack("loose", (0.6, 1.0, 1.6))]
+    variances = Variances.of(START, rows)
+    assert (variances.stack, variances.noise) == (stack_fit.STACK_LOG_SIGMA**2, stack_fit.ROW_LOG_SIGMA**2)
+    grid, prior = amplitude_prior(source_log_variances(rows, START))
+    half_width = BAND_Z * math.sqrt(variances.stack + variances.local + variances.noise)
+    inside = sum(
+        p * math.erf(half_width / math.sqrt(2 * (variances.stack + s2 + variances.noise)))
+        for s2, p in zip(grid, prior, strict=True)
+    ) / sum(prior)
+    assert inside == pytest.approx(0.8, abs=1e-6)
+    assert variances.local != pytest.approx(local_log_variance(START), rel=0.01)
+    # a population of looser stacks gives a wider prior
+    looser = Variances.of(START, [*stack("tight", (0.9, 1.0, 1.1)), *stack("loose", (0.5, 1.0, 2.0))])
+    assert looser.local > variances.local
+
+
+def test_without_stacks_of_enough_rows_the_prior_is_the_starts_own_setting_error() -> None:
+    """As the band does: no source with three rows, no population, the start's s²."""
+    rows = [from_source(row(1.2), "one"), from_source(row(0.8, seq_len=512), "other")]
+    assert Variances.of(START, rows).local == pytest.approx(local_log_variance(START))
