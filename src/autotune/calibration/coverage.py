@@ -312,8 +312,12 @@ def local_correction(
     return band_at(matched_amplitude(weights, amplitudes, lambda s2: far_variance(band_at(s2))))
 
 
-def _mixture_quantile(weights: Sequence[float], variances: Sequence[float], share: float) -> float:
-    """The q with Σ wⱼ P(|N(0, vⱼ)| ≤ q) = ``share``: the central interval of a scale mixture of normals (bisection)."""
+def mixture_quantile(weights: Sequence[float], variances: Sequence[float], share: float) -> float:
+    """The q with Σ wⱼ P(|N(0, vⱼ)| ≤ q) = ``share``: the central interval of a scale mixture of normals (bisection).
+
+    ``weights`` sum to 1; ``variances`` > 0, natural-log units; q in the same units (one normal: Φ⁻¹((1 + share) / 2)
+    √v). The band's mixture far from the rows (:func:`matched_amplitude`) and ``--suggest``'s after K rows.
+    """
 
     def covered(q: float) -> float:
         return sum(w * math.erf(q / math.sqrt(2 * v)) for w, v in zip(weights, variances, strict=True))
@@ -344,7 +348,7 @@ def matched_amplitude(
     ``--suggest``'s prior (``suggest.Variances``) are both this amplitude.
     """
     far = [far_variance_at(s2) for s2 in population]
-    target = (_mixture_quantile(weights, far, BAND_SHARE) / BAND_Z) ** 2
+    target = (mixture_quantile(weights, far, BAND_SHARE) / BAND_Z) ** 2
     low, high = min(population), max(population)
     for _ in range(50):
         middle = (low + high) / 2
