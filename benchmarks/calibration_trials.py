@@ -202,7 +202,7 @@ def trial(group: Group, rows: list[Case], start: CostCoefficients, with_seeds: b
             sources=[group.name],
             with_seeds=with_seeds,
             name="trial",
-            seed_cases=group.outside_set if blind else group.others,
+            seed_cases=group.start_cases(blind),
         ).coefficients
     except RefitRefused:
         tally.refused += 1
@@ -373,7 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     for kind in args.kind_list:
         for group in found:
             start = blind_start(group, starts, args.cache) if blind else shipped
-            chosen = suggested_draw(group, args.k, start) if kind == "suggest" else group_draws(group, args, kind)
+            if kind == "suggest":
+                chosen = suggested_draw(group, args.k, start, group.start_cases(blind))
+            else:
+                chosen = group_draws(group, args, kind)
             if not chosen:
                 continue
             for mode in args.mode_list:

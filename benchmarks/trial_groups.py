@@ -32,6 +32,10 @@ class Group:
     others: list[Case]  # every shipped row outside this group
     outside_set: list[Case]  # every shipped row outside this group's measurement set (the blind start's rows)
 
+    def start_cases(self, blind: bool) -> list[Case]:
+        """The start's own rows: outside the group's set for the blind start, else every shipped row outside it."""
+        return self.outside_set if blind else self.others
+
 
 def groups(min_rows: int) -> list[Group]:
     """Timed rows of each shipped set by GPU, with at least ``min_rows`` rows."""
@@ -101,14 +105,15 @@ def corner_draws(cases: list[Case], k: int, count: int, rng: random.Random) -> l
     return [rng.sample(eligible[i % len(eligible)], k) for i in range(count)] if eligible else []
 
 
-def suggested_draw(group: Group, k: int, start: CostCoefficients) -> list[list[Case]]:
+def suggested_draw(group: Group, k: int, start: CostCoefficients, start_cases: list[Case]) -> list[list[Case]]:
     """One draw: the ``k`` rows ``calibrate --suggest k`` picks when the plan space is the group's own rows.
 
-    ``suggest.greedy_variance_reduction`` over the rows' setting points with the start's priors: the suggested
-    settings are measured rows, so "the nearest measured row" to each is the row itself.
+    ``suggest.greedy_variance_reduction`` over the rows' setting points with the start's priors (``start_cases``: the
+    start's own rows, the seed cases the trial's refit weighs its band with): the suggested settings are measured rows,
+    so "the nearest measured row" to each is the row itself.
     """
     points = [row_point(row) for row in time_rows(group.timed)]
-    selection = greedy_variance_reduction(points, k, Variances.of(start))
+    selection = greedy_variance_reduction(points, k, Variances.of(start, time_rows(start_cases)))
     return [[group.timed[i] for i in selection.chosen]]
 
 

@@ -32,3 +32,10 @@ def row(scale: float, seq_len: int = 2048, gpu: str = "rtx-4090", **setting: Any
     timed = Case(case.measurement.model_copy(update={"micro_step_time_s": predicted * scale}), case.model, case.cluster)
     (result,) = time_rows([timed])
     return result
+
+
+def from_source(timed: TimeRow, source: str) -> TimeRow:
+    """``timed`` as a row of the measurement set ``source`` (one stack)."""
+    case = timed.case
+    measurement = case.measurement.model_copy(update={"source": source, "id": f"{source}-{case.measurement.id}"})
+    return TimeRow(Case(measurement, case.model, case.cluster), timed.kind, timed.measured_s)

@@ -283,7 +283,7 @@ def local_correction(
     **Band.** The posterior predictive variance at a setting x (R&W eq. 2.26, Kennedy & O'Hagan 2001): the joint
     posterior of g + h(x) plus a row's noise, with h's amplitude s² weighed by the rows (:func:`scale_weights`) under
     a prior fitted to ``population`` (:func:`amplitude_prior` of :func:`source_log_variances`; the start's s² alone
-    when empty), written as the amplitude whose far band matches that mixture's (:func:`_matched_amplitude`). The
+    when empty), written as the amplitude whose far band matches that mixture's (:func:`matched_amplitude`). The
     rows narrow it near them; far from them it returns to the stack factor's posterior variance plus that amplitude —
     rows in one corner say which kind of stack they are (their agreement), never that h is 0 elsewhere.
     """
@@ -309,11 +309,15 @@ def local_correction(
             stack_log_variance=stack_variance,
         )
 
-    return band_at(_matched_amplitude(weights, amplitudes, band_at))
+    return band_at(matched_amplitude(weights, amplitudes, lambda s2: far_variance(band_at(s2))))
 
 
-def _mixture_quantile(weights: Sequence[float], variances: Sequence[float], share: float) -> float:
-    """The q with Σ wⱼ P(|N(0, vⱼ)| ≤ q) = ``share``: the central interval of a scale mixture of normals (bisection)."""
+def mixture_quantile(weights: Sequence[float], variances: Sequence[float], share: float) -> float:
+    """The q with Σ wⱼ P(|N(0, vⱼ)| ≤ q) = ``share``: the central interval of a scale mixture of normals (bisection).
+
+    ``weights`` sum to 1; ``variances`` > 0, natural-log units; q in the same units (one normal: Φ⁻¹((1 + share) / 2)
+    √v). The band's mixture far from the rows (:func:`matched_amplitude`) and ``--suggest``'s after K rows.
+    """
 
     def covered(q: float) -> float:
         return sum(w * math.erf(q / math.sqrt(2 * v)) for w, v in zip(weights, variances, strict=True))
@@ -329,22 +333,26 @@ BAND_SHARE = 0.8
 """The printed band's central share (``costmodel.time_correction.BAND_Z`` is its normal quantile)."""
 
 
-def _matched_amplitude(
-    weights: Sequence[float], population: Sequence[float], band_at: Callable[[float], LocalTimeCorrection]
+def matched_amplitude(
+    weights: Sequence[float], population: Sequence[float], far_variance_at: Callable[[float], float]
 ) -> float:
-    """The amplitude s² whose far-from-the-rows 80 % band is the posterior mixture's over ``population`` (bisection).
+    """The amplitude s² whose far-from-the-rows 80 % band is the mixture's over ``population`` (bisection).
 
-    Far from the rows the posterior predictive is a scale mixture of normals, N(0, vⱼ) with weight wⱼ (vⱼ the far
-    variance under s²ⱼ, ``time_correction.far_variance``): heavier-tailed than one normal, so its central 80 % interval
-    is narrower than that of a normal of the mixture's variance. The stored amplitude is the one whose normal band
-    equals the mixture's there (the file holds one GP; near the rows every s²ⱼ gives about the same, small, band).
+    ``weights``: P(s² = s²ⱼ), summing to 1 (:func:`scale_weights` after rows, the normalised :func:`amplitude_prior`
+    before any); ``far_variance_at(s²)``: the predictive log variance far from every row under amplitude s²
+    (``time_correction.far_variance`` of the correction, or g² + s² + n² before any row), increasing in s². There
+    the posterior predictive is a scale mixture of normals, N(0, vⱼ) with weight wⱼ (vⱼ = ``far_variance_at(s²ⱼ)``):
+    heavier-tailed than one normal, so its central 80 % interval is narrower than that of a normal of the mixture's
+    variance. The result is the one whose normal band equals the mixture's there (a correction file holds one GP; near
+    the rows every s²ⱼ gives about the same, small, band); ``calibrate``'s band (:func:`local_correction`) and
+    ``--suggest``'s prior (``suggest.Variances``) are both this amplitude.
     """
-    far = [far_variance(band_at(s2)) for s2 in population]
-    target = (_mixture_quantile(weights, far, BAND_SHARE) / BAND_Z) ** 2
+    far = [far_variance_at(s2) for s2 in population]
+    target = (mixture_quantile(weights, far, BAND_SHARE) / BAND_Z) ** 2
     low, high = min(population), max(population)
     for _ in range(50):
         middle = (low + high) / 2
-        low, high = (middle, high) if far_variance(band_at(middle)) < target else (low, middle)
+        low, high = (middle, high) if far_variance_at(middle) < target else (low, middle)
     return (low + high) / 2
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from time_rows import START, row
+from time_rows import START, from_source, row
 
-from autotune.calibration.cases import Case
 from autotune.calibration.coverage import (
     AMPLITUDE_GRID_POINTS,
     amplitude_prior,
@@ -20,7 +19,7 @@ from autotune.calibration.coverage import (
     source_log_variances,
 )
 from autotune.calibration.recalibrate import recalibrate
-from autotune.calibration.time_fit import TimeRow, predicted_time_s
+from autotune.calibration.time_fit import predicted_time_s
 from autotune.costmodel.time_correction import far_variance, kernel, log_correction, time_band
 
 
@@ -98,13 +97,6 @@ def test_a_setting_error_needs_residuals_beyond_the_noise_and_a_stack_the_start_
     # a stack the start describes (the rows favour it) keeps its in-sample error: the same residuals say less
     assert setting_error_probability([0.4, -0.35, 0.05], points, (local, noise), [1, 1, 1], 1e-6) < loud
     assert setting_error_probability([0.01, -0.02, 0.01], points, (local, noise), [1, 1, 1], 0.0) < 1e-6
-
-
-def from_source(timed: TimeRow, source: str) -> TimeRow:
-    """``timed`` as a row of the measurement set ``source`` (one stack)."""
-    case = timed.case
-    measurement = case.measurement.model_copy(update={"source": source, "id": f"{source}-{case.measurement.id}"})
-    return TimeRow(Case(measurement, case.model, case.cluster), timed.kind, timed.measured_s)
 
 
 def test_each_source_gives_the_scatter_of_its_rows_about_its_own_factor() -> None:
