@@ -5,9 +5,13 @@ from __future__ import annotations
 import importlib.util
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from autotune.planner.search_memo import forget_searches
 
 sys.dont_write_bytecode = False
 """The suite keeps its bytecode caches even where ``PYTHONDONTWRITEBYTECODE`` is set (as on this project's machines):
@@ -42,6 +46,32 @@ NOT_COLLECTED = {
     module: why for module, (package, why) in OPTIONAL_TEST_MODULES.items() if importlib.util.find_spec(package) is None
 }
 collect_ignore = list(NOT_COLLECTED)
+
+
+class _SearchForgettingMonkeyPatch(pytest.MonkeyPatch):
+    """pytest's ``monkeypatch`` whose ``setattr`` / ``delattr`` also forget the planner's remembered searches (before
+    the patch and when it is undone): a process keeps each request's search outcome (``planner.search_memo``), and a
+    test that patches the cost model or the planner must not be answered from a search made without the patch."""
+
+    def setattr(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]  # pytest's overloads, passed on
+        forget_searches()
+        super().setattr(*args, **kwargs)
+
+    def delattr(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        forget_searches()
+        super().delattr(*args, **kwargs)
+
+    def undo(self) -> None:
+        super().undo()
+        forget_searches()
+
+
+@pytest.fixture
+def monkeypatch() -> Iterator[pytest.MonkeyPatch]:
+    """pytest's ``monkeypatch`` (same methods, undone after the test), forgetting remembered searches around patches."""
+    patch = _SearchForgettingMonkeyPatch()
+    yield patch
+    patch.undo()
 
 
 def not_collected_lines() -> list[str]:

@@ -7,7 +7,9 @@ Modules:
   fp8_choice     FP8 linears in the search: offered where public figures back them, kept where ≥ 5 % faster
   request   PlanRequest and the user's fixed choices (Overrides)
   space     the candidate settings of a request and what is refused up front
-  search    estimate every candidate, rank, explain each rejected family
+  search    estimate every candidate, rank, choose
+  search_memo  each request's search outcome, kept per process (a sweep's refusals ask the same searches)
+  refusals  why each rejected family and a refused request do not fit, in one line each
   fit       why a predicted setting does not fit, in one line
   build     PlanFile from a request and its search result
   sweep     plan over a grid of sequence lengths / methods

@@ -13,24 +13,21 @@ chosen setting, the runner-ups, forced ``--method`` / ``--sharding`` and ``autot
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from autotune.costmodel.estimate import estimate_setting
 from autotune.errors import InfeasibleError
 from autotune.planner.batch_choice import plan_smaller_batch
 from autotune.planner.fp8_choice import where_fp8_pays
-from autotune.planner.lever_hints import in_backward_hint
 from autotune.planner.precision_choice import precision_note, precision_rank
-from autotune.planner.request import Overrides, PlanRequest
+from autotune.planner.refusals import infeasible_message, overshoot, rejections
+from autotune.planner.request import PlanRequest
+from autotune.planner.search_memo import remembered
 from autotune.planner.space import (
-    ONE_GPU_OFFLOAD_ACCUMULATION,
     candidates,
     check_overrides_supported,
-    unsupported_reasons,
 )
 from autotune.schemas.estimate import Estimate
-from autotune.schemas.memory_parts import MODEL_STATE_PARTS
 from autotune.schemas.objective import Objective
 from autotune.schemas.setting import TrainingSetting
 from autotune.schemas.workload import Workload
@@ -267,38 +264,6 @@ def _family(setting: TrainingSetting) -> str:
     return f"{setting.method} / {setting.sharding}"
 
 
-def _states_gib(estimate: Estimate) -> float:
-    return sum(estimate.memory_breakdown_gib.get(name, 0.0) for name in MODEL_STATE_PARTS)
-
-
-def overshoot(scored: Scored, host_memory_gib: float | None) -> float:
-    """How far a candidate is from fitting (> 1 means it does not fit).
-
-    The larger of GPU need / GPU memory and host need / host RAM.
-    """
-    e = scored.estimate
-    ratio = e.gpu_memory_need_gib / e.gpu_memory_gib
-    if host_memory_gib:
-        ratio = max(ratio, e.host_memory_gib / host_memory_gib)
-    return ratio
-
-
-def _why_not(label: str, closest: Scored, host_memory_gib: float | None) -> str:
-    """One line with the numbers: what the closest-to-fitting setting of a family needs and has."""
-    e = closest.estimate
-    needed = e.gpu_memory_need_gib
-    reasons = []
-    if needed > e.gpu_memory_gib:
-        reasons.append(
-            f"needs {needed:.1f} GiB per GPU (peak {e.peak_memory_gib:.1f}, of which model states "
-            f"{_states_gib(e):.1f}; + {e.cuda_context_gib:.1f} context + {e.memory_headroom_gib:.1f} headroom) "
-            f"> {e.gpu_memory_gib:.0f} GiB"
-        )
-    if host_memory_gib and e.host_memory_gib > host_memory_gib:
-        reasons.append(f"needs {e.host_memory_gib:.0f} GiB host RAM for offload > {host_memory_gib:.0f} GiB")
-    return f"{label}: closest setting ({closest.setting.short()}) " + " and ".join(reasons)
-
-
 def evaluate_candidates(request: PlanRequest) -> list[Scored]:
     """Estimate every candidate of the request's space."""
     scored = []
@@ -308,8 +273,8 @@ def evaluate_candidates(request: PlanRequest) -> list[Scored]:
     return scored
 
 
-def search(request: PlanRequest, progress: Callable[[int], None] | None = None, *, explain: bool = True) -> PlanResult:
-    """Find the best fitting setting for a request.
+def search(request: PlanRequest, *, explain: bool = True) -> PlanResult:
+    """Find the best fitting setting for a request (once per process: ``search_memo`` keeps each request's outcome).
 
     Where nothing fits and the user did not state the global batch, the plan at the largest smaller one that fits
     (:func:`autotune.planner.batch_choice.plan_smaller_batch`), with its note. ``explain`` False: a refusal's message
@@ -320,81 +285,29 @@ def search(request: PlanRequest, progress: Callable[[int], None] | None = None, 
         InfeasibleError: nothing fits under the forced choices; the message gives the numbers and the
             nearest setting that fits without them (if any).
     """
+    return remembered(f"{explain} {request.model_dump_json()}", lambda: _search(request, explain))
+
+
+def _search(request: PlanRequest, explain: bool) -> PlanResult:
     check_overrides_supported(request)
     scored = where_fp8_pays(evaluate_candidates(request), request)
-    if progress is not None:
-        progress(len(scored))
     if not scored:
         raise InfeasibleError(
             f"no candidate settings: --global-batch-size {request.workload.global_batch_size} cannot be split "
             f"into whole micro batches on {request.cluster.world_size} GPU(s) with the forced options"
         )
     fitting = [s for s in scored if s.estimate.fits]
-    rejected = _rejections(request, scored)
+    rejected = rejections(request, scored)
     if not fitting:
         closest = min(scored, key=lambda s: overshoot(s, request.cluster.host_memory_gib_per_node)).estimate
         shortfall = f"the closest setting needs {closest.gpu_memory_need_gib:.1f} GiB of {closest.gpu_memory_gib:.0f}"
         smaller = plan_smaller_batch(request, lambda r: search(r, explain=False), shortfall)
         if smaller is not None:
             return smaller
-        raise InfeasibleError(_infeasible_message(request, scored) if explain else "nothing fits")
+        raise InfeasibleError(infeasible_message(request, scored, search) if explain else "nothing fits")
     best = choose(fitting, request.objective)
     alternatives = runner_ups(fitting, best, request.objective)
     note = precision_note(best, fitting, request.objective, forced=request.overrides.precision is not None)
     return PlanResult(
         best=best, alternatives=alternatives, rejected=rejected, searched=len(scored), notes=(note,) if note else ()
-    )
-
-
-def _rejections(request: PlanRequest, scored: list[Scored]) -> list[tuple[str, str]]:
-    """One line per method and per sharding that has candidates but none that fit, plus unsupported ones."""
-    lines: list[tuple[str, str]] = list(unsupported_reasons(request).items())
-    for attribute in ("method", "sharding"):
-        groups: dict[str, list[Scored]] = {}
-        for s in scored:
-            groups.setdefault(str(getattr(s.setting, attribute)), []).append(s)
-        for label, members in groups.items():
-            if any(m.estimate.fits for m in members):
-                continue
-            host = request.cluster.host_memory_gib_per_node
-            closest = min(members, key=lambda m: overshoot(m, host))
-            clause = _one_micro_step_clause(request) if label == "fsdp-offload" else ""
-            lines.append((label, _why_not(label, closest, host) + clause))
-    return lines
-
-
-def _one_micro_step_clause(request: PlanRequest) -> str:
-    """Why FSDP CPU offload on one GPU was tried with one micro-step only (``offload_accumulation_error``), or ''."""
-    if request.cluster.world_size != 1:
-        return ""
-    return (
-        f" (fsdp-offload on one GPU runs the whole global batch as one micro batch: {ONE_GPU_OFFLOAD_ACCUMULATION}; "
-        "zero3-offload accumulates on the host)"
-    )
-
-
-def _infeasible_message(request: PlanRequest, scored: list[Scored]) -> str:
-    cluster = request.cluster
-    host = cluster.host_memory_gib_per_node
-    closest = min(scored, key=lambda s: overshoot(s, host))
-    forced = request.overrides.forced()
-    head = (
-        f"nothing fits on {cluster.world_size}× {cluster.gpu.key} ({cluster.gpu.memory_gib:.0f} GiB)"
-        + (" with " + ", ".join(f"{k}={v}" for k, v in forced.items()) if forced else "")
-        + f": {_why_not('', closest, host).split(': ', 1)[1]}"
-    )
-    if request.overrides.sharding == "fsdp-offload":
-        head += _one_micro_step_clause(request)
-    head += in_backward_hint(request, [s.setting for s in scored], lambda r: search(r, explain=False).best)
-    if not forced:
-        return head + "; try more GPUs, a shorter --seq-len or a larger GPU"
-    relaxed = request.model_copy(update={"overrides": Overrides()})
-    try:
-        nearest = search(relaxed).best
-    except InfeasibleError:
-        return head + "; nothing fits without the forced options either"
-    e = nearest.estimate
-    return head + (
-        f". Nearest that fits: {nearest.setting.short()} (peak {e.peak_memory_gib:.1f} GiB, "
-        f"{e.tokens_per_s:,.0f} tokens/s)"
     )

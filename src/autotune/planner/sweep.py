@@ -16,8 +16,9 @@ from typing import Literal
 
 from autotune.errors import InfeasibleError, InvalidRequestError
 from autotune.planner.packing import choose_packing
+from autotune.planner.refusals import overshoot
 from autotune.planner.request import PlanRequest
-from autotune.planner.search import evaluate_candidates, overshoot, run_time_s, search
+from autotune.planner.search import evaluate_candidates, run_time_s, search
 from autotune.schemas.dataset_stats import Packing
 from autotune.schemas.estimate import Estimate
 from autotune.schemas.setting import TrainingSetting
