@@ -27,7 +27,7 @@ from autotune.schemas.plan_changes import plan_fingerprint
 from autotune.schemas.plan_io import save_plan
 from autotune.schemas.training_stack import TESTED_TRAINING_STACK
 
-from .conftest import REAL_GPU_PROBE
+from .conftest import replayed_gpu_probe
 from .test_launch_refusals import snapshot
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -105,7 +105,7 @@ def _bad_dataset(launch: Launch, _: pytest.MonkeyPatch) -> None:
 
 
 def _bad_gpu(launch: Launch, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preflight, "check_gpu_visible", REAL_GPU_PROBE)  # torch here is a CPU build
+    monkeypatch.setattr(preflight, "check_gpu_visible", replayed_gpu_probe)  # the real probe; torch here is a CPU build
     launch.extra.remove("--cpu")
 
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +11,7 @@ from cli_runner import run
 
 from autotune.launcher import preflight
 
-from .conftest import REAL_GPU_PROBE
+from .conftest import replayed_gpu_probe, torch_sees_a_gpu
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "configs" / "llama3.2-1b"
 
@@ -89,19 +86,13 @@ def test_missing_training_stack_refuses_a_launch_and_warns_a_dry_run(
     assert code == 0 and "warning:" in err and "missing peft" in err
 
 
-@functools.cache  # one torch start per worker, not one per test
-def _torch_sees_a_gpu() -> bool:
-    script = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)"
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300).returncode == 0
-
-
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="needs a machine without a GPU")
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "launch"])
 def test_without_cpu_on_a_machine_without_gpu_the_launch_names_cpu(
     capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dry_run: bool
 ) -> None:
-    monkeypatch.setattr(preflight, "check_gpu_visible", REAL_GPU_PROBE)
-    if _torch_sees_a_gpu():
+    monkeypatch.setattr(preflight, "check_gpu_visible", replayed_gpu_probe)
+    if torch_sees_a_gpu():
         pytest.skip("torch sees a GPU here")
     plan = _plan(capsys, tmp_path)
     out = tmp_path / "run"
