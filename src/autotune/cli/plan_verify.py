@@ -124,7 +124,7 @@ def replan(result: PlanResult, verified: list[VerifiedSetting], objective: Objec
         f"{chosen.scored.estimate.peak_memory_gib:.1f}), which does not fit: re-planned to {best.setting.short()}"
     )
     replanned = PlanResult(
-        best=best, alternatives=alternatives, rejected=result.rejected, searched=result.searched,
+        best=best, alternatives=tuple(alternatives), rejected=result.rejected, searched=result.searched,
         workload=result.workload, notes=result.notes,
     )  # fmt: skip
     return replanned, note

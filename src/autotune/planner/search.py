@@ -50,11 +50,14 @@ class Scored:
 
 @dataclass(frozen=True)
 class PlanResult:
-    """The chosen setting, the runner-ups (best of each other family), and why families were rejected."""
+    """The chosen setting, the runner-ups (best of each other family), and why families were rejected.
+
+    Immutable, tuples included: a process hands the same outcome to every search of one request (``search_memo``).
+    """
 
     best: Scored
-    alternatives: list[RunnerUp]
-    rejected: list[tuple[str, str]]
+    alternatives: tuple[RunnerUp, ...]
+    rejected: tuple[tuple[str, str], ...]
     searched: int
     workload: Workload | None = None
     """The workload planned when the planner chose the global batch (``batch_choice``); None: the request's."""
@@ -309,5 +312,9 @@ def _search(request: PlanRequest, explain: bool) -> PlanResult:
     alternatives = runner_ups(fitting, best, request.objective)
     note = precision_note(best, fitting, request.objective, forced=request.overrides.precision is not None)
     return PlanResult(
-        best=best, alternatives=alternatives, rejected=rejected, searched=len(scored), notes=(note,) if note else ()
+        best=best,
+        alternatives=tuple(alternatives),
+        rejected=tuple(rejected),
+        searched=len(scored),
+        notes=(note,) if note else (),
     )
