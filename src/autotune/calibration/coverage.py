@@ -37,7 +37,7 @@ from autotune.calibration.fit import BAND_MIN_ROWS
 from autotune.calibration.replicates import Replicates
 from autotune.calibration.time_fit import TimeRow, predicted_time_s
 from autotune.costmodel.params import count_params
-from autotune.costmodel.time_correction import BAND_Z, far_variance, kernel, setting_point
+from autotune.costmodel.time_correction import BAND_Z, kernel, setting_point
 from autotune.schemas.calibration import CostCoefficients, source_table
 from autotune.schemas.time_correction import LocalTimeCorrection, SettingPoint
 
@@ -111,12 +111,18 @@ def inverse_spd(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
     ]
 
 
+def forward_solve(lower: Sequence[Sequence[float]], values: Sequence[float]) -> list[float]:
+    """L⁻¹ v for a lower-triangular L (:func:`cholesky`), by forward substitution: vᵀ (L Lᵀ)⁻¹ v = |L⁻¹ v|²."""
+    solved: list[float] = []
+    for i, value in enumerate(values):
+        solved.append((value - sum(lower[i][k] * solved[k] for k in range(i))) / lower[i][i])
+    return solved
+
+
 def log_normal_density(values: Sequence[float], cov: Sequence[Sequence[float]]) -> float:
     """Log-density of N(0, ``cov``) at ``values``: −½ (vᵀ C⁻¹ v + log det C + k log 2π), by Cholesky (R&W eq. 2.30)."""
     lower = cholesky(cov)
-    solved: list[float] = []  # L⁻¹ v by forward substitution: vᵀ C⁻¹ v = |L⁻¹ v|²
-    for i, value in enumerate(values):
-        solved.append((value - sum(lower[i][k] * solved[k] for k in range(i))) / lower[i][i])
+    solved = forward_solve(lower, values)
     log_det = 2 * sum(math.log(lower[i][i]) for i in range(len(values)))
     return -0.5 * (sum(x * x for x in solved) + log_det + len(values) * math.log(2 * math.pi))
 
@@ -296,8 +302,17 @@ def local_correction(
     amplitudes, prior = amplitude_prior(list(population) or [local])
     weights = scale_weights(residuals, points, (stack_variance, noise), counts, amplitudes, prior)
 
+    def joint_at(s2: float) -> list[list[float]]:  # the rows' covariance under amplitude s², factor integrated out
+        return [[stack_variance + v for v in line] for line in covariance(points, s2, noise, counts)]
+
+    def far_at(s2: float) -> float:  # far_variance(band_at(s2)) by one Cholesky solve, without the full inverse
+        if stack_variance == 0:  # far from the rows nothing is explained: g² + s² + n² − 0
+            return s2 + noise
+        explained = sum(x * x for x in forward_solve(cholesky(joint_at(s2)), [stack_variance] * len(points)))
+        return max(stack_variance + s2 - explained, 0.0) + noise
+
     def band_at(s2: float) -> LocalTimeCorrection:
-        joint = [[stack_variance + v for v in line] for line in covariance(points, s2, noise, counts)]
+        joint = joint_at(s2)
         ratio = mean_local / s2 if s2 > 0 else 0.0  # s²_band k(x)ᵀ w' = s² P k(x)ᵀ Σ⁻¹ r: the same mean
         return LocalTimeCorrection(
             anchors=points,
@@ -309,7 +324,7 @@ def local_correction(
             stack_log_variance=stack_variance,
         )
 
-    return band_at(matched_amplitude(weights, amplitudes, lambda s2: far_variance(band_at(s2))))
+    return band_at(matched_amplitude(weights, amplitudes, far_at))
 
 
 def mixture_quantile(weights: Sequence[float], variances: Sequence[float], share: float) -> float:

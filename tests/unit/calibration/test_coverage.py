@@ -9,18 +9,23 @@ from time_rows import START, from_source, row
 
 from autotune.calibration.coverage import (
     AMPLITUDE_GRID_POINTS,
+    BAND_SHARE,
     amplitude_prior,
+    covariance,
     gls_mean,
     inverse_spd,
+    local_correction,
     log_normal_density,
+    mixture_quantile,
     row_point,
     scale_weights,
     setting_error_probability,
     source_log_variances,
 )
 from autotune.calibration.recalibrate import recalibrate
+from autotune.calibration.replicates import replicate_groups
 from autotune.calibration.time_fit import predicted_time_s
-from autotune.costmodel.time_correction import far_variance, kernel, log_correction, time_band
+from autotune.costmodel.time_correction import BAND_Z, far_variance, kernel, log_correction, time_band
 
 
 def test_inverse_spd_inverts() -> None:
@@ -181,3 +186,23 @@ def test_the_amplitude_posterior_is_the_prior_times_the_rows_likelihood() -> Non
     tilted = scale_weights(residuals, points, variances, counts, [0.01**2, 0.3**2], [3.0, 1.0])
     odds = (tilted[0] / tilted[1]) / (even[0] / even[1])
     assert odds == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("stack_variance", [0.0, 0.15**2], ids=["factor-kept", "factor-fitted"])
+def test_the_band_far_from_the_rows_is_the_amplitude_mixtures_central_80_percent(stack_variance: float) -> None:
+    """The printed amplitude's far band equals the mixture's, each amplitude's far variance from the full posterior
+    (g² + s² − g⁴ 1ᵀ Σ⁻¹ 1 + n², Σ the rows' joint covariance: ``time_correction.far_variance``)."""
+    groups = replicate_groups([row(1.0, seq_len=512), row(1.3, seq_len=2048, method="full"), row(0.8, seq_len=256)])
+    residuals, local, noise = [0.05, 0.25, -0.2], 0.2**2, 0.05**2
+    population = [0.01**2, 0.1**2, 0.3**2]
+    correction = local_correction(groups, residuals, (local, noise, stack_variance), 0.9, population)
+    points, counts = [row_point(g.row) for g in groups], [g.count for g in groups]
+    amplitudes, prior = amplitude_prior(population)
+    weights = scale_weights(residuals, points, (stack_variance, noise), counts, amplitudes, prior)
+
+    def far(s2: float) -> float:
+        precision = inverse_spd([[stack_variance + v for v in line] for line in covariance(points, s2, noise, counts)])
+        return stack_variance + s2 - stack_variance**2 * sum(map(sum, precision)) + noise
+
+    target = mixture_quantile(weights, [far(s2) for s2 in amplitudes], BAND_SHARE)
+    assert BAND_Z * math.sqrt(far_variance(correction)) == pytest.approx(target, rel=1e-6)
