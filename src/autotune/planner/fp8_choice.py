@@ -12,6 +12,7 @@ without it), as liger's kernels are; ``--fp8`` / ``--no-fp8`` decide it outright
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from autotune.costmodel.fp8_time import FP8_PUBLIC_GENERATIONS
@@ -46,10 +47,10 @@ def torchao_installed() -> bool:
     return fp8_installed()
 
 
-def where_fp8_pays(scored: list[Scored], request: PlanRequest) -> list[Scored]:
+def where_fp8_pays(scored: Sequence[Scored], request: PlanRequest) -> list[Scored]:
     """``scored`` without the unasked FP8 settings that are not :data:`FP8_MIN_GAIN` faster than their bf16 twin."""
     if request.overrides.fp8 is not None:
-        return scored
+        return list(scored)
     bf16_run_s = {s.setting: s.run_time_s for s in scored if not s.setting.fp8}
     kept = []
     for s in scored:

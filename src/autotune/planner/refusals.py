@@ -7,7 +7,7 @@ holds the choice and this one the explanations.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from autotune.errors import InfeasibleError
@@ -53,7 +53,7 @@ def _why_not(label: str, closest: Scored, host_memory_gib: float | None) -> str:
     return f"{label}: closest setting ({closest.setting.short()}) " + " and ".join(reasons)
 
 
-def rejections(request: PlanRequest, scored: list[Scored]) -> list[tuple[str, str]]:
+def rejections(request: PlanRequest, scored: Sequence[Scored]) -> list[tuple[str, str]]:
     """One line per method and per sharding that has candidates but none that fit, plus unsupported ones."""
     lines: list[tuple[str, str]] = list(unsupported_reasons(request).items())
     for attribute in ("method", "sharding"):
@@ -80,7 +80,7 @@ def _one_micro_step_clause(request: PlanRequest) -> str:
     )
 
 
-def infeasible_message(request: PlanRequest, scored: list[Scored], search: Callable[..., PlanResult]) -> str:
+def infeasible_message(request: PlanRequest, scored: Sequence[Scored], search: Callable[..., PlanResult]) -> str:
     """The refusal of a request where none of ``scored`` fits, in one line.
 
     The numbers of the closest setting, the lever hint (``lever_hints``) and, with forced choices, the nearest setting

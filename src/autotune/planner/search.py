@@ -22,7 +22,7 @@ from autotune.planner.fp8_choice import where_fp8_pays
 from autotune.planner.precision_choice import precision_note, precision_rank
 from autotune.planner.refusals import infeasible_message, overshoot, rejections
 from autotune.planner.request import PlanRequest
-from autotune.planner.search_memo import remembered
+from autotune.planner.search_memo import evaluated, remembered
 from autotune.planner.space import (
     candidates,
     check_overrides_supported,
@@ -267,13 +267,17 @@ def _family(setting: TrainingSetting) -> str:
     return f"{setting.method} / {setting.sharding}"
 
 
-def evaluate_candidates(request: PlanRequest) -> list[Scored]:
-    """Estimate every candidate of the request's space."""
+def evaluate_candidates(request: PlanRequest) -> tuple[Scored, ...]:
+    """Estimate every candidate of the request's space (once per process for the newest few: ``search_memo``)."""
+    return evaluated(request.model_dump_json(), lambda: _evaluate(request))
+
+
+def _evaluate(request: PlanRequest) -> tuple[Scored, ...]:
     scored = []
     for setting in candidates(request):
         estimate = estimate_setting(request.model, request.cluster, request.workload, setting, request.coefficients)
         scored.append(Scored(setting, estimate, run_time_s(estimate)))
-    return scored
+    return tuple(scored)
 
 
 def search(request: PlanRequest, *, explain: bool = True) -> PlanResult:

@@ -9,6 +9,10 @@ calling :func:`autotune.plan` twice asks twice. The key is the request's JSON (`
 search's 0.1–0.5 s) with the search's options; the newest :data:`MAX_SEARCHES` outcomes are kept (each is the
 chosen setting, its runner-ups and the refusal lines: kilobytes, not the ~6 MB of a search's candidates).
 :func:`forget_searches` empties it (a test that patches the cost model does, ``tests/conftest.py``).
+
+A search's candidates, estimated (``search.evaluate_candidates``), are kept too, for the newest
+:data:`MAX_EVALUATIONS` requests only (:func:`evaluated`; 3–6 MB each): a sweep's cell estimates its candidates, then
+searches, and the search takes them from here (``sweep.plan_cell``: a refused cell names the closest of them).
 """
 
 from __future__ import annotations
@@ -25,7 +29,31 @@ MAX_SEARCHES = 256
 """Outcomes kept per process (least recently used dropped first): a sweep of 6 lengths × 3 methods with its refusals'
 searches, or a 12 × 4 grid, fits many times over."""
 
+MAX_EVALUATIONS = 2
+"""Requests whose estimated candidates are kept (:func:`evaluated`; 3–6 MB each: 480–900 candidates of ~6 kB): a
+sweep's cell asks for its list just before its search does."""
+
 _OUTCOMES: OrderedDict[str, object] = OrderedDict()
+_EVALUATIONS: OrderedDict[str, object] = OrderedDict()
+
+
+def _kept(store: OrderedDict[str, object], limit: int, key: str, compute: Callable[[], object]) -> object:
+    """``compute()``'s outcome for ``key`` from ``store`` (least recently used dropped beyond ``limit``).
+
+    An :class:`~autotune.errors.AutotuneError` is an outcome (kept and returned); any other exception propagates and
+    nothing is kept.
+    """
+    if key in store:
+        store.move_to_end(key)
+        return store[key]
+    try:
+        outcome = compute()
+    except AutotuneError as error:
+        outcome = error
+    store[key] = outcome
+    if len(store) > limit:
+        store.popitem(last=False)
+    return outcome
 
 
 def remembered(key: str, search: Callable[[], T]) -> T:
@@ -34,22 +62,25 @@ def remembered(key: str, search: Callable[[], T]) -> T:
     Only :class:`~autotune.errors.AutotuneError` refusals are kept (raised again as a new error of the same class and
     message); any other exception propagates and nothing is kept.
     """
-    if key in _OUTCOMES:
-        _OUTCOMES.move_to_end(key)
-        outcome = _OUTCOMES[key]
-    else:
-        try:
-            outcome = search()
-        except AutotuneError as error:
-            outcome = error
-        _OUTCOMES[key] = outcome
-        if len(_OUTCOMES) > MAX_SEARCHES:
-            _OUTCOMES.popitem(last=False)
+    outcome = _kept(_OUTCOMES, MAX_SEARCHES, key, search)
     if isinstance(outcome, AutotuneError):
         raise type(outcome)(*outcome.args)
     return outcome  # type: ignore[return-value]  # the key's search returned it
 
 
+def evaluated(key: str, evaluate: Callable[[], T]) -> T:
+    """``evaluate()``'s result for ``key`` (a request's estimated candidates, an immutable tuple), computed once.
+
+    The newest :data:`MAX_EVALUATIONS` are kept. Estimating raises no refusal (an unsupported choice is refused by the
+    search before it estimates); an error propagates and nothing is kept.
+    """
+    outcome = _kept(_EVALUATIONS, MAX_EVALUATIONS, key, evaluate)
+    if isinstance(outcome, AutotuneError):
+        raise type(outcome)(*outcome.args)
+    return outcome  # type: ignore[return-value]  # the key's evaluation returned it
+
+
 def forget_searches() -> None:
-    """Drop every remembered outcome (the next search of each request searches again)."""
+    """Drop every remembered outcome and estimated candidate list (the next search of each request searches again)."""
     _OUTCOMES.clear()
+    _EVALUATIONS.clear()

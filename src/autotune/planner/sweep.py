@@ -161,6 +161,9 @@ def plan_cell(request: PlanRequest, method: str) -> SweepCell:
     """
     request = request.model_copy(update={"global_batch_stated": True})
     seq_len = request.workload.seq_len
+    # Estimated before the search, which takes them from ``search_memo`` (its refusal's hints then estimate other
+    # requests): a refused cell names the closest of these without estimating them again.
+    scored = evaluate_candidates(request)
     try:
         result = search(request)
     except InvalidRequestError as error:  # a forced choice the hardware cannot run
@@ -168,7 +171,6 @@ def plan_cell(request: PlanRequest, method: str) -> SweepCell:
         return SweepCell(method, seq_len, "unsupported", reason=str(error), short_reason=short)
     except InfeasibleError as error:
         host = request.cluster.host_memory_gib_per_node
-        scored = evaluate_candidates(request)
         if not scored:
             return SweepCell(method, seq_len, "infeasible", reason=str(error), short_reason=_first_clause(str(error)))
         closest = min(scored, key=lambda s: overshoot(s, host))
