@@ -45,7 +45,7 @@ from autotune.calibration.coverage import (
 )
 from autotune.calibration.time_fit import TimeRow, time_rows
 from autotune.costmodel.params import count_params
-from autotune.costmodel.time_correction import kernel, setting_point
+from autotune.costmodel.time_correction import kernel, quadratic_form, setting_point
 from autotune.planner.request import PlanRequest
 from autotune.planner.search import evaluate_candidates
 from autotune.profiles.measurements import all_measurements
@@ -202,11 +202,7 @@ def _posterior_variances(
     found = []
     for row in near:
         cross = [variances.stack + local * k for k in row[:count]]
-        explained = sum(
-            ci * sum(p * cj for p, cj in zip(line, cross, strict=True))
-            for ci, line in zip(cross, precision, strict=True)
-        )
-        found.append(max(prior - explained, variances.noise))
+        found.append(max(prior - quadratic_form(cross, precision), variances.noise))
     return found
 
 

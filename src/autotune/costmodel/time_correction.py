@@ -22,6 +22,7 @@ different method or sharding strategy (:data:`LENGTH_DOUBLINGS`, :data:`METHOD_D
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from autotune.costmodel.context import SettingContext
 from autotune.schemas.calibration import TIME_SCALE_MAX, TIME_SCALE_MIN, CostCoefficients
@@ -109,11 +110,15 @@ def far_variance(correction: LocalTimeCorrection) -> float:
     return _posterior_variance([correction.stack_log_variance] * len(correction.anchors), correction)
 
 
-def _posterior_variance(cross: list[float], correction: LocalTimeCorrection) -> float:
-    explained = sum(
-        ci * sum(p * cj for p, cj in zip(line, cross, strict=True))
-        for ci, line in zip(cross, correction.precision, strict=True)
+def quadratic_form(vector: Sequence[float], matrix: Sequence[Sequence[float]]) -> float:
+    """vᵀ M v: with M = Σ⁻¹ and v = c(x), the variance the rows explain at x (R&W eq. 2.26's second term)."""
+    return sum(
+        vi * sum(m * vj for m, vj in zip(line, vector, strict=True)) for vi, line in zip(vector, matrix, strict=True)
     )
+
+
+def _posterior_variance(cross: list[float], correction: LocalTimeCorrection) -> float:
+    explained = quadratic_form(cross, correction.precision)
     prior = correction.stack_log_variance + correction.local_log_variance
     return max(prior - explained, 0.0) + correction.noise_log_variance
 
