@@ -8,8 +8,8 @@ independent N(μ, σ²), the user measures k of them, and the band is centred on
 * **σ known** (a prior that knows each stack's scatter exactly; the limit of an informative prior that is right for
   this stack): ±z₀.₉ σ √(1 + 1/k).
 * **σ from the rows** (the reference prior p(μ, σ²) ∝ 1/σ², whose predictive is Student's t with k − 1 degrees of
-  freedom; Gelman et al., *BDA3* §3.2; the classical prediction interval, Geisser, *Predictive Inference*, 1993,
-  §2.1): ±t₀.₉,ₖ₋₁ s √(1 + 1/k). Its coverage is exactly 80 % for every μ and σ — per stack, whatever its scatter —
+  freedom; Gelman et al., *BDA3* §3.2; the classical prediction interval, Geisser, *Predictive Inference*, 1993):
+  ±t₀.₉,ₖ₋₁ s √(1 + 1/k). Its coverage is exactly 80 % for every μ and σ — per stack, whatever its scatter —
   averaged over draws.
 
 For each, the coverage of one draw is its conditional probability over a new row, Φ((h − d)/σ) − Φ((−h − d)/σ) with
