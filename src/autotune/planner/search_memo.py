@@ -37,47 +37,42 @@ _OUTCOMES: OrderedDict[str, object] = OrderedDict()
 _EVALUATIONS: OrderedDict[str, object] = OrderedDict()
 
 
-def _kept(store: OrderedDict[str, object], limit: int, key: str, compute: Callable[[], object]) -> object:
-    """``compute()``'s outcome for ``key`` from ``store`` (least recently used dropped beyond ``limit``).
+def _kept(store: OrderedDict[str, object], limit: int, key: str, compute: Callable[[], T]) -> T:
+    """``compute()``'s outcome for ``key``: computed once, then from ``store`` (the newest ``limit`` kept).
 
-    An :class:`~autotune.errors.AutotuneError` is an outcome (kept and returned); any other exception propagates and
-    nothing is kept.
+    An :class:`~autotune.errors.AutotuneError` is an outcome: kept, and raised again each time as a new error of the
+    same class and message. Any other exception propagates and nothing is kept.
     """
     if key in store:
         store.move_to_end(key)
-        return store[key]
-    try:
-        outcome = compute()
-    except AutotuneError as error:
-        outcome = error
-    store[key] = outcome
-    if len(store) > limit:
-        store.popitem(last=False)
-    return outcome
+        outcome = store[key]
+    else:
+        try:
+            outcome = compute()
+        except AutotuneError as error:
+            outcome = error
+        store[key] = outcome
+        if len(store) > limit:
+            store.popitem(last=False)
+    if isinstance(outcome, AutotuneError):
+        raise type(outcome)(*outcome.args)
+    return outcome  # type: ignore[return-value]  # the key's computation returned it
 
 
 def remembered(key: str, search: Callable[[], T]) -> T:
-    """``search()``'s outcome for ``key``: computed once, then returned (or its error raised again) from memory.
+    """``search()``'s outcome for ``key``: computed once, then returned (or its refusal raised again) from memory.
 
-    Only :class:`~autotune.errors.AutotuneError` refusals are kept (raised again as a new error of the same class and
-    message); any other exception propagates and nothing is kept.
+    The newest :data:`MAX_SEARCHES` are kept (:func:`_kept`).
     """
-    outcome = _kept(_OUTCOMES, MAX_SEARCHES, key, search)
-    if isinstance(outcome, AutotuneError):
-        raise type(outcome)(*outcome.args)
-    return outcome  # type: ignore[return-value]  # the key's search returned it
+    return _kept(_OUTCOMES, MAX_SEARCHES, key, search)
 
 
 def evaluated(key: str, evaluate: Callable[[], T]) -> T:
     """``evaluate()``'s result for ``key`` (a request's estimated candidates, an immutable tuple), computed once.
 
-    The newest :data:`MAX_EVALUATIONS` are kept. Estimating raises no refusal (an unsupported choice is refused by the
-    search before it estimates); an error propagates and nothing is kept.
+    The newest :data:`MAX_EVALUATIONS` are kept (:func:`_kept`).
     """
-    outcome = _kept(_EVALUATIONS, MAX_EVALUATIONS, key, evaluate)
-    if isinstance(outcome, AutotuneError):
-        raise type(outcome)(*outcome.args)
-    return outcome  # type: ignore[return-value]  # the key's evaluation returned it
+    return _kept(_EVALUATIONS, MAX_EVALUATIONS, key, evaluate)
 
 
 def forget_searches() -> None:
