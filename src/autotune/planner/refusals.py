@@ -37,6 +37,11 @@ def overshoot(scored: Scored, host_memory_gib: float | None) -> float:
     return ratio
 
 
+def closest_to_fitting(scored: Sequence[Scored], host_memory_gib: float | None) -> Scored:
+    """The candidate of ``scored`` (not empty) with the least :func:`overshoot`: the one a refusal names."""
+    return min(scored, key=lambda s: overshoot(s, host_memory_gib))
+
+
 def _why_not(label: str, closest: Scored, host_memory_gib: float | None) -> str:
     """One line with the numbers: what the closest-to-fitting setting of a family needs and has."""
     e = closest.estimate
@@ -64,7 +69,7 @@ def rejections(request: PlanRequest, scored: Sequence[Scored]) -> list[tuple[str
             if any(m.estimate.fits for m in members):
                 continue
             host = request.cluster.host_memory_gib_per_node
-            closest = min(members, key=lambda m: overshoot(m, host))
+            closest = closest_to_fitting(members, host)
             clause = _one_micro_step_clause(request) if label == "fsdp-offload" else ""
             lines.append((label, _why_not(label, closest, host) + clause))
     return lines
@@ -90,7 +95,7 @@ def infeasible_message(request: PlanRequest, scored: Sequence[Scored], search: C
     """
     cluster = request.cluster
     host = cluster.host_memory_gib_per_node
-    closest = min(scored, key=lambda s: overshoot(s, host))
+    closest = closest_to_fitting(scored, host)
     forced = request.overrides.forced()
     head = (
         f"nothing fits on {cluster.world_size}× {cluster.gpu.key} ({cluster.gpu.memory_gib:.0f} GiB)"

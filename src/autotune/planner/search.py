@@ -20,7 +20,7 @@ from autotune.errors import InfeasibleError
 from autotune.planner.batch_choice import plan_smaller_batch
 from autotune.planner.fp8_choice import where_fp8_pays
 from autotune.planner.precision_choice import precision_note, precision_rank
-from autotune.planner.refusals import infeasible_message, overshoot, rejections
+from autotune.planner.refusals import closest_to_fitting, infeasible_message, rejections
 from autotune.planner.request import PlanRequest
 from autotune.planner.search_memo import evaluated, remembered
 from autotune.planner.space import (
@@ -306,7 +306,7 @@ def _search(request: PlanRequest, explain: bool) -> PlanResult:
     fitting = [s for s in scored if s.estimate.fits]
     rejected = rejections(request, scored)
     if not fitting:
-        closest = min(scored, key=lambda s: overshoot(s, request.cluster.host_memory_gib_per_node)).estimate
+        closest = closest_to_fitting(scored, request.cluster.host_memory_gib_per_node).estimate
         shortfall = f"the closest setting needs {closest.gpu_memory_need_gib:.1f} GiB of {closest.gpu_memory_gib:.0f}"
         smaller = plan_smaller_batch(request, lambda r: search(r, explain=False), shortfall)
         if smaller is not None:

@@ -16,7 +16,7 @@ from typing import Literal
 
 from autotune.errors import InfeasibleError, InvalidRequestError
 from autotune.planner.packing import choose_packing
-from autotune.planner.refusals import overshoot
+from autotune.planner.refusals import closest_to_fitting
 from autotune.planner.request import PlanRequest
 from autotune.planner.search import evaluate_candidates, run_time_s, search
 from autotune.schemas.dataset_stats import Packing
@@ -173,7 +173,7 @@ def plan_cell(request: PlanRequest, method: str) -> SweepCell:
         host = request.cluster.host_memory_gib_per_node
         if not scored:
             return SweepCell(method, seq_len, "infeasible", reason=str(error), short_reason=_first_clause(str(error)))
-        closest = min(scored, key=lambda s: overshoot(s, host))
+        closest = closest_to_fitting(scored, host)
         return SweepCell(
             method,
             seq_len,
