@@ -98,13 +98,17 @@ class Tally:
     pairs_before: list[float] = field(default_factory=list)
     pairs_after: list[float] = field(default_factory=list)
     covered_before: list[float] = field(default_factory=list)
-    covered_after: list[float] = field(default_factory=list)
     draw_coverage: list[list[float]] = field(default_factory=list)
     """Per draw, the band-after coverage of each held-out row (1 inside, 0 outside): :func:`coverage_interval`."""
     worse_draws: int = 0
     worse_by_a_point: int = 0
     refused: int = 0
     draws: int = 0
+
+    @property
+    def covered_after(self) -> list[float]:
+        """The band-after coverage of every held-out row, the draws one after another."""
+        return [x for draw in self.draw_coverage for x in draw]
 
     def add(self, other: Tally) -> None:
         """Pool ``other``'s errors and counts into this tally."""
@@ -116,7 +120,6 @@ class Tally:
             "pairs_before",
             "pairs_after",
             "covered_before",
-            "covered_after",
             "draw_coverage",
         ):
             getattr(self, name).extend(getattr(other, name))
@@ -273,7 +276,6 @@ def trial(group: Group, rows: list[Case], start: CostCoefficients, with_seeds: b
     tally.pairs_before.append(pairs_in_order(before))
     tally.pairs_after.append(pairs_in_order(after))
     tally.covered_before += [covered(r) for r in before]
-    tally.covered_after += [covered(r) for r in after]
     tally.draw_coverage.append([covered(r) for r in after])
     tally.worse_draws += mean(errors_after) > mean(errors_before) + 1e-9
     tally.worse_by_a_point += mean(errors_after) > mean(errors_before) + WORSE_TOLERANCE

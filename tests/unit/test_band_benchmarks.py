@@ -64,7 +64,7 @@ def test_interval_spans_the_draws_and_the_verdict_names_a_miss_beyond_it() -> No
     assert interval is not None
     low, high = interval
     assert 0.0 < low < 0.5 < high < 1.0
-    over = trials.Tally(covered_after=[1.0] * 20, draw_coverage=[[1.0] * 4] * 5)
-    spread_out = trials.Tally(covered_after=[x for d in scattered for x in d], draw_coverage=scattered)
+    over = trials.Tally(draw_coverage=[[1.0] * 4] * 5)
+    spread_out = trials.Tally(draw_coverage=scattered)
     verdict = trials.target_verdict([over, spread_out], ["a", "b"])
     assert verdict == "0 of 2 sources in 70%–90%, 1 of 2 outside it beyond their draws' 90 % interval"
